@@ -1,0 +1,1 @@
+"""Tooling for the vllm-fused-moe patch queue: `python -m release --help`."""
