@@ -92,7 +92,7 @@ def _load_command(module: str) -> tuple[Callable | None, Callable | None]:
     try:
         loaded = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name == module:
+        if exc.name and module.startswith(exc.name):
             return None, None
         raise
     return loaded.configure, loaded.run

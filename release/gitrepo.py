@@ -92,6 +92,15 @@ class WorkRepo:
 
         return read_tree(self.subtree)
 
+    def subtree_files_at(self, ref: str) -> dict[str, bytes]:
+        listing = self.run("ls-tree", "-r", "--name-only", ref, "--", UPSTREAM_SUBTREE + "/").stdout.split()
+        prefix = len(UPSTREAM_SUBTREE) + 1
+        files = {}
+        for path in listing:
+            shown = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=self.path, capture_output=True, check=True)
+            files[path[prefix:]] = shown.stdout
+        return files
+
     def unmerged_paths(self) -> list[str]:
         out = self.run("diff", "--name-only", "--diff-filter=U", check=False).stdout
         return [line for line in out.splitlines() if line]

@@ -60,8 +60,13 @@ def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, by
             if _git_apply(root, ["--reverse", "--check", str(patch_file)]):
                 _git_apply(root, ["--reverse", str(patch_file)])
                 continue
+            # Undo file by file, so one edited file does not hide the state of the others.
             for path in patch.files:
-                blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1:], patch.name)
+                only = [f"--include={path}", "--reverse", str(patch_file)]
+                if _git_apply(root, [*only[:-1], "--check", only[-1]]):
+                    _git_apply(root, only)
+                else:
+                    blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1:], patch.name)
         from release.layout import read_tree
 
         recovered = read_tree(root / UPSTREAM_SUBTREE)

@@ -272,28 +272,12 @@ def resume(layout: Layout, work: Path) -> RebaseReport:
             o = {**o, "status": "applied", "how": "conflict resolved by hand", "conflicts": []}
         replay.outcomes.append(PatchOutcome(o["name"], o["subject"], o["status"], o["how"], o["refreshed"]))
     remaining = [p for p in queue.patches if p.name in state["remaining"]]
-    stopped = replay_series(repo, work, remaining, replay)
-    upstream = UpstreamTree(tag=state["tag"], source=state["source"], files=_commit_files(repo, "HEAD~0", len(replay.applied)),
-                            **state["upstream"])
-    old_pristine, _ = drift(layout, queue)[1], None
-    if stopped is not None:
-        (work / STATE).unlink()
-        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
+    # The new tag's pristine tree is the commit below the patches applied before the stop.
     base = repo.run("rev-parse", f"HEAD~{len(replay.applied)}").stdout.strip()
+    upstream = UpstreamTree(tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base),
+                            **state["upstream"])
+    old_pristine = require_clean_vendor(layout, queue)
+    stopped = replay_series(repo, work, remaining, replay)
+    if stopped is not None:
+        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
     return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
-
-
-def _commit_files(repo: WorkRepo, _head: str, applied: int) -> dict[str, bytes]:
-    """The new tag's pristine subtree: the commit below the applied patches."""
-    from release.layout import read_tree
-    import tempfile
-
-    base = repo.run("rev-parse", f"HEAD~{applied}").stdout.strip()
-    listing = repo.run("ls-tree", "-r", "--name-only", base, "--", UPSTREAM_SUBTREE + "/").stdout.split()
-    files = {}
-    for path in listing:
-        import subprocess
-
-        blob = subprocess.run(["git", "show", f"{base}:{path}"], cwd=repo.path, capture_output=True, check=True).stdout
-        files[path[len(UPSTREAM_SUBTREE) + 1:]] = blob
-    return files

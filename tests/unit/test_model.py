@@ -1,0 +1,83 @@
+"""The patch-queue data model: parsing, validation and byte-stable writing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.errors import ConfigError, MalformedPatchError, MalformedSeriesError
+from release.model import Patch, Pin, Series
+
+REPO = Path(__file__).resolve().parents[2]
+PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
+
+
+def test_patch_0001_carries_its_provenance() -> None:
+    patch = Patch.load(PATCH)
+    assert patch.subject == "fused_moe: FlashInfer NVLink combine output is already reduced"
+    assert patch.trailers["Origin"] == "upstream, https://github.com/vllm-project/vllm/pull/41382"
+    assert "0.6.8.post1" in patch.trailers["Depends-On"]
+    assert "Risk" in patch.trailers
+    assert "Applied-Upstream" not in patch.trailers
+    assert [f.rsplit("/", 1)[1] for f in patch.files] == ["flashinfer_nvlink_one_sided.py", "flashinfer_nvlink_two_sided.py"]
+    for hunk in patch.hunks:
+        assert hunk.removed == ["        return False"]
+        assert hunk.added[-1] == "        return True"
+
+
+def test_with_trailer_adds_then_replaces_without_touching_the_diff() -> None:
+    patch = Patch.load(PATCH)
+    once = patch.with_trailer("Applied-Upstream", "v0.34.0")
+    twice = once.with_trailer("Applied-Upstream", "v0.35.0")
+    assert once.trailers["Applied-Upstream"] == "v0.34.0"
+    assert twice.trailers["Applied-Upstream"] == "v0.35.0"
+    assert twice.text.count("Applied-Upstream:") == 1
+    assert twice.diff == patch.diff
+
+
+def test_corrupt_hunk_is_rejected_with_the_file_named(tmp_path: Path) -> None:
+    broken = tmp_path / "0002-broken.patch"
+    broken.write_text(PATCH.read_text().replace("+        return True\n", "", 1))
+    with pytest.raises(MalformedPatchError, match="flashinfer_nvlink_one_sided.py is corrupt"):
+        Patch.load(broken)
+
+
+def test_patch_outside_the_subtree_is_rejected(tmp_path: Path) -> None:
+    outside = tmp_path / "0002-outside.patch"
+    outside.write_text(PATCH.read_text().replace("fused_moe/prepare_finalize/", "fused_moe/runner/"))
+    with pytest.raises(MalformedPatchError, match="outside"):
+        Patch.load(outside)
+
+
+def test_series_keeps_comments_and_drops_only_the_named_patch(tmp_path: Path) -> None:
+    for name in ("0001-a.patch", "0002-b.patch"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "series").write_text("# order matters\n0001-a.patch\n\n0002-b.patch  # second\n")
+    series = Series.load(tmp_path / "series")
+    assert series.names == ["0001-a.patch", "0002-b.patch"]
+    assert series.without("0001-a.patch").dumps() == "# order matters\n\n0002-b.patch  # second\n"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("0001-missing.patch\n", "not in"),
+    ("0001-a.patch\n0001-a.patch\n", "twice"),
+    ("../0001-a.patch\n", "not a patch file name"),
+])
+def test_bad_series_is_rejected(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "0001-a.patch").write_text("")
+    (tmp_path / "series").write_text(content)
+    with pytest.raises(MalformedSeriesError, match=message):
+        Series.load(tmp_path / "series")
+
+
+def test_pin_round_trips_byte_for_byte() -> None:
+    path = REPO / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml"
+    assert Pin.load(path).dumps() == path.read_text()
+
+
+def test_pin_with_a_bad_digest_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "UPSTREAM.toml"
+    path.write_text((REPO / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml").read_text().replace('"2800', '"zz00', 1))
+    with pytest.raises(ConfigError, match="sha256"):
+        Pin.load(path)

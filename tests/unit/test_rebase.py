@@ -1,0 +1,262 @@
+"""`rebase`, `check` and `status` on real vLLM release files.
+
+Upstream input is the real release wheels from the package index (downloaded once
+into the cache, only the subtree read) and git repositories built in the test from
+those same real files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from release.gitrepo import FORMAT_PATCH_FLAGS, WorkRepo
+from release.layout import UPSTREAM_SUBTREE, read_tree
+from release.upstream import fetch
+from tests.conftest import run_release, snapshot
+
+pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
+
+TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
+ONE_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_one_sided.py"
+PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+
+
+def reduced_flags(root: Path) -> list[str]:
+    """What `output_is_reduced` returns in each vendored file (the line after the def)."""
+    flags = []
+    for rel in (TWO_SIDED, ONE_SIDED):
+        lines = (root / rel).read_text().splitlines()
+        at = next(i for i, line in enumerate(lines) if "def output_is_reduced" in line)
+        flags.append(next(l.strip() for l in lines[at + 1:] if l.strip() and not l.strip().startswith("#")))
+    return flags
+
+
+def test_rebase_onto_the_pinned_tag_changes_no_byte(project: Path, tmp_path: Path) -> None:
+    before = snapshot(project)
+    result = run_release(project, "rebase", "v0.20.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    assert snapshot(project) == before
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    assert report["result"] == "nothing-to-do"
+
+
+def test_rebase_to_v0_21_0_from_pypi_applies_0001(project: Path, tmp_path: Path) -> None:
+    assert reduced_flags(project) == ["return True", "return True"]
+    result = run_release(project, "rebase", "v0.21.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "applied")]
+    assert report["patches"][0]["refreshed"] is True  # upstream moved the context; the patch follows it
+    assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
+    changed = {c["file"]: c for c in report["upstream_changes"]}
+    assert changed["deepep_ht.py"]["added_lines"] == 1 and changed["deepep_ht.py"]["removed_lines"] == 1
+    assert "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applied** |" in (tmp_path / "r" / "rebase-report.md").read_text()
+    # vendor/ is now v0.21.0 + the fix, and check agrees with itself
+    assert reduced_flags(project) == ["return True", "return True"]
+    assert 'tag = "v0.21.0"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    assert "vllm-0.21.0-1-" in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    assert run_release(project, "check").returncode == 0
+    pristine = fetch("v0.21.0", "pypi").files
+    vendored = read_tree(project / "vendor/vllm_fused_moe/prepare_finalize")
+    assert {k for k in vendored if vendored[k] != pristine[k]} == {"flashinfer_nvlink_one_sided.py", "flashinfer_nvlink_two_sided.py"}
+
+
+def test_rebase_to_v0_34_0_retires_0001_as_upstream(project: Path, tmp_path: Path) -> None:
+    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "upstream")]
+    assert report["flashinfer_new"] == "flashinfer-python==0.7.3"
+    assert "outside the verified range" in (tmp_path / "r" / "rebase-report.md").read_text()
+    assert not (project / "patches" / PATCH_0001).exists()
+    retired = (project / "patches" / "retired" / PATCH_0001).read_text()
+    assert "\nApplied-Upstream: v0.34.0\n" in retired
+    assert PATCH_0001 not in (project / "patches" / "series").read_text()
+    assert reduced_flags(project) == ["return True", "return True"]  # upstream's own fix now
+    assert run_release(project, "check").returncode == 0
+    status = run_release(project, "status").stdout
+    assert "upstream since v0.34.0" in status and "patches in series (0)" in status
+
+
+def test_dry_run_reports_and_changes_nothing(project: Path, tmp_path: Path) -> None:
+    before = snapshot(project)
+    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--dry-run", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    assert snapshot(project) == before
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    assert report["dry_run"] is True and report["patches"][0]["status"] == "upstream"
+
+
+def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
+    (project / TWO_SIDED).write_text((project / TWO_SIDED).read_text().replace("return True", "return False"))
+    batched = project / "vendor/vllm_fused_moe/prepare_finalize/batched.py"
+    batched.write_text(batched.read_text() + "# local tweak\n")
+    (project / "vendor/vllm_fused_moe/prepare_finalize/extra.py").write_text("")
+    (project / "vendor/vllm_fused_moe/prepare_finalize/mori.py").unlink()
+    result = run_release(project, "check")
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any(l.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in l for l in lines)
+    assert any(l.startswith("edited") and "batched.py" in l for l in lines)
+    assert any(l.startswith("added") and "extra.py" in l for l in lines)
+    assert any(l.startswith("missing") and "mori.py" in l for l in lines)
+    assert len(lines) == 4
+
+
+# ------------------------------------------------------------------ git sources
+
+
+@pytest.fixture(scope="module")
+def vllm_git(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vLLM-shaped git history from the real files of two tags: v0.20.0 then v0.21.0."""
+    path = tmp_path_factory.mktemp("vllm-git")
+    repo = WorkRepo.create(path)
+    (path / "requirements").mkdir()
+    for tag in ("v0.20.0", "v0.21.0"):
+        tree = fetch(tag, "pypi")
+        (path / "requirements" / "cuda.txt").write_text(f"{tree.flashinfer}\n")
+        (path / "README.md").write_text(f"vllm {tag}\n")
+        repo.run("add", "requirements", "README.md")
+        repo.commit_subtree(tree.files, f"release {tag}")
+        repo.run("tag", tag)
+    return path
+
+
+def add_conflicting_patch(project: Path) -> str:
+    """Patch 0002 edits the deepep_ht.py line that upstream rewrote in v0.21.0."""
+    work = WorkRepo.create(project.parent / "make-0002")
+    base = work.commit_subtree(read_tree(project / "vendor/vllm_fused_moe/prepare_finalize"), "v0.20.0 + series")
+    target = work.subtree / "deepep_ht.py"
+    text = target.read_text()
+    assert "is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled," in text
+    target.write_text(text.replace("is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled,",
+                                   "is_fp4_scale_swizzled=bool(quant_config.is_nvfp4_scale_swizzled),"))
+    work.run("commit", "-q", "-a", "-m", "deepep_ht: test patch that upstream will conflict with\n\nOrigin: vendor, test")
+    out = work.export(base, project.parent / "out")[0]
+    name = "0002-deepep-ht-conflict.patch"
+    (project / "patches" / name).write_text(out.read_text())
+    with (project / "patches" / "series").open("a") as series:
+        series.write(name + "\n")
+    (project / "vendor/vllm_fused_moe/prepare_finalize/deepep_ht.py").write_text(target.read_text())
+    return name
+
+
+@pytest.mark.parametrize("scheme", ["git:", "git+file://"])
+def test_git_sources_read_the_tag(project: Path, vllm_git: Path, tmp_path: Path, scheme: str) -> None:
+    result = run_release(project, "rebase", "v0.21.0", "--from", f"{scheme}{vllm_git}", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    commit = subprocess.run(["git", "-C", str(vllm_git), "rev-parse", "v0.21.0"], capture_output=True, text=True).stdout.strip()
+    assert report["commit"] == commit
+    assert report["patches"][0]["status"] == "applied"
+    assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
+    assert run_release(project, "check").returncode == 0
+
+
+def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git: Path, tmp_path: Path) -> None:
+    name = add_conflicting_patch(project)
+    assert run_release(project, "check").returncode == 0
+    before = snapshot(project)
+    result = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
+    assert result.returncode == 3, result.stderr
+    assert snapshot(project) == before
+    report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
+    statuses = {p["name"]: p["status"] for p in report["patches"]}
+    assert statuses == {PATCH_0001: "applied", name: "conflict"}
+    conflict = report["patches"][1]["conflicts"][0]
+    assert conflict["file"] == f"{UPSTREAM_SUBTREE}/deepep_ht.py"
+    assert "is_scale_swizzled=quant_config.is_scale_swizzled" in conflict["ours"]
+    assert "bool(quant_config.is_nvfp4_scale_swizzled)" in conflict["theirs"]
+    assert conflict["hunks"] and conflict["hunks"][0].startswith("@@ -")
+    work = Path(report["work_dir"])
+    assert report["continue_command"] == f"python -m release rebase --continue {work}"
+    assert "git -C" in (tmp_path / "r" / "rebase-report.md").read_text()
+
+    # Resolve as a maintainer would: keep upstream's new keyword, add our bool().
+    conflicted = work / "repo" / conflict["file"]
+    resolved = [line for line in conflicted.read_text().splitlines(keepends=True)
+                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>", "||||||| "))
+                and "is_nvfp4_scale_swizzled" not in line]
+    conflicted.write_text("".join(resolved).replace("is_scale_swizzled=quant_config.is_scale_swizzled,",
+                                                     "is_scale_swizzled=bool(quant_config.is_scale_swizzled),"))
+    subprocess.run(["git", "-C", str(work / "repo"), "add", conflict["file"]], check=True)
+    done = run_release(project, "rebase", "--continue", str(work))
+    assert done.returncode == 0, done.stderr
+    assert not work.exists()
+    assert "bool(quant_config.is_scale_swizzled)" in (project / "vendor/vllm_fused_moe/prepare_finalize/deepep_ht.py").read_text()
+    assert "+                    is_scale_swizzled=bool(quant_config.is_scale_swizzled)," in (project / "patches" / name).read_text()
+    assert run_release(project, "check").returncode == 0
+
+
+def test_abort_drops_the_work_dir(project: Path, vllm_git: Path, tmp_path: Path) -> None:
+    add_conflicting_patch(project)
+    before = snapshot(project)
+    result = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
+    assert result.returncode == 3
+    work = Path(json.loads((tmp_path / "r" / "rebase-report.json").read_text())["work_dir"])
+    again = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}")
+    assert again.returncode == 2 and "already in progress" in again.stderr
+    assert run_release(project, "rebase", "--abort", str(work)).returncode == 0
+    assert not work.exists()
+    assert snapshot(project) == before
+
+
+# -------------------------------------------------------------------- bad input
+
+
+def _corrupt_patch(project: Path) -> None:
+    path = project / "patches" / PATCH_0001
+    path.write_text(path.read_text().replace("@@ -50,7 +50,9 @@", "@@ -50,7 +50,12 @@"))
+
+
+def _series_names_missing_file(project: Path) -> None:
+    with (project / "patches" / "series").open("a") as series:
+        series.write("0009-not-there.patch\n")
+
+
+def _dirty_vendor(project: Path) -> None:
+    path = project / "vendor/vllm_fused_moe/prepare_finalize/no_dp_ep.py"
+    path.write_text(path.read_text() + "\n# hand edit\n")
+
+
+@pytest.mark.parametrize("spoil, args, message", [
+    (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
+    (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
+    (None, ["v0.0.999", "--from", "pypi"], "no vLLM release 0.0.999"),
+    (_corrupt_patch, ["v0.21.0", "--from", "pypi"], "is corrupt"),
+    (_series_names_missing_file, ["v0.21.0", "--from", "pypi"], "0009-not-there.patch"),
+    (_dirty_vendor, ["v0.21.0", "--from", "pypi"], "no_dp_ep.py (edited)"),
+    (None, ["v0.21.0", "--from", "dir:{empty}"], "has no vllm/model_executor"),
+    (None, ["v0.21.0", "--from", "git:{empty}"], "is not a git repository"),
+    (None, ["v0.21.0", "--from", "wheel:{empty}/none.whl"], "no wheel at"),
+    (None, ["v0.21.0", "--from", "svn:foo"], "unknown source"),
+    (None, ["v0.21.0", "--from", "wheel:{wheel20}"], "is vLLM 0.20.0, not v0.21.0"),
+])
+def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
+        project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], message: str) -> None:
+    if spoil:
+        spoil(project)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    from release.upstream import pypi_wheel
+
+    fill = {"git": str(vllm_git), "empty": str(empty), "wheel20": str(pypi_wheel("v0.20.0"))}
+    before = snapshot(project)
+    result = run_release(project, "rebase", *[a.format(**fill) for a in args])
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    error_lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    assert len(error_lines) == 1 and message in error_lines[0], result.stderr
+    assert any(l.startswith("hint: ") for l in result.stderr.splitlines())
+    assert snapshot(project) == before
+    assert not (project / ".work").exists() or not any((project / ".work").iterdir())
+
+
+def test_help_documents_sources_and_exit_codes() -> None:
+    result = run_release(Path("."), "rebase", "--help")
+    assert result.returncode == 0
+    for text in ("git+URL", "git:PATH", "dir:PATH", "wheel:PATH", "pypi", "3  conflict", "2  bad input"):
+        assert text in result.stdout
