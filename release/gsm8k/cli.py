@@ -1,0 +1,269 @@
+"""`python -m release gsm8k` / `nox -s gsm8k -- ...`: configure(parser) adds the options, run(args) runs them."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shlex
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from release.errors import BadInputError, ReleaseError
+from release.gsm8k import dataset
+from release.gsm8k.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED
+from release.gsm8k.install import VLLM_PIN
+from release.gsm8k.progress import note
+from release.gsm8k.report import SmokeReport, write_report
+from release.gsm8k.scoring import FLEXIBLE, METRICS, STRICT
+from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
+from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_THRESHOLD = 0.90
+DEFAULT_CONCURRENCY = 32  # the upstream report's num_concurrent
+
+EXIT_CODES_HELP = f"""\
+exit codes:
+  0    the gated run scored at or above --threshold (and, for a fixed run, the fix is active)
+  {EXIT_BELOW_THRESHOLD}    below --threshold, or the fixed wheel's fix is not active (the report says which)
+  2    bad input (options, --data, --index, --venv); nothing was run
+  {EXIT_INFRASTRUCTURE}    nothing was measured: install failed, the server exited or never became
+       healthy, requests kept failing, or lm-eval failed (logs are in the report directory)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C or SIGTERM); the server was stopped
+
+The gated run is the --without-patches run when that is given, else the run with the fix
+(also under --compare, where the run without the fix is evidence, not gated).
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "GSM8K 5-shot smoke: serve MODEL with `vllm serve` and a FlashInfer NVLink all2all backend, "
+        "score it the way lm-eval's gsm8k task does, gate on a threshold and write a report."
+    )
+    parser.epilog = EXIT_CODES_HELP
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+    what = parser.add_argument_group("what to serve")
+    what.add_argument("--model", required=True, help="model name or path given to `vllm serve`")
+    what.add_argument("--backend", required=True, choices=BACKENDS, help="the --all2all-backend to test")
+    what.add_argument("--tp", type=int, default=2, help="--tensor-parallel-size (default: 2)")
+    what.add_argument("--dp", type=int, default=2, help="--data-parallel-size (default: 2)")
+    what.add_argument(
+        "--no-expert-parallel",
+        action="store_true",
+        help="leave out --enable-expert-parallel (the all2all backends only run with it)",
+    )
+    what.add_argument(
+        "--serve-args",
+        default=None,
+        metavar="'ARGS'",
+        help="extra `vllm serve` arguments, one shell-quoted string, replacing the upstream report's "
+        f"default: '{shlex.join(UPSTREAM_REPORT_SERVE_ARGS)}'",
+    )
+
+    which = parser.add_argument_group("which vLLM")
+    mode = which.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--without-patches", action="store_true", help="serve upstream vLLM alone, without our wheel (the bug)"
+    )
+    mode.add_argument(
+        "--compare",
+        action="store_true",
+        help="run without the fix, then with it, and report the delta (the release evidence)",
+    )
+    which.add_argument(
+        "--index",
+        type=Path,
+        default=REPO_ROOT / "index",
+        help="our PEP 503 index directory (holding simple/); the wheel comes from it alone (default: ./index)",
+    )
+    which.add_argument("--wheel-version", default=None, help="pin vllm-fused-moe to this version (default: newest)")
+    which.add_argument("--vllm-version", default=VLLM_PIN, help=f"the vLLM release to pin (default: {VLLM_PIN})")
+    which.add_argument(
+        "--vllm-index-url",
+        default=None,
+        help="pip --index-url for vLLM and its dependencies (default: pip's own configuration)",
+    )
+    which.add_argument(
+        "--venv", type=Path, default=None, help="use this existing env for the run with the fix; skips the install"
+    )
+    which.add_argument(
+        "--upstream-venv",
+        type=Path,
+        default=None,
+        help="use this existing env for the run without the fix; skips the install",
+    )
+    which.add_argument(
+        "--work-dir",
+        type=Path,
+        default=REPO_ROOT / ".work" / "gsm8k",
+        help="where fresh venvs are created (default: ./.work/gsm8k)",
+    )
+
+    evaluation = parser.add_argument_group("evaluation")
+    evaluation.add_argument("--limit", type=int, default=None, help="score only the first N test questions")
+    evaluation.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"lowest passing exact match of the gated run (default: {DEFAULT_THRESHOLD})",
+    )
+    evaluation.add_argument(
+        "--gate-metric",
+        choices=METRICS,
+        default=STRICT,
+        help=f"which score the threshold applies to (default: {STRICT}; {FLEXIBLE} is reported too)",
+    )
+    evaluation.add_argument(
+        "--scorer",
+        choices=SCORERS,
+        default="auto",
+        help="lm-eval: the upstream report's `lm_eval --model local-completions` (needs the HF hub); "
+        "builtin: the same prompts and scoring here, on the local data copy; auto (default): lm-eval "
+        "when installed and HF_HUB_OFFLINE/HF_DATASETS_OFFLINE are not 1, falling back to builtin if it fails",
+    )
+    evaluation.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help=f"directory with test.jsonl and train.jsonl (default: {dataset.default_data_dir()})",
+    )
+    evaluation.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"requests in flight at once (default: {DEFAULT_CONCURRENCY})",
+    )
+    evaluation.add_argument("--max-tokens", type=int, default=256, help="max_tokens per completion (default: 256)")
+    evaluation.add_argument(
+        "--request-timeout", type=float, default=600.0, help="seconds per completions request (default: 600)"
+    )
+
+    server = parser.add_argument_group("server")
+    server.add_argument("--host", default="127.0.0.1", help="address the server binds (default: 127.0.0.1)")
+    server.add_argument("--port", type=int, default=0, help="server port (default: 0, a free one per run)")
+    server.add_argument(
+        "--health-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds to wait for /health after start (default: 1800; loading a 120B model is slow)",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="report directory (default: ./reports/gsm8k/<UTC time>-<backend>); "
+        "gets report.md, report.json, server and install logs, per-question samples",
+    )
+
+
+def _validate(args: argparse.Namespace) -> None:
+    checks = [
+        (args.tp >= 1, "--tp must be at least 1"),
+        (args.dp >= 1, "--dp must be at least 1"),
+        (args.limit is None or args.limit >= 1, "--limit must be at least 1"),
+        (0.0 <= args.threshold <= 1.0, "--threshold is an exact-match fraction in [0, 1]"),
+        (args.concurrency >= 1, "--concurrency must be at least 1"),
+        (args.max_tokens >= 1, "--max-tokens must be at least 1"),
+        (args.health_timeout > 0, "--health-timeout must be positive"),
+        (args.request_timeout > 0, "--request-timeout must be positive"),
+        (0 <= args.port <= 65535, "--port must be in 0..65535"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise BadInputError(message)
+    needs_fixed = not args.without_patches
+    if needs_fixed and args.venv is None and not (args.index / "simple").is_dir():
+        raise BadInputError(
+            f"--index {args.index} has no simple/ directory",
+            hint="publish the wheel into the index first, or pass --venv with the wheel already installed",
+        )
+    for option, path in (("--venv", args.venv), ("--upstream-venv", args.upstream_venv)):
+        if path is not None and not (path / "bin" / "python").exists():
+            raise BadInputError(f"{option} {path} is not a virtual environment (no bin/python)")
+
+
+def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
+    extra = tuple(shlex.split(args.serve_args)) if args.serve_args is not None else UPSTREAM_REPORT_SERVE_ARGS
+    return SmokeConfig(
+        model=args.model,
+        backend=args.backend,
+        tensor_parallel_size=args.tp,
+        data_parallel_size=args.dp,
+        enable_expert_parallel=not args.no_expert_parallel,
+        serve_extra_args=extra,
+        limit=args.limit,
+        threshold=args.threshold,
+        gate_metric=args.gate_metric,
+        scorer=args.scorer,
+        data_dir=dataset.find_data_dir(args.data),
+        concurrency=args.concurrency,
+        max_tokens=args.max_tokens,
+        request_timeout_s=args.request_timeout,
+        health_timeout_s=args.health_timeout,
+        host=args.host,
+        port=args.port,
+        report_dir=report_dir,
+        work_dir=args.work_dir,
+        index_dir=None if args.without_patches else args.index,
+        overlay_version=args.wheel_version,
+        vllm_version=args.vllm_version,
+        vllm_index_args=("--index-url", args.vllm_index_url) if args.vllm_index_url else (),
+        fixed_venv=args.venv,
+        upstream_venv=args.upstream_venv,
+    )
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (CI cancelling the job) unwinds like Ctrl-C, so the server is stopped."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated()
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    started_at = dt.datetime.now(dt.UTC)
+    report_dir = args.report or (
+        REPO_ROOT / "reports" / "gsm8k" / f"{started_at.strftime('%Y%m%dT%H%M%SZ')}-{args.backend}"
+    )
+    config = config_from_args(args, report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    report = SmokeReport(
+        model=args.model,
+        backend=args.backend,
+        tensor_parallel_size=args.tp,
+        data_parallel_size=args.dp,
+        enable_expert_parallel=not args.no_expert_parallel,
+        limit=args.limit,
+        threshold=args.threshold,
+        gate_metric=args.gate_metric,
+        started_at=started_at.isoformat(timespec="seconds"),
+    )
+    variants = [False, True] if args.compare else [not args.without_patches]
+    clock = time.monotonic()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        for with_patches in variants:
+            report.runs.append(run_once(config, with_patches))
+    except KeyboardInterrupt:
+        note(f"interrupted; servers stopped; logs in {report_dir}")
+        return EXIT_INTERRUPTED
+    except ReleaseError:
+        note(f"no report written; logs in {report_dir}")
+        raise
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    report.duration_s = time.monotonic() - clock
+    judge(report)
+    json_path, markdown_path = write_report(report, report_dir)
+    note(f"{'PASS' if report.passed else 'FAIL'}: {report.verdict}")
+    note(f"report: {markdown_path} and {json_path}")
+    return 0 if report.passed else EXIT_BELOW_THRESHOLD

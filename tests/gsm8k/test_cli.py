@@ -1,0 +1,169 @@
+"""`python -m release gsm8k` end to end on CPU: fake serving envs whose `vllm` is the model-server test double."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gsm8k_helpers import make_fake_serving_env
+
+from release.errors import BadInputError, ReleaseError
+from release.gsm8k import cli, smoke
+from release.gsm8k.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, ServerStartError
+
+pytestmark = pytest.mark.timeout(60)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    return parser.parse_args(list(argv))
+
+
+def common(tiny_data: Path, report: Path, *extra: str) -> list[str]:
+    return [
+        "--model", "tiny-model", "--backend", "flashinfer_nvlink_two_sided", "--scorer", "builtin",
+        "--data", str(tiny_data), "--report", str(report), "--health-timeout", "20", "--concurrency", "2",
+        *extra,
+    ]  # fmt: skip
+
+
+def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path) -> None:
+    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
+    upstream = make_fake_serving_env(
+        tmp_path / "upstream", mode="alternate", fix_active=False, data=tiny_data, overlay_version=None
+    )
+    report_dir = tmp_path / "report"
+    code = cli.run(parse(*common(tiny_data, report_dir, "--compare", "--limit", "4",
+                                 "--venv", str(fixed), "--upstream-venv", str(upstream))))  # fmt: skip
+    assert code == 0
+    report = json.loads((report_dir / "report.json").read_text())
+    assert [run["label"] for run in report["runs"]] == ["without-fix", "with-fix"]
+    without, with_fix = report["runs"]
+    assert without["metrics"]["strict-match"]["value"] == pytest.approx(0.5)  # questions 0 and 2 of 4
+    assert with_fix["metrics"]["strict-match"]["value"] == pytest.approx(1.0)
+    assert with_fix["metrics"]["flexible-extract"]["n"] == 4
+    assert report["delta"]["strict-match"]["delta"] == pytest.approx(0.5)
+    assert (without["fix_active"], with_fix["fix_active"]) == (False, True)
+    assert with_fix["versions"]["vllm-fused-moe"] == "0.20.0.post1"
+    assert without["versions"]["vllm-fused-moe"] is None
+    argv = with_fix["serve_argv"]
+    assert argv[0] == str(fixed / "bin" / "vllm")
+    assert argv[argv.index("--all2all-backend") + 1] == "flashinfer_nvlink_two_sided"
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert report["passed"] is True and report["limit"] == 4
+    markdown = (report_dir / "report.md").read_text()
+    assert "**PASS**" in markdown and "| strict-match | +0.5000 |" in markdown
+    samples = (report_dir / "samples-with-fix.jsonl").read_text().splitlines()
+    assert len(samples) == 4 and json.loads(samples[1])["target"] == "1,234"
+
+
+def test_below_threshold_exits_one(tmp_path: Path, tiny_data: Path) -> None:
+    upstream = make_fake_serving_env(tmp_path / "up", mode="alternate", fix_active=False, data=tiny_data)
+    report_dir = tmp_path / "report"
+    code = cli.run(parse(*common(tiny_data, report_dir, "--without-patches", "--upstream-venv", str(upstream))))
+    assert code == EXIT_BELOW_THRESHOLD
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["passed"] is False
+    assert report["runs"][0]["metrics"]["strict-match"]["value"] == pytest.approx(3 / 5)
+    assert "< threshold 0.90" in report["verdict"]
+
+
+def test_fixed_wheel_without_live_fix_fails_even_when_accurate(tmp_path: Path, tiny_data: Path) -> None:
+    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=False, data=tiny_data)
+    code = cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))))
+    assert code == EXIT_BELOW_THRESHOLD
+    assert "not active" in json.loads((tmp_path / "r" / "report.json").read_text())["verdict"]
+
+
+def test_server_that_exits_at_start_is_an_infrastructure_error(tmp_path: Path, tiny_data: Path) -> None:
+    fixed = make_fake_serving_env(
+        tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data, extra_env={"FAKE_MODEL_EXIT_AT_START": "1"}
+    )
+    with pytest.raises(ServerStartError) as caught:
+        cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))))
+    assert caught.value.exit_code == EXIT_INFRASTRUCTURE
+    assert (tmp_path / "r" / "server-with-fix.log").is_file()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--threshold", "1.5"),
+        ("--limit", "0"),
+        ("--venv", "/nonexistent/env"),
+        ("--index", "/nonexistent/index"),
+    ],
+)
+def test_bad_input_is_exit_two(tmp_path: Path, tiny_data: Path, extra: tuple[str, ...]) -> None:
+    with pytest.raises(BadInputError) as caught:
+        cli.run(parse(*common(tiny_data, tmp_path / "r", *extra)))
+    assert caught.value.exit_code == 2
+
+
+def test_missing_data_dir_is_bad_input(tmp_path: Path, tiny_data: Path) -> None:
+    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
+    args = parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed)))
+    args.data = tmp_path / "nowhere"
+    with pytest.raises(ReleaseError) as caught:
+        cli.run(args)
+    assert caught.value.exit_code == 2
+
+
+def test_auto_scorer_choice(monkeypatch: pytest.MonkeyPatch, tiny_data: Path) -> None:
+    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: None)
+    assert smoke.choose_scorer("auto", tiny_data) == "builtin"
+    with pytest.raises(BadInputError):
+        smoke.choose_scorer("auto", None)
+    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: ["lm_eval"])
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    assert smoke.choose_scorer("auto", tiny_data) == "lm-eval"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert smoke.choose_scorer("auto", tiny_data) == "builtin"
+
+
+def test_module_entry_point_help_lists_exit_codes() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "release.gsm8k", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert completed.returncode == 0
+    for text in ("--compare", "--without-patches", "exit codes:", "130", "--threshold"):
+        assert text in completed.stdout
+
+
+def test_sigterm_to_the_cli_stops_the_server_and_exits_130(tmp_path: Path, tiny_data: Path) -> None:
+    import os
+    import signal
+
+    from gsm8k_helpers import process_gone, wait_until
+
+    child_file, argv_file = tmp_path / "child.pid", tmp_path / "argv.json"
+    fixed = make_fake_serving_env(
+        tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data,
+        extra_env={"FAKE_MODEL_HEALTHY_AFTER": "120", "FAKE_MODEL_CHILD_PID_FILE": str(child_file),
+                   "FAKE_MODEL_ARGV_FILE": str(argv_file)},
+    )  # fmt: skip
+    caller = subprocess.Popen(
+        [sys.executable, "-m", "release.gsm8k", *common(tiny_data, tmp_path / "r", "--venv", str(fixed))],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(child_file.exists, 20), "the fake server never started"
+        os.kill(caller.pid, signal.SIGTERM)
+        _, stderr = caller.communicate(timeout=20)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    assert caller.returncode == 130, stderr
+    assert "interrupted" in stderr and "starting" in stderr  # progress went to stderr
+    assert wait_until(lambda: process_gone(int(child_file.read_text())), 5)
+    served = json.loads(argv_file.read_text())
+    assert served[:2] == ["serve", "tiny-model"] and "--enable-expert-parallel" in served

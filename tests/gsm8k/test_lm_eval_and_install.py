@@ -1,0 +1,90 @@
+"""The lm-eval command line and its results file; the pip command lines of the serving envs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from release.gsm8k.errors import DataNotFoundError, LmEvalError
+from release.gsm8k.install import InstallPlan, install_commands, parse_probe_output
+from release.gsm8k.lm_eval_runner import build_lm_eval_argv, parse_results
+
+
+def test_lm_eval_argv_is_the_upstream_reports_command(tmp_path: Path) -> None:
+    argv = build_lm_eval_argv(
+        ["lm_eval"], base_url="http://127.0.0.1:8000/", model="M", concurrency=32, output_dir=tmp_path, limit=50
+    )
+    assert argv[:3] == ["lm_eval", "--model", "local-completions"]
+    model_args = dict(item.split("=", 1) for item in argv[argv.index("--model_args") + 1].split(","))
+    assert model_args == {
+        "model": "M",
+        "base_url": "http://127.0.0.1:8000/v1/completions",
+        "max_length": "8192",
+        "tokenized_requests": "False",
+        "tokenizer_backend": "None",
+        "num_concurrent": "32",
+    }
+    assert argv[argv.index("--tasks") + 1] == "gsm8k" and argv[argv.index("--num_fewshot") + 1] == "5"
+    assert argv[argv.index("--limit") + 1] == "50"
+    assert "--limit" not in build_lm_eval_argv(["lm_eval"], base_url="u", model="M", concurrency=1, output_dir=tmp_path)
+
+
+def write_results(directory: Path, name: str, strict: float, mtime: int) -> None:
+    # The shape lm-eval 0.4.x writes with --output_path (results.<task>["metric,filter"]).
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(json.dumps({
+        "results": {"gsm8k": {
+            "alias": "gsm8k",
+            "exact_match,strict-match": strict, "exact_match_stderr,strict-match": 0.0075,
+            "exact_match,flexible-extract": 0.93, "exact_match_stderr,flexible-extract": "N/A",
+        }},
+        "n-samples": {"gsm8k": {"original": 1319, "effective": 1319}},
+    }))  # fmt: skip
+    os.utime(path, (mtime, mtime))
+
+
+def test_parse_results_takes_the_newest_file(tmp_path: Path) -> None:
+    write_results(tmp_path / "M__model", "results_2026-01-01T00-00-00.json", 0.5, 1_000)
+    write_results(tmp_path / "M__model", "results_2026-01-02T00-00-00.json", 0.92, 2_000)
+    parsed = parse_results(tmp_path)
+    assert parsed["strict-match"].value == pytest.approx(0.92)
+    assert parsed["strict-match"].stderr == pytest.approx(0.0075)
+    assert parsed["flexible-extract"].stderr is None  # lm-eval writes "N/A" where it has none
+    assert parsed["strict-match"].n == 1319
+
+
+def test_parse_results_without_a_file_is_an_lm_eval_error(tmp_path: Path) -> None:
+    with pytest.raises(LmEvalError):
+        parse_results(tmp_path)
+
+
+def test_fixed_install_takes_our_wheel_from_our_index_alone(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    plan = InstallPlan(venv=tmp_path / "v", with_patches=True, index_dir=index, overlay_version="0.20.0.post1")
+    first, second = install_commands(plan)
+    assert first[-1] == "vllm==0.20.0" and "--index-url" not in first
+    assert second[second.index("--index-url") + 1] == index.resolve().as_uri() + "/simple"
+    assert second[-1] == "vllm-fused-moe==0.20.0.post1"
+    assert "--extra-index-url" not in second
+    assert first[0] == str(tmp_path / "v" / "bin" / "python")
+
+
+def test_upstream_install_is_vllm_alone(tmp_path: Path) -> None:
+    plan = InstallPlan(venv=tmp_path / "v", with_patches=False, vllm_index_args=("--index-url", "https://mirror/simple"))
+    (only,) = install_commands(plan)
+    assert only[-3:] == ["--index-url", "https://mirror/simple", "vllm==0.20.0"]
+    assert not any("fused-moe" in part for part in only)
+
+
+def test_fixed_install_without_index_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(DataNotFoundError):
+        install_commands(InstallPlan(venv=tmp_path / "v", with_patches=True))
+
+
+def test_probe_output_is_found_among_log_lines() -> None:
+    stdout = 'INFO noise\nGSM8K-PROBE {"versions": {"vllm": "0.20.0"}, "output_is_reduced": {}}\n'
+    assert parse_probe_output(stdout)["versions"] == {"vllm": "0.20.0"}
