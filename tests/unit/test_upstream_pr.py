@@ -1,0 +1,217 @@
+"""`upstream-pr` on the real patch 0001 and a vLLM tree built from the real v0.20.0 release files.
+
+The vLLM "clone" is a git repository made in the test from the subtree of the real
+v0.20.0 release wheel (cached from the package index), committed at upstream paths and
+tagged v0.20.0, the way a clone of github.com/vllm-project/vllm has it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from release.gsm8k.report import RunResult, SmokeReport, write_report
+from release.gsm8k.scoring import MetricResult
+from release.layout import UPSTREAM_SUBTREE
+from release.model import Patch
+from release.pr_mail import INTERNAL_TRAILERS, upstream_mail
+from release.upstream import fetch
+from tests.conftest import run_release, snapshot
+
+pytestmark = pytest.mark.network  # the v0.20.0 wheel comes from the package index once, then the cache
+
+PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+BRANCH = "fused-moe/flashinfer-nvlink-output-is-reduced"
+AUTHOR = "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
+CONTRIBUTOR = {"user.name": "A Contributor", "user.email": "contributor@example.com"}
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
+                          env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {args} failed: {proc.stderr}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def v0_20_files() -> dict[str, bytes]:
+    return fetch("v0.20.0", "pypi").files
+
+
+@pytest.fixture
+def vllm(tmp_path: Path, v0_20_files: dict[str, bytes]) -> Path:
+    """A vLLM clone at v0.20.0 (the prepare_finalize subtree of the real release), clean, on main."""
+    repo = tmp_path / "vllm"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    for key, value in CONTRIBUTOR.items():
+        git(repo, "config", key, value)
+    for name, data in v0_20_files.items():
+        target = repo / UPSTREAM_SUBTREE / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    (repo / "README.md").write_text("vLLM\n")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "vLLM v0.20.0")
+    git(repo, "tag", "-a", "v0.20.0", "-m", "v0.20.0")
+    # main moves on after the tag: the branch must start at the tag, not at main.
+    (repo / "README.md").write_text("vLLM, later\n")
+    git(repo, "commit", "--quiet", "-am", "after v0.20.0")
+    return repo
+
+
+def clone_state(repo: Path) -> tuple[str, str, str, str]:
+    return (git(repo, "rev-parse", "HEAD"), git(repo, "symbolic-ref", "HEAD"),
+            git(repo, "for-each-ref", "--format=%(refname) %(objectname)"), git(repo, "status", "--porcelain"))
+
+
+def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
+    before = snapshot(project)
+    out = tmp_path / "out"
+    result = run_release(project, "upstream-pr", "0001", "--out", str(out), "--reports", str(tmp_path / "none"))
+    assert result.returncode == 0, result.stderr
+    assert snapshot(project) == before
+
+    mail = out / PATCH_0001
+    # The file a contributor submits applies to real vLLM v0.20.0 as it is.
+    check = subprocess.run(["git", "-C", str(vllm), "apply", "--check", str(mail)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+    ours, theirs = Patch.load(project / "patches" / PATCH_0001), Patch.load(mail)
+    assert theirs.subject == ours.subject and theirs.author.startswith("Seed 129948c4 maintainers")
+    assert theirs.diff == ours.diff
+    text = mail.read_text()
+    for key in ("Origin", "Risk", "Depends-On", "Forwarded", "Last-Update"):
+        assert f"\n{key}: " not in text
+    assert "GSM8K 5-shot fell from 0.92-0.93 to about 0.80" in text  # the prose stays
+
+    pr = (out / "PR.md").read_text()
+    sections = [line for line in pr.splitlines() if line.startswith("## ")]
+    assert sections == ["## Purpose", "## Test Plan", "## Test Result"]
+    assert "- Risk: relies on FlashInfer internals" in pr  # trailers moved into the PR body
+    assert "- Origin: upstream, https://github.com/vllm-project/vllm/pull/41382" in pr
+    # No report exists, so every result is "not run" with its command, and none is claimed.
+    assert pr.count("Not run yet. Produce it with:") == 3
+    assert "nox -s kernel" in pr and "--backend flashinfer_nvlink_one_sided --compare" in pr
+    assert "- [ ] The test results" in pr
+    assert "<!-- Title: [Bugfix] fused_moe: FlashInfer NVLink combine output is already reduced -->" in pr
+
+
+def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
+    result = run_release(project, "upstream-pr", PATCH_0001, "--vllm", str(vllm), "--out", str(tmp_path / "out"),
+                         "--reports", str(tmp_path / "none"))
+    assert result.returncode == 0, result.stderr
+    assert git(vllm, "symbolic-ref", "--short", "HEAD").strip() == BRANCH
+    assert git(vllm, "rev-parse", "HEAD^").strip() == git(vllm, "rev-parse", "v0.20.0^{commit}").strip()
+    assert git(vllm, "log", "-1", "--format=%an <%ae>").strip() == AUTHOR
+    message = git(vllm, "log", "-1", "--format=%B")
+    assert message.startswith("fused_moe: FlashInfer NVLink combine output is already reduced\n")
+    assert message.rstrip().endswith("Signed-off-by: A Contributor <contributor@example.com>")
+    assert not any(f"\n{key}: " in message for key in INTERNAL_TRAILERS)
+    changed = git(vllm, "diff", "--name-only", "v0.20.0", "HEAD").split()
+    assert changed == [f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_one_sided.py", f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py"]
+    two_sided = (vllm / UPSTREAM_SUBTREE / "flashinfer_nvlink_two_sided.py").read_text()
+    assert "reducing again over TP double counts.\n        return True" in two_sided
+    assert git(vllm, "status", "--porcelain") == ""
+
+    # Again: the branch exists, so it is refused and nothing moves.
+    state = clone_state(vllm)
+    again = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out2"))
+    assert again.returncode == 2
+    assert f"already has a branch {BRANCH}" in again.stderr
+    assert clone_state(vllm) == state and not (tmp_path / "out2").exists()
+
+
+def test_dirty_clone_is_refused_and_untouched(project: Path, tmp_path: Path, vllm: Path) -> None:
+    (vllm / "README.md").write_text("local edit\n")
+    state = clone_state(vllm)
+    result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith(f"error: {vllm} has uncommitted changes")
+    assert clone_state(vllm) == state and not (tmp_path / "out").exists()
+
+
+def test_clone_without_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
+    git(vllm, "tag", "-d", "v0.20.0")
+    result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "has no tag v0.20.0" in result.stderr
+    assert "fetch" in result.stderr  # the hint says how to get it
+
+
+@pytest.mark.parametrize("spec", ["0042", "no-such.patch", "1"])
+def test_unknown_or_ambiguous_patch_is_bad_input(project: Path, tmp_path: Path, spec: str) -> None:
+    if spec == "1":  # two patches numbered 0001: ambiguous
+        (project / "patches" / "0001-other.patch").write_text((project / "patches" / PATCH_0001).read_text())
+    before = snapshot(project)
+    result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and ("no patch" in result.stderr or "names 2 patches" in result.stderr)
+    assert snapshot(project) == before and not (tmp_path / "out").exists()
+
+
+def test_retired_patch_is_refused_with_its_tag(project: Path, tmp_path: Path) -> None:
+    patch = Patch.load(project / "patches" / PATCH_0001)
+    (project / "patches" / PATCH_0001).unlink()
+    (project / "patches" / "series").write_text("# empty\n")
+    (project / "patches" / "retired").mkdir()
+    (project / "patches" / "retired" / PATCH_0001).write_text(patch.with_trailer("Applied-Upstream", "v0.34.0").text)
+    before = snapshot(project)
+    for spec in ("0001", PATCH_0001, str(project / "patches" / "retired" / PATCH_0001)):
+        result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
+        assert result.returncode == 2, spec
+        assert f"error: {PATCH_0001} is already upstream since vLLM v0.34.0" in result.stderr
+    assert snapshot(project) == before and not (tmp_path / "out").exists()
+
+
+def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
+    # Same change, but its context claims a line v0.20.0 does not have.
+    text = (project / "patches" / PATCH_0001).read_text()
+    broken = text.replace(" \n     def topk_indices_dtype(self)", " \n     def topk_indices_dtypes(self)", 1)
+    assert broken != text
+    (project / "patches" / "0002-broken.patch").write_text(broken)
+    before = snapshot(project)
+    offline = run_release(project, "upstream-pr", "0002", "--out", str(tmp_path / "out"))
+    assert offline.returncode == 2
+    assert "error: 0002-broken.patch does not apply to the pristine v0.20.0 subtree" in offline.stderr
+    state = clone_state(vllm)
+    cloned = run_release(project, "upstream-pr", "0002", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
+    assert cloned.returncode == 2 and f"does not apply to v0.20.0 in {vllm}" in cloned.stderr
+    assert clone_state(vllm) == state
+    assert snapshot(project) == before and not (tmp_path / "out").exists()
+
+
+def test_upstream_mail_keeps_standard_trailers() -> None:
+    mail = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
+            "Subject: [Bugfix] x\n\nWhy.\n\nOrigin: vendor\nCo-authored-by: B <b@example.com>\nRisk: low\n"
+            " continued risk\nSigned-off-by: A <a@example.com>\n\n"
+            f"diff --git a/{UPSTREAM_SUBTREE}/a.py b/{UPSTREAM_SUBTREE}/a.py\n--- a/{UPSTREAM_SUBTREE}/a.py\n"
+            f"+++ b/{UPSTREAM_SUBTREE}/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    stripped = upstream_mail(Patch("0009-x.patch", mail))
+    assert stripped.message == "Why.\n\nCo-authored-by: B <b@example.com>\nSigned-off-by: A <a@example.com>"
+    assert stripped.diff == Patch("0009-x.patch", mail).diff
+
+
+def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    (reports / "contract").mkdir(parents=True)
+    (reports / "contract" / "junit.xml").write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="12" failures="0" errors="0" '
+        'skipped="2" timestamp="2026-12-01T10:00:00"/></testsuites>')
+    report = SmokeReport("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "flashinfer_nvlink_two_sided", 2, 2, True,
+                         None, 0.9, "strict-match", "2026-12-01T10:00:00+00:00")
+    for label, fixed, value in (("without-fix", False, 0.8012), ("with-fix", True, 0.9257)):
+        metrics = {"strict-match": MetricResult(value, 0.0072, 1319), "flexible-extract": MetricResult(value + 0.001, 0.0071, 1319)}
+        report.runs.append(RunResult(label, fixed, fixed, {"vllm": "0.20.0"}, ["vllm", "serve"], "builtin", "local", metrics, {}))
+    report.passed, report.verdict = True, "with-fix strict-match 0.9257 >= 0.90"
+    write_report(report, reports / "gsm8k" / "20261201T100000Z-flashinfer_nvlink_two_sided")
+
+    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"), "--reports", str(reports))
+    assert result.returncode == 0, result.stderr
+    pr = (tmp_path / "out" / "PR.md").read_text()
+    assert "10 passed, 0 failed, 0 errors, 2 skipped (pytest, 2026-12-01T10:00:00)" in pr
+    assert "| `flashinfer_nvlink_two_sided` | with-fix | 0.9257 ± 0.0072 | 0.9267 ± 0.0071 | 1319 | PASS" in pr
+    assert "| `flashinfer_nvlink_two_sided` | without-fix | 0.8012 ± 0.0072 |" in pr
+    assert pr.count("Not run yet. Produce it with:") == 1  # only the kernel report is missing

@@ -1,0 +1,147 @@
+"""The GitHub workflows, checked by the real linters and for the properties we rely on.
+
+check-jsonschema (with its vendored GitHub workflow schema) and zizmor both run offline.
+They are installed by `nox -s test`; run elsewhere without them, these tests skip with
+the reason, except on CI (CI=true), where a missing linter is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+SHA_PIN_RE = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def linter(name: str) -> str:
+    beside_python = Path(sys.executable).parent / name
+    found = str(beside_python) if beside_python.exists() else shutil.which(name)
+    if found:
+        return found
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{name} is not installed, and on CI the workflow linters must run (nox -s test installs it)")
+    pytest.skip(f"{name} is not installed here; `nox -s test` installs it (CI fails instead of skipping)")
+
+
+def load(path: Path) -> dict:
+    yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema (nox -s test)")
+    return yaml.YAML(typ="safe").load(path.read_text())
+
+
+def steps(workflow: dict) -> list[dict]:
+    return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
+
+
+def test_the_three_workflows_exist() -> None:
+    assert {"ci.yml", "nvlink.yml", "watch.yml"} <= {p.name for p in WORKFLOWS}
+
+
+def test_check_jsonschema_github_workflows_schema() -> None:
+    exe = linter("check-jsonschema")
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok -- validation done" in proc.stdout
+
+
+def test_check_jsonschema_catches_a_broken_workflow(tmp_path: Path) -> None:
+    # The schema check is real: a job without runs-on is rejected.
+    exe = linter("check-jsonschema")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  x:\n    steps:\n      - run: true\n")
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(broken)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stdout
+
+
+def zizmor_findings(paths: list[Path]) -> list[dict]:
+    exe = linter("zizmor")
+    # The auditor persona reports everything, including what the default persona hides;
+    # findings we accept are explained next to an inline `zizmor: ignore[...]` comment.
+    proc = subprocess.run([exe, "--offline", "--persona=auditor", "--format=json", "--no-progress", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode in (0, 10, 11, 12, 13, 14), proc.stderr  # 1x: findings of some severity
+    return json.loads(proc.stdout or "[]")
+
+
+def test_zizmor_finds_nothing_left_unexplained() -> None:
+    findings = zizmor_findings(WORKFLOWS)
+    summary = [(f["ident"], f["determinations"]["severity"], f["locations"][0]["symbolic"]["key"]) for f in findings]
+    assert findings == [], summary
+
+
+def test_every_zizmor_ignore_is_explained() -> None:
+    for path in WORKFLOWS:
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "zizmor: ignore[" in line:
+                before = lines[number - 1].strip()
+                assert before.startswith("#") and "Explained" in "".join(lines[max(0, number - 4):number]), \
+                    f"{path.name}:{number + 1} ignores a zizmor finding without saying why"
+
+
+def test_zizmor_catches_an_unsafe_workflow(tmp_path: Path) -> None:
+    # The audit is real: template injection and an unpinned action are found.
+    unsafe = tmp_path / "unsafe.yml"
+    unsafe.write_text(
+        "on: pull_request_target\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: some/action@main\n      - run: echo \"${{ github.event.pull_request.title }}\"\n")
+    idents = {f["ident"] for f in zizmor_findings([unsafe])}
+    assert {"template-injection", "unpinned-uses"} <= idents
+
+
+def test_actions_are_pinned_by_commit_and_checkouts_keep_no_credentials() -> None:
+    for path in WORKFLOWS:
+        workflow = load(path)
+        assert "permissions" in workflow, f"{path.name}: no top-level permissions"
+        for step in steps(workflow):
+            if "uses" in step:
+                assert SHA_PIN_RE.match(step["uses"]), f"{path.name}: {step['uses']} is not pinned to a commit"
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, path.name
+        text = path.read_text()
+        for match in re.finditer(r"^\s+run: .*|^\s+run: \|\n(?:\s{8,}.*\n)+", text, re.MULTILINE):
+            assert "${{" not in match.group(0), f"{path.name}: an expression inside a run script"
+
+
+def test_ci_runs_nox_test_with_the_wheel_cache() -> None:
+    ci = load(REPO / ".github" / "workflows" / "ci.yml")
+    assert set(ci["on"]) == {"push", "pull_request"}
+    assert ci["jobs"]["test"]["runs-on"] == "ubuntu-latest"
+    runs = [s.get("run", "") for s in steps(ci)]
+    assert "nox -s test" in runs
+    cache = next(s for s in steps(ci) if s.get("uses", "").startswith("actions/cache@"))
+    assert cache["with"]["path"] == "~/.cache/vllm-fused-moe/wheels"
+
+
+def test_nvlink_runs_kernel_and_gsm8k_compare_for_both_backends_on_nvlink_runners() -> None:
+    nvlink = load(REPO / ".github" / "workflows" / "nvlink.yml")
+    assert set(nvlink["on"]) == {"workflow_dispatch", "push"} and nvlink["on"]["push"]["tags"]
+    for job in nvlink["jobs"].values():
+        assert job["runs-on"] == ["self-hosted", "nvlink"]
+        uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+        assert uploads and all(s["if"] == "always()" for s in uploads)
+    gsm8k = nvlink["jobs"]["gsm8k"]
+    assert set(gsm8k["strategy"]["matrix"]["backend"]) == {"flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"}
+    scripts = "\n".join(s.get("run", "") for job in nvlink["jobs"].values() for s in job["steps"])
+    assert "-s kernel" in scripts and "-s gsm8k --" in scripts and "--compare" in scripts
+
+
+def test_watch_picks_the_tag_rebases_and_avoids_duplicate_prs() -> None:
+    watch = load(REPO / ".github" / "workflows" / "watch.yml")
+    assert "schedule" in watch["on"] and watch["permissions"] == {}
+    scripts = "\n".join(s.get("run", "") for s in steps(watch))
+    assert "python -m release tags --newest" in scripts
+    assert 'nox -s rebase -- "$TAG" --from pypi' in scripts
+    assert 'gh pr list --head "$branch" --state open' in scripts
+    assert "gh pr edit" in scripts and "gh pr create" in scripts and "--body-file" in scripts
+    assert all("GH_TOKEN" in s.get("env", {}) for s in steps(watch) if "gh " in s.get("run", ""))
