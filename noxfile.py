@@ -13,6 +13,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 TOOLING = ["packaging==26.2", "build==1.3.0", "git-filter-repo==2.47.0"]
 TEST_TOOLS = ["pytest==8.4.2", "pytest-timeout==2.4.0", "check-jsonschema==0.39.0", "zizmor==1.32.0"]
+FLASHINFER = "flashinfer-python==0.6.8.post1"  # the version VERIFIED.toml names
 VLLM_CPU = ["-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt"]
 
 
@@ -58,14 +59,15 @@ def test(session: nox.Session) -> None:
     """The CPU suite: tooling, reduce contract, overlay wheel, GSM8K harness, workflows."""
     session.install(*TOOLING, *TEST_TOOLS)
     session.install(*VLLM_CPU)
-    session.install("--no-deps", f"vllm=={_pinned_vllm()}")
+    # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
+    session.install("--no-deps", f"vllm=={_pinned_vllm()}", FLASHINFER)
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
 
 
 @nox.session(venv_params=["--system-site-packages"])
 def kernel(session: nox.Session) -> None:
     """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch)."""
-    session.install("pytest==8.4.2", "pytest-timeout==2.4.0", "flashinfer-python==0.6.8.post1")
+    session.install("pytest==8.4.2", "pytest-timeout==2.4.0", FLASHINFER)
     session.run("python", "-m", "pytest", "-m", "gpu", "tests/kernel", "-v", *session.posargs)
 
 

@@ -1,0 +1,41 @@
+"""Fixtures for the reduce-contract suite: source variants and one multi-process run per layout."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from moe_contract.cases import LAYOUTS, problems_for  # noqa: E402
+from moe_contract.launcher import ContractRun, run_contract  # noqa: E402
+from moe_contract.layout import ParallelLayout  # noqa: E402
+from moe_contract.paths import FLASHINFER_NVLINK_CLASSES  # noqa: E402
+from moe_contract.prepare_finalize_sources import (  # noqa: E402
+    SourceVariant,
+    mutant_variant,
+    pristine_variant,
+    vendored_variant,
+)
+
+
+@pytest.fixture(scope="session")
+def source_variants(tmp_path_factory: pytest.TempPathFactory) -> tuple[SourceVariant, ...]:
+    workdir = tmp_path_factory.mktemp("prepare_finalize_sources")
+    return (
+        vendored_variant(),
+        pristine_variant(workdir),
+        *(mutant_variant(workdir, module) for module in FLASHINFER_NVLINK_CLASSES),
+    )
+
+
+@pytest.fixture(scope="session", params=LAYOUTS, ids=lambda layout: layout.name)
+def contract_run(
+    request: pytest.FixtureRequest,
+    source_variants: tuple[SourceVariant, ...],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ContractRun:
+    layout: ParallelLayout = request.param
+    return run_contract(
+        layout, problems_for(layout), source_variants, tmp_path_factory.mktemp(layout.name)
+    )
