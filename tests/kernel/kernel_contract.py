@@ -1,0 +1,444 @@
+"""Drive FlashInfer's real NVLink MoE dispatch/combine with known expert outputs.
+
+Patch 0001 makes vLLM's flashinfer_nvlink_{two,one}_sided say output_is_reduced()
+because FlashInfer's combine returns, per token, the sum over its top-k slots.
+This module checks exactly that on a GPU: every expert e has a distinct output
+pattern f_e(x) = s_e * x + b_e (b_e varies along hidden), the expert stage on
+each EP rank sums the weighted outputs of its *local* experts for every received
+row (what vLLM's fused experts do), and combine must hand back one row per
+original token equal to sum_j w_j * f_{e_j}(x): nothing left to reduce.
+
+The workspaces are built as vLLM 0.20/0.21's all2all managers build them
+(Mapping + MnnvlConfig over a torch.distributed group), so a failure to build
+them here is the same failure vLLM would hit.
+
+Rank-generic: pytest uses it in-process with one rank; for EP 2/4/8 run
+``torchrun --nproc-per-node N tests/kernel/kernel_contract.py``.
+Needs torch with CUDA and flashinfer-python; import it only after
+kernel_probe.environment_reason() returned None.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+if torch.cuda.is_available():
+    # flashinfer.comm.cuda_ipc looks for an already loaded libcudart at import.
+    torch.cuda.init()
+
+from flashinfer.comm.mapping import Mapping
+from flashinfer.comm.mnnvl import CommBackend, MnnvlConfig, MnnvlMemory
+from flashinfer.comm.trtllm_alltoall import MnnvlMoe
+from flashinfer.comm.trtllm_moe_alltoall import (
+    MoeAlltoAll,
+    moe_a2a_get_workspace_size_per_rank,
+)
+
+NUM_EXPERTS = 32  # divisible by every EP size we run (1, 2, 4, 8)
+HIDDEN = 2048
+MAX_TOKENS = 4096  # largest token count per rank in the matrix
+TOKEN_COUNTS = (1, 7, 128, 4096)
+TOP_KS = (1, 2, 8)
+TWO_SIDED = "flashinfer_nvlink_two_sided"
+ONE_SIDED = "flashinfer_nvlink_one_sided"
+BACKENDS = (TWO_SIDED, ONE_SIDED)
+
+
+class GroupComm(CommBackend):
+    """FlashInfer handle-exchange backend over a torch.distributed group.
+
+    The same shape as vLLM's mnnvl_compat.CustomCommunicator, which is what vLLM
+    passes to MnnvlConfig, so workspace set-up here matches vLLM's.
+    """
+
+    def __init__(self, group: dist.ProcessGroup) -> None:
+        self._group = group
+
+    def Get_rank(self) -> int:
+        return self._group.rank()
+
+    def Get_size(self) -> int:
+        return self._group.size()
+
+    def allgather(self, data):  # type: ignore[no-untyped-def]
+        out = [None] * self.Get_size()
+        dist.all_gather_object(out, data, group=self._group)
+        return out
+
+    def bcast(self, data, root: int):  # type: ignore[no-untyped-def]
+        objs = [data]
+        dist.broadcast_object_list(objs, src=root, group=self._group)
+        return objs[0]
+
+    def barrier(self) -> None:
+        dist.barrier(group=self._group)
+
+    def Split(self, color: int, key: int) -> GroupComm:
+        return self
+
+
+@dataclass(frozen=True)
+class EpContext:
+    rank: int
+    world_size: int
+    device: torch.device
+    group: dist.ProcessGroup
+
+    @property
+    def experts_per_rank(self) -> int:
+        return NUM_EXPERTS // self.world_size
+
+
+@functools.cache
+def ep_context() -> EpContext:
+    """One EP group over all processes: torchrun's, or a private 1-rank group."""
+    if not dist.is_initialized():
+        if "WORLD_SIZE" in os.environ:
+            dist.init_process_group("gloo")
+        else:
+            # A private store: pytest and the probe need no rendezvous for one rank.
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    group = dist.group.WORLD
+    assert group is not None
+    return EpContext(dist.get_rank(), dist.get_world_size(), device, group)
+
+
+def _mnnvl_config(ctx: EpContext) -> MnnvlConfig:
+    return MnnvlConfig(comm_backend=GroupComm(ctx.group), fabric_page_size=1 << 29)
+
+
+def _err(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " | ")
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def try_mnnvl_memory(ctx: EpContext) -> str:
+    """Allocate, map and free one FlashInfer MNNVL segment: the workspace primitive."""
+    try:
+        MnnvlMemory.initialize()
+        MnnvlMemory.set_comm_from_config(_two_sided_mapping(ctx), _mnnvl_config(ctx))
+        mem = MnnvlMemory(_two_sided_mapping(ctx), 1 << 21)
+        tensor = mem.as_torch_strided_tensor(torch.uint8)
+        tensor[ctx.rank].fill_(7)
+        torch.cuda.synchronize()
+        ok = bool((tensor[ctx.rank] == 7).all().item())
+        shape = tuple(tensor.shape)
+        del tensor, mem
+        return f"ok (2 MiB segment, tensor {shape}, write/read {'ok' if ok else 'MISMATCH'})"
+    except Exception as exc:  # noqa: BLE001 - the probe reports it
+        return _err(exc)
+
+
+def _two_sided_mapping(ctx: EpContext) -> Mapping:
+    # vLLM 0.21 FlashInferNVLinkTwoSidedManager.initialize
+    return Mapping(ctx.world_size, ctx.rank, torch.cuda.device_count(), tp_size=ctx.world_size)
+
+
+def _one_sided_mapping(ctx: EpContext) -> Mapping:
+    # vLLM 0.21 FlashInferNVLinkOneSidedManager.initialize
+    return Mapping(
+        ctx.world_size,
+        ctx.rank,
+        torch.cuda.device_count(),
+        tp_size=ctx.world_size,
+        moe_ep_size=ctx.world_size,
+    )
+
+
+class TwoSided:
+    """MnnvlMoe: prepare, all-to-all-v dispatch, combine (+ torch.sum over top-k)."""
+
+    name = TWO_SIDED
+
+    def __init__(self, ctx: EpContext, top_k: int, hidden: int, max_tokens: int) -> None:
+        self.ctx, self.top_k = ctx, top_k
+        cfg = _mnnvl_config(ctx)
+        mapping = _two_sided_mapping(ctx)
+        self.workspace = MnnvlMoe.get_moe_workspaces(mapping, cfg)
+        self.prepare_workspace = MnnvlMoe.get_moe_prepare_workspace(mapping, cfg)
+        self.info = None
+
+    def dispatch(self, x, ids, weights, max_tokens_all_ranks: int):  # type: ignore[no-untyped-def]
+        ctx = self.ctx
+        self.info, recv_ids, recv_w, _ = MnnvlMoe.mnnvl_moe_alltoallv_prepare_without_allgather(
+            ids,
+            weights,
+            None,
+            self.prepare_workspace,
+            max_tokens_all_ranks,
+            ctx.rank,
+            ctx.world_size,
+            NUM_EXPERTS,
+            NUM_EXPERTS,
+            self.top_k,
+        )
+        recv_x = MnnvlMoe.mnnvl_moe_alltoallv(x, self.info, self.workspace, ctx.rank, ctx.world_size)
+        return recv_x, recv_ids, recv_w
+
+    def combine(self, expert_out: torch.Tensor, token_count: int, max_tokens_all_ranks: int) -> torch.Tensor:
+        return MnnvlMoe.mnnvl_moe_alltoallv_combine(
+            expert_out,
+            self.info,
+            self.workspace,
+            ep_rank=self.ctx.rank,
+            ep_size=self.ctx.world_size,
+            top_k=self.top_k,
+            token_count=token_count,
+        )
+
+
+class OneSided:
+    """MoeAlltoAll: dispatch of [x, ids, weights], combine summing in-kernel."""
+
+    name = ONE_SIDED
+
+    def __init__(self, ctx: EpContext, top_k: int, hidden: int, max_tokens: int) -> None:
+        self.ctx, self.top_k, self.hidden = ctx, top_k, hidden
+        # Sized as vLLM 0.21 FlashInferNVLinkOneSidedManager does for bf16 dispatch.
+        size = moe_a2a_get_workspace_size_per_rank(
+            ep_size=ctx.world_size,
+            max_num_tokens=max_tokens,
+            total_dispatch_payload_size_per_token=hidden * 2 + top_k * 4 + top_k * 4,
+            combine_payload_size_per_token=hidden * 2,
+        )
+        self.a2a = MoeAlltoAll(
+            mapping=_one_sided_mapping(ctx),
+            max_num_tokens=max_tokens,
+            top_k=top_k,
+            num_experts=NUM_EXPERTS,
+            workspace_size_per_rank=size,
+            mnnvl_config=_mnnvl_config(ctx),
+        )
+
+    def dispatch(self, x, ids, weights, max_tokens_all_ranks: int):  # type: ignore[no-untyped-def]
+        recv_x, recv_ids, recv_w = self.a2a.dispatch(
+            token_selected_experts=ids,
+            input_payloads=[x, ids, weights],
+            runtime_max_tokens_per_rank=max_tokens_all_ranks,
+        )
+        h, k = x.shape[-1], ids.shape[-1]
+        return recv_x.reshape(-1, h), recv_ids.reshape(-1, k), recv_w.reshape(-1, k)
+
+    def combine(self, expert_out: torch.Tensor, token_count: int, max_tokens_all_ranks: int) -> torch.Tensor:
+        payload = expert_out.view(self.ctx.world_size, max_tokens_all_ranks, expert_out.shape[-1])
+        return self.a2a.combine(payload=payload, runtime_max_tokens_per_rank=max_tokens_all_ranks)
+
+
+_BACKEND_CLS: dict[str, type[TwoSided | OneSided]] = {TWO_SIDED: TwoSided, ONE_SIDED: OneSided}
+
+
+@functools.cache
+def backend(name: str, top_k: int, hidden: int = HIDDEN, max_tokens: int = MAX_TOKENS) -> TwoSided | OneSided:
+    """One workspace per (backend, top_k, shape): FlashInfer caches them per process anyway."""
+    return _BACKEND_CLS[name](ep_context(), top_k, hidden, max_tokens)
+
+
+def try_backend(ctx: EpContext, name: str) -> tuple[bool, str]:
+    """Build the JIT module and the workspace, then run one token through."""
+    try:
+        case = make_case(ctx, tokens=1, top_k=1)
+        result = run_case(name, case)
+        return True, f"JIT module + workspace ok; 1-token round trip max|err| {result.max_abs_err:.3g}"
+    except Exception as exc:  # noqa: BLE001
+        return False, _err(exc)
+
+
+# ---- known inputs and the reference -------------------------------------------------
+
+
+@functools.cache
+def _expert_params(device: torch.device, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    e = torch.arange(NUM_EXPERTS, device=device)
+    # Sign and magnitude differ per expert, so swapping or dropping one shows.
+    scale = torch.where(e % 2 == 0, 1.0, -1.0) * (1.0 + (e % 4).float() / 4)
+    h = torch.arange(hidden, device=device)
+    bias = (e[:, None] + 1).float() * ((h[None, :] % 5) + 1).float() / 64
+    return scale, bias
+
+
+def expert_output(expert_ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """f_e(x) = s_e * x + b_e in fp32, one row per (row, expert id)."""
+    scale, bias = _expert_params(x.device, x.shape[-1])
+    e = expert_ids.long()
+    return scale[e][:, None] * x.float() + bias[e]
+
+
+@dataclass
+class Case:
+    tokens: int
+    top_k: int
+    x: torch.Tensor  # [T, H] bf16
+    ids: torch.Tensor  # [T, k] int32, distinct experts per token
+    weights: torch.Tensor  # [T, k] fp32 router weights
+    max_tokens_all_ranks: int
+
+
+def make_case(ctx: EpContext, tokens: int, top_k: int, hidden: int = HIDDEN, seed: int = 1234) -> Case:
+    gen = torch.Generator().manual_seed(seed + 7919 * ctx.rank + 31 * tokens + top_k)
+    x = (torch.randn(tokens, hidden, generator=gen) * 0.5).to(torch.bfloat16)
+    ids = torch.rand(tokens, NUM_EXPERTS, generator=gen).argsort(dim=1)[:, :top_k].to(torch.int32)
+    w = torch.rand(tokens, top_k, generator=gen) + 0.1
+    w = w / w.sum(dim=1, keepdim=True)
+    dev = ctx.device
+    # Every rank sends the same count here; runtime max = that count.
+    return Case(tokens, top_k, x.to(dev), ids.to(dev), w.to(dev), tokens)
+
+
+def reference(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum_j w_j f_{e_j}(x), sum_j |w_j f_{e_j}(x)|) in fp32: value and error scale."""
+    total = torch.zeros(case.x.shape, dtype=torch.float32, device=case.x.device)
+    magnitude = torch.zeros_like(total)
+    for j in range(case.top_k):
+        term = case.weights[:, j : j + 1] * expert_output(case.ids[:, j], case.x)
+        total += term
+        magnitude += term.abs()
+    return total, magnitude
+
+
+def local_expert_stage(ctx: EpContext, recv_x, recv_ids, recv_w) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """What vLLM's fused experts hand to finalize: per received row, the weighted
+    sum over this rank's experts only (non-local ids are masked, as FlashInfer
+    marks them with an out-of-range id)."""
+    lo = ctx.rank * ctx.experts_per_rank
+    hi = lo + ctx.experts_per_rank
+    out = torch.zeros(recv_x.shape, dtype=torch.float32, device=recv_x.device)
+    for j in range(recv_ids.shape[1]):
+        e = recv_ids[:, j].long()
+        local = (e >= lo) & (e < hi)
+        term = recv_w[:, j : j + 1].float() * expert_output(e.clamp(lo, hi - 1), recv_x)
+        # where(), not a multiply: rows past the received count hold garbage.
+        out = torch.where(local[:, None], out + term, out)
+    return out.to(recv_x.dtype)
+
+
+@dataclass
+class CaseResult:
+    backend: str
+    ep_size: int
+    rank: int
+    tokens: int
+    top_k: int
+    shape: tuple[int, ...]
+    dtype: str
+    max_abs_err: float
+    max_allowed: float
+    worst_ratio: float  # max |err| / allowed; <= 1 passes
+    passed: bool
+
+
+def combine_case(name: str, case: Case, hidden: int = HIDDEN) -> torch.Tensor:
+    """Real dispatch -> per-expert patterns on the receiving rank -> real combine."""
+    ctx = ep_context()
+    be = backend(name, case.top_k, hidden)
+    recv = be.dispatch(case.x, case.ids, case.weights, case.max_tokens_all_ranks)
+    expert_out = local_expert_stage(ctx, *recv)
+    out = be.combine(expert_out, case.tokens, case.max_tokens_all_ranks)
+    torch.cuda.synchronize()
+    return out
+
+
+def check_output(name: str, case: Case, out: torch.Tensor) -> CaseResult:
+    """Compare a combine output with sum over top-k of w_j f_{e_j}(x), elementwise."""
+    ctx = ep_context()
+    ref, mag = reference(case)
+    shape = tuple(out.shape)
+    if shape != tuple(ref.shape):
+        # e.g. [T * top_k, H]: combine left the top-k reduction to the caller.
+        return CaseResult(name, ctx.world_size, ctx.rank, case.tokens, case.top_k, shape,
+                          str(out.dtype), float("inf"), 0.0, float("inf"), False)
+    # bf16: each partial sum is rounded once (2^-8 relative) and partials are
+    # added in bf16; 2^-6 of the summed magnitudes is loose for that and far
+    # below any missing, doubled or misrouted expert (>= |b_e| >= 1/64 per slot).
+    allowed = mag * 2.0**-6 + 2.0**-10
+    err = (out.float() - ref).abs()
+    ratio = float((err / allowed).max().item())
+    return CaseResult(
+        name, ctx.world_size, ctx.rank, case.tokens, case.top_k, shape, str(out.dtype),
+        float(err.max().item()), float(allowed.max().item()), ratio,
+        ratio <= 1.0 and bool(torch.isfinite(out.float()).all().item()),
+    )
+
+
+def run_case(name: str, case: Case, hidden: int = HIDDEN) -> CaseResult:
+    return check_output(name, case, combine_case(name, case, hidden))
+
+
+def time_combine(name: str, tokens: int, top_k: int, hidden: int, iters: int,
+                 max_tokens: int = MAX_TOKENS,
+                 after: Callable[[torch.Tensor], None] | None = None) -> tuple[float, float | None]:
+    """Median combine time (ms) and, if `after` is given, the median time of
+    `after(combined)` (the TP all-reduce) in the same iterations."""
+    ctx = ep_context()
+    be = backend(name, top_k, hidden, max_tokens)
+    case = make_case(ctx, tokens, top_k, hidden)
+    combine_ms: list[float] = []
+    after_ms: list[float] = []
+    for i in range(iters + 3):  # 3 warm-ups
+        recv = be.dispatch(case.x, case.ids, case.weights, case.max_tokens_all_ranks)
+        expert_out = local_expert_stage(ctx, *recv)
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        ev[0].record()
+        out = be.combine(expert_out, case.tokens, case.max_tokens_all_ranks)
+        ev[1].record()
+        if after is not None:
+            after(out)
+        ev[2].record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            combine_ms.append(ev[0].elapsed_time(ev[1]))
+            after_ms.append(ev[1].elapsed_time(ev[2]))
+    combine_ms.sort()
+    after_ms.sort()
+    med = combine_ms[len(combine_ms) // 2]
+    return med, (after_ms[len(after_ms) // 2] if after is not None else None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the whole matrix on this rank; exit 1 if any case fails on any rank."""
+    parser = argparse.ArgumentParser(description="FlashInfer combine contract, any EP size")
+    parser.add_argument("--backend", choices=BACKENDS, action="append")
+    parser.add_argument("--tokens", type=int, action="append")
+    parser.add_argument("--top-k", type=int, action="append")
+    parser.add_argument("--json", type=Path, help="rank 0 writes all results here")
+    args = parser.parse_args(argv)
+    ctx = ep_context()
+    results: list[dict[str, object]] = []
+    for name in args.backend or BACKENDS:
+        for k in args.top_k or TOP_KS:
+            for t in args.tokens or TOKEN_COUNTS:
+                try:
+                    res = asdict(run_case(name, make_case(ctx, t, k)))
+                except Exception as exc:  # noqa: BLE001 - a finding, recorded per case
+                    res = {"backend": name, "ep_size": ctx.world_size, "rank": ctx.rank,
+                           "tokens": t, "top_k": k, "passed": False, "error": _err(exc)}
+                results.append(res)
+                print(json.dumps(res), flush=True)
+    gathered: list[list[dict[str, object]] | None] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, results, group=ctx.group)
+    flat = [r for rank_results in gathered for r in (rank_results or [])]
+    failed = [r for r in flat if not r["passed"]]
+    if ctx.rank == 0:
+        print(f"EP {ctx.world_size}: {len(flat) - len(failed)} passed, {len(failed)} failed "
+              f"(cases x ranks)", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(flat, indent=1) + "\n")
+    dist.barrier(group=ctx.group)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""Probe: can FlashInfer's NVLink MoE all-to-all kernels run on this machine?
+
+Runs standalone (``python tests/kernel/kernel_probe.py [--json PATH]``) and from
+the kernel tests. Every check records either its value or the exact error, so a
+backend that cannot run here is reported with the reason instead of a bare skip.
+
+Only device *attributes* are read for multicast; no multicast object is ever
+created (cuMulticastCreate can take a shared host's GPUs down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERIFIED_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
+BACKENDS = ("flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
+# The FlashInfer class each vLLM backend drives (vLLM 0.20/0.21 all2all.py).
+BACKEND_API = {
+    "flashinfer_nvlink_two_sided": "flashinfer.comm.trtllm_alltoall.MnnvlMoe",
+    "flashinfer_nvlink_one_sided": "flashinfer.comm.trtllm_moe_alltoall.MoeAlltoAll",
+}
+
+
+@dataclass
+class BackendStatus:
+    backend: str
+    api: str
+    ep_size: int
+    can_run: bool
+    reason: str
+
+
+@dataclass
+class ProbeResult:
+    python: str = platform.python_version()
+    machine: str = platform.machine()
+    torch: str = "missing"
+    cuda_available: bool = False
+    device: str = "-"
+    compute_capability: str = "-"
+    driver: str = "-"
+    torch_cuda: str = "-"
+    attr_vmm: str = "-"
+    attr_posix_fd_handles: str = "-"
+    attr_fabric_handles: str = "-"
+    attr_multicast: str = "-"
+    fabric_alloc: str = "not tried"
+    posix_fd_alloc: str = "not tried"
+    nvlink_all_up: str = "not tried"
+    flashinfer: str = "missing"
+    verified_specifier: str = "-"
+    flashinfer_verified: bool = False
+    mnnvl_workspace: str = "not tried"
+    backends: list[BackendStatus] = field(default_factory=list)
+    skip_reason: str | None = None
+
+
+def _err(exc: BaseException) -> str:
+    """One line, bounded: the exact error, as the probe's reason."""
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " | ")
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def verified_specifier() -> str:
+    with VERIFIED_TOML.open("rb") as fh:
+        return str(tomllib.load(fh)["flashinfer-python"]["specifier"])
+
+
+def version_matches(version: str, specifier: str) -> bool:
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:  # packaging absent: only an exact pin can be judged
+        return specifier == f"=={version}"
+    return version in SpecifierSet(specifier)
+
+
+def environment_reason() -> str | None:
+    """Cheap check used at collection time: None when the kernels may run."""
+    try:
+        import torch
+    except ImportError as exc:
+        return f"torch is not importable ({exc}); the FlashInfer kernel contract needs torch with CUDA"
+    if not torch.cuda.is_available():
+        return (
+            f"no CUDA device (torch {torch.__version__}, built for CUDA "
+            f"{torch.version.cuda}): FlashInfer's NVLink all-to-all kernels need an NVIDIA GPU; "
+            "run `nox -s kernel` on a GPU machine"
+        )
+    if importlib.util.find_spec("flashinfer") is None:
+        return (
+            "flashinfer-python is not installed; install the version pinned in "
+            f"{VERIFIED_TOML.relative_to(REPO_ROOT)} ({verified_specifier()})"
+        )
+    return None
+
+
+def _driver_checks(result: ProbeResult, dev: int) -> None:
+    from cuda.bindings import driver as cu
+
+    def call(fn, *args):
+        out = fn(*args)
+        status, rest = out[0], out[1:]
+        if status != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{fn.__name__} -> {status.name}")
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    call(cu.cuInit, 0)
+    cudev = call(cu.cuDeviceGet, dev)
+    attr = cu.CUdevice_attribute
+    for name, enum in (
+        ("attr_vmm", attr.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED),
+        ("attr_posix_fd_handles", attr.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED),
+        ("attr_fabric_handles", attr.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED),
+        ("attr_multicast", attr.CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED),
+    ):
+        try:
+            setattr(result, name, str(call(cu.cuDeviceGetAttribute, enum, cudev)))
+        except Exception as exc:  # noqa: BLE001 - recorded, not hidden
+            setattr(result, name, _err(exc))
+
+    # Try one VMM allocation per handle type, exported but never mapped across
+    # processes: FlashInfer asks for FABRIC on aarch64 (GB200) and
+    # POSIX_FILE_DESCRIPTOR on x86_64, so both answers matter.
+    handle = cu.CUmemAllocationHandleType
+    for name, htype in (
+        ("fabric_alloc", handle.CU_MEM_HANDLE_TYPE_FABRIC),
+        ("posix_fd_alloc", handle.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+    ):
+        mem = None
+        try:
+            prop = cu.CUmemAllocationProp()
+            prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            prop.requestedHandleTypes = htype
+            location = cu.CUmemLocation()
+            location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            location.id = dev
+            prop.location = location
+            gran = call(
+                cu.cuMemGetAllocationGranularity,
+                prop,
+                cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+            mem = call(cu.cuMemCreate, int(gran), prop, 0)
+            shared = call(cu.cuMemExportToShareableHandle, mem, htype, 0)
+            if htype == handle.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR:
+                os.close(int(shared))
+            setattr(result, name, f"ok (cuMemCreate+export, {int(gran)} B)")
+        except Exception as exc:  # noqa: BLE001
+            setattr(result, name, _err(exc))
+        finally:
+            if mem is not None:
+                cu.cuMemRelease(mem)
+
+
+def run_probe(try_backends: bool = True) -> ProbeResult:
+    result = ProbeResult()
+    try:
+        result.verified_specifier = verified_specifier()
+    except Exception as exc:  # noqa: BLE001
+        result.verified_specifier = _err(exc)
+    try:
+        import torch
+    except ImportError as exc:
+        result.skip_reason = environment_reason() or _err(exc)
+        return result
+    result.torch = torch.__version__
+    result.torch_cuda = str(torch.version.cuda)
+    result.cuda_available = torch.cuda.is_available()
+    try:
+        result.flashinfer = importlib.metadata.version("flashinfer-python")
+        result.flashinfer_verified = version_matches(result.flashinfer, result.verified_specifier)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    result.skip_reason = environment_reason()
+    if not result.cuda_available:
+        return result
+
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    result.device = props.name
+    result.compute_capability = f"{props.major}.{props.minor}"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        result.driver = str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception as exc:  # noqa: BLE001
+        result.driver = _err(exc)
+    try:
+        _driver_checks(result, dev)
+    except Exception as exc:  # noqa: BLE001
+        result.fabric_alloc = result.posix_fd_alloc = _err(exc)
+
+    if result.skip_reason is not None or not try_backends:
+        return result
+
+    try:
+        import kernel_contract as kc  # type: ignore[import-not-found]
+    except Exception as exc:  # noqa: BLE001
+        reason = f"importing FlashInfer comm modules failed: {_err(exc)}"
+        result.mnnvl_workspace = reason
+        for name in BACKENDS:
+            result.backends.append(BackendStatus(name, BACKEND_API[name], 1, False, reason))
+        return result
+
+    ctx = kc.ep_context()
+    try:
+        from flashinfer.comm.mnnvl import MnnvlMemory
+
+        result.nvlink_all_up = str(MnnvlMemory.supports_mnnvl())
+    except Exception as exc:  # noqa: BLE001
+        result.nvlink_all_up = _err(exc)
+    result.mnnvl_workspace = kc.try_mnnvl_memory(ctx)
+    for name in BACKENDS:
+        ok, reason = kc.try_backend(ctx, name)
+        result.backends.append(BackendStatus(name, BACKEND_API[name], ctx.world_size, ok, reason))
+    return result
+
+
+def format_table(result: ProbeResult) -> str:
+    rows: list[tuple[str, str]] = [
+        ("python / arch", f"{result.python} / {result.machine}"),
+        ("torch (CUDA)", f"{result.torch} ({result.torch_cuda})"),
+        ("CUDA device", result.device),
+        ("compute capability", result.compute_capability),
+        ("driver", result.driver),
+        ("VMM supported (attr 102)", result.attr_vmm),
+        ("POSIX-fd handles (attr 103)", result.attr_posix_fd_handles),
+        ("fabric handles (attr 128)", result.attr_fabric_handles),
+        ("multicast (attr 132, read only)", result.attr_multicast),
+        ("fabric-handle allocation", result.fabric_alloc),
+        ("POSIX-fd allocation", result.posix_fd_alloc),
+        ("NVLink all up (FlashInfer supports_mnnvl)", result.nvlink_all_up),
+        ("MNNVL workspace (FlashInfer MnnvlMemory)", result.mnnvl_workspace),
+        ("flashinfer-python", result.flashinfer),
+        ("VERIFIED.toml specifier", result.verified_specifier),
+        ("version verified", str(result.flashinfer_verified)),
+    ]
+    for b in result.backends:
+        verdict = "CAN RUN" if b.can_run else "cannot run"
+        rows.append((f"{b.backend} (ep_size {b.ep_size})", f"{verdict}: {b.reason}"))
+    if result.skip_reason:
+        rows.append(("skip reason", result.skip_reason))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"| {'check'.ljust(width)} | result", f"|-{'-' * width}-|-------"]
+    lines += [f"| {k.ljust(width)} | {v}" for k, v in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--no-backends", action="store_true", help="skip JIT build and workspaces")
+    args = parser.parse_args(argv)
+    result = run_probe(try_backends=not args.no_backends)
+    print(format_table(result))
+    if args.json:
+        args.json.write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())
