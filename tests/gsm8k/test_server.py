@@ -146,7 +146,10 @@ def test_ctrl_c_in_the_caller_stops_the_server(tmp_path: Path) -> None:
     port = free_port()
     child_file, leader_file = tmp_path / "child.pid", tmp_path / "leader.pid"
     script = f"""
-import sys
+import signal, sys
+# A shell starts background jobs with SIGINT ignored, and Python keeps it ignored then; a
+# user's Ctrl-C always reaches the real CLI, so give this caller the default handler back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = {[str(Path(__file__).resolve().parents[2])]!r}
 from pathlib import Path
 from release.gsm8k.server import ManagedServer
