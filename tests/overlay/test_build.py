@@ -1,0 +1,96 @@
+"""The overlay wheel: reproducible, honest metadata, the whole subtree and its provenance inside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from release.layout import Layout, read_tree
+from release.model import Pin, Series
+from release.verified import verified_specifier
+from release.wheel import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
+from tests.overlay.freshvenv import pip_env
+
+
+def _metadata(wheel: Path) -> tuple[HeaderParser, zipfile.ZipFile]:
+    archive = zipfile.ZipFile(wheel)
+    name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+    return HeaderParser().parsestr(archive.read(name).decode()), archive
+
+
+def test_two_builds_of_one_commit_are_byte_identical(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
+    again = build(BuildPlan(layout, tmp_path / "again"))
+    assert again.wheel.name == built.wheel.name
+    assert again.sha256 == built.sha256
+    print(f"\nbuild: {built.wheel.name} {built.size} bytes in {built.seconds:.2f} s; rebuild {again.seconds:.2f} s; "
+          f"sha256 {built.sha256}")
+
+
+def test_metadata_pins_the_vllm_tag_and_the_verified_flashinfer(built: BuildResult, layout: Layout) -> None:
+    headers, archive = _metadata(built.wheel)
+    pin = Pin.load(layout.upstream_toml)
+    requires = {Requirement(r).name: Requirement(r) for r in headers.get_all("Requires-Dist")}
+    assert set(requires) == {"vllm", "flashinfer-python"}
+    assert str(requires["vllm"].specifier) == f"=={pin.version}"
+    assert requires["flashinfer-python"].specifier == SpecifierSet(verified_specifier(layout))
+    assert headers["Name"] == "vllm-fused-moe"
+    assert Version(headers["Version"]).public == pin.version
+    assert headers["Requires-Python"]
+    assert archive.read(PTH_NAME).decode() == PTH_LINE
+
+
+def test_wheel_holds_the_vendored_subtree_byte_for_byte_and_its_provenance(built: BuildResult, layout: Layout) -> None:
+    _headers, archive = _metadata(built.wheel)
+    for rel, data in read_tree(layout.subtree).items():
+        assert archive.read(f"vllm_fused_moe/prepare_finalize/{rel}") == data, rel
+    assert archive.read("vllm_fused_moe/UPSTREAM.toml") == layout.upstream_toml.read_bytes()
+    assert archive.read("vllm_fused_moe/VERIFIED.toml") == layout.verified_toml.read_bytes()
+    assert archive.read("vllm_fused_moe/patches/series") == layout.series.read_bytes()
+    names = Series.load(layout.series).names
+    for name in names:
+        assert archive.read(f"vllm_fused_moe/patches/{name}") == (layout.patches / name).read_bytes()
+    info = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
+    assert [p["name"] for p in info["patches"]] == names
+    assert all("Origin" in p["trailers"] for p in info["patches"])
+    assert not [n for n in archive.namelist() if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_build_never_writes_into_vendor(layout: Layout, tmp_path: Path) -> None:
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
+    build(BuildPlan(layout, tmp_path))
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
+    versions = [Version(overlay_version(v, n)) for v, n in
+                [("0.20.0", 1), ("0.20.0", 2), ("0.20.0", 9), ("0.20.0", 10), ("0.20.1", 1), ("0.21.0", 1)]]
+    assert versions == sorted(versions)
+    assert Version("0.20.0") < versions[0] < Version("0.20.1")
+    # `vllm-fused-moe==0.20.0` means "the overlay for vLLM 0.20.0, newest patch level".
+    assert all(v in SpecifierSet("==0.20.0") for v in versions[:4])
+    assert versions[4] not in SpecifierSet("==0.20.0")
+    with pytest.raises(Exception):
+        overlay_version("0.20.0", 0)
+
+
+def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
+    from release.index import publish
+
+    newer = build(BuildPlan(layout, tmp_path / "fm2", patch_level=2))
+    index = tmp_path / "index"
+    publish([built.wheel], index)
+    publish([newer.wheel], index)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(tmp_path / "got"),
+                    "--index-url", (index / "simple").as_uri(), "vllm-fused-moe==0.20.0"],
+                   check=True, env=pip_env(), capture_output=True, text=True)
+    assert [p.name for p in (tmp_path / "got").iterdir()] == [newer.wheel.name]

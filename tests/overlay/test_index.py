@@ -1,0 +1,136 @@
+"""The PEP 503 index directory: adds without losing, reruns safely, refuses bad input unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from release.index import (BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError, TMP_PREFIX,
+                           publish)
+from release.layout import Layout
+from release.wheel import BuildPlan, BuildResult, build
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
+            for p in sorted(directory.rglob("*"))}
+
+
+def links(page: Path) -> dict[str, tuple[str, str]]:
+    text = page.read_text()
+    found = re.findall(r'<a href="([^"#]+)#sha256=([0-9a-f]{64})"(?: data-requires-python="([^"]*)")?', text)
+    return {href.replace("%2B", "+"): (sha, html.unescape(requires)) for href, sha, requires in found}
+
+
+@pytest.fixture(scope="module")
+def second(layout: Layout, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
+    return build(BuildPlan(layout, tmp_path_factory.mktemp("fm2"), patch_level=2))
+
+
+@pytest.fixture
+def published(tmp_path: Path, built: BuildResult) -> Path:
+    index = tmp_path / "index"
+    publish([built.wheel], index)
+    return index
+
+
+def test_pages_link_each_file_with_its_sha256_and_requires_python(published: Path, built: BuildResult) -> None:
+    project = published / "simple" / "vllm-fused-moe"
+    listed = links(project / "index.html")
+    assert listed == {built.wheel.name: (built.sha256, ">=3.10")}
+    assert hashlib.sha256((project / built.wheel.name).read_bytes()).hexdigest() == built.sha256
+    assert 'href="vllm-fused-moe/"' in (published / "simple" / "index.html").read_text()
+    assert "&gt;=3.10" in (project / "index.html").read_text()
+
+
+def test_rerun_changes_nothing_and_a_new_release_keeps_the_old(published: Path, built: BuildResult,
+                                                               second: BuildResult) -> None:
+    before = snapshot(published)
+    outcome = publish([built.wheel], published)
+    assert (outcome.added, outcome.already) == ([], [built.wheel.name])
+    assert snapshot(published) == before
+    publish([second.wheel], published)
+    listed = links(published / "simple" / "vllm-fused-moe" / "index.html")
+    assert list(listed) == [built.wheel.name, second.wheel.name]  # oldest first, by version
+
+
+def test_real_vllm_wheel_with_a_build_tag_goes_in_next_to_ours(index: Path, vllm_wheels: dict[str, Path]) -> None:
+    listed = links(index / "simple" / "vllm" / "index.html")
+    assert set(listed) == {w.name for w in vllm_wheels.values()}
+    assert all(requires.startswith(">=3.10") or "3.10" in requires for _sha, requires in listed.values())
+
+
+def test_same_name_different_bytes_is_refused_and_index_unchanged(published: Path, built: BuildResult,
+                                                                  tmp_path: Path) -> None:
+    clash = tmp_path / "clash" / built.wheel.name
+    clash.parent.mkdir()
+    with zipfile.ZipFile(built.wheel) as src, zipfile.ZipFile(clash, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, src.read(item) + (b"\n# rebuilt\n" if item.filename.endswith("_meta.py") else b""))
+    before = snapshot(published)
+    with pytest.raises(IndexClashError, match="different bytes"):
+        publish([clash], published)
+    assert snapshot(published) == before
+
+
+def test_wheel_whose_name_clashes_with_its_metadata_is_refused(published: Path, built: BuildResult,
+                                                               tmp_path: Path) -> None:
+    renamed = tmp_path / built.wheel.name.replace("0.20.0+fm.1", "0.20.0+fm.7")
+    shutil.copyfile(built.wheel, renamed)
+    before = snapshot(published)
+    with pytest.raises(BadWheelError, match="metadata"):
+        publish([renamed], published)
+    assert snapshot(published) == before
+
+
+def test_read_only_index_is_refused_and_unchanged(published: Path, second: BuildResult) -> None:
+    directories = [p for p in [published, *published.rglob("*")] if p.is_dir()]
+    before = snapshot(published)
+    for directory in directories:
+        directory.chmod(directory.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        with pytest.raises(IndexNotWritableError, match="read-only"):
+            publish([second.wheel], published)
+    finally:
+        for directory in directories:
+            directory.chmod(directory.stat().st_mode | stat.S_IWUSR)
+    assert snapshot(published) == before
+
+
+@pytest.mark.parametrize("damage", ["leftover", "unlisted", "missing", "corrupt"])
+def test_half_written_index_is_refused_and_unchanged(published: Path, built: BuildResult, second: BuildResult,
+                                                     damage: str) -> None:
+    project = published / "simple" / "vllm-fused-moe"
+    if damage == "leftover":
+        (project / f"{TMP_PREFIX}{second.wheel.name}").write_bytes(second.wheel.read_bytes()[:100])
+    elif damage == "unlisted":
+        shutil.copyfile(second.wheel, project / "stray-0.1-py3-none-any.whl")
+    elif damage == "missing":
+        (project / built.wheel.name).unlink()
+    else:
+        (project / built.wheel.name).write_bytes(b"not the wheel")
+    before = snapshot(published)
+    with pytest.raises(IndexCorruptError):
+        publish([second.wheel], published)
+    assert snapshot(published) == before
+
+
+def test_cli_reports_one_line_and_exit_code_2(published: Path, built: BuildResult, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / built.wheel.name).write_bytes(b"not a zip")
+    before = snapshot(published)
+    proc = subprocess.run([sys.executable, "-m", "release", "publish", str(bad), str(published)],
+                          capture_output=True, text=True, cwd=Layout.default().root)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "not a zip archive" in proc.stderr
+    assert snapshot(published) == before

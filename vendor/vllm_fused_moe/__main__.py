@@ -1,0 +1,83 @@
+"""`python -m vllm_fused_moe [info] [--json]` (also `vllm-fused-moe info`): what is deployed.
+
+For whoever debugs a deployment: the vLLM tag this overlay was built for, the patches and
+their origins, and whether it would activate with the vLLM and FlashInfer installed here.
+It reads package metadata only; it does not import vLLM (which takes seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import metadata
+
+from vllm_fused_moe import MODE_ENV, _activate, _meta
+from vllm_fused_moe._finder import TARGET, installed_finder
+
+TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
+
+
+def report() -> dict:
+    info = _meta.load()
+    try:
+        vllm_installed: str | None = metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        vllm_installed = None
+    flashinfer = _activate.flashinfer_version()
+    vllm_problem = _activate.vllm_problem(info, vllm_installed) if vllm_installed else "vLLM is not installed"
+    mode = _activate.mode()
+    return {
+        **info,
+        "installed": {"vllm": vllm_installed, "flashinfer-python": flashinfer},
+        "mode": mode,
+        "hook_installed": installed_finder() is not None,
+        "would_activate": mode != "off" and vllm_problem is None and installed_finder() is not None,
+        "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
+        "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
+        "subtree": str(_meta.SUBTREE),
+    }
+
+
+def format_report(data: dict) -> str:
+    lines = [
+        f"vllm-fused-moe {data['version']}",
+        f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
+        f"  vLLM tag        {data['vllm_tag']} ({data['upstream_source']}: {data['vllm_wheel'] or '-'})",
+        f"  overlays        {TARGET}.*",
+        f"  from            {data['subtree']}",
+        f"  installed vLLM  {data['installed']['vllm'] or 'not installed'}",
+        f"  flashinfer      installed {data['installed']['flashinfer-python'] or 'not installed'}, "
+        f"verified {data['flashinfer_specifier']}",
+        f"  mode            {MODE_ENV}={data['mode']}",
+    ]
+    if data["would_activate"]:
+        lines.append("  status          activates when vLLM imports the subtree")
+    elif not data["hook_installed"]:
+        lines.append("  status          hook not installed in this interpreter (vllm_fused_moe.pth not processed?)")
+    else:
+        lines.append(f"  status          does not activate: {data['why_not']}")
+    if data["flashinfer_problem"]:
+        lines.append(f"  warning         {data['flashinfer_problem']}")
+    lines.append(f"patches ({len(data['patches'])}):")
+    for patch in data["patches"]:
+        lines.append(f"  {patch['name']}")
+        lines.append(f"    {patch['subject']}")
+        for key in TRAILERS_SHOWN:
+            if key in patch["trailers"]:
+                lines.append(f"    {key}: {patch['trailers'][key]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vllm-fused-moe", description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", default="info", choices=["info"])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    data = report()
+    print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
