@@ -195,6 +195,8 @@ def finish(options: RebaseOptions, queue: Queue, upstream: UpstreamTree, old_pri
     for outcome in replay.outcomes:
         if outcome.status == "applied":
             outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
+            if outcome.refreshed and outcome.how == "applies as it is":
+                outcome.how = "applies; upstream moved its context, so the patch was refreshed"
     retired = {name: by_name[name].with_trailer("Applied-Upstream", options.tag).text for name in replay.retired}
     series = queue.series
     for name in replay.retired:
