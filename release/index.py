@@ -11,7 +11,6 @@ renamed into place; the pages are replaced last, each by an atomic rename.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 import re
@@ -26,6 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from release.errors import BadInputError, ReleaseError
+from release.model import file_sha256
 
 TMP_PREFIX = ".publish-"
 HREF_RE = re.compile(r'<a href="(?P<href>[^"#]+)#sha256=(?P<sha>[0-9a-f]{64})"')
@@ -85,14 +85,6 @@ def read_wheel(path: Path) -> Wheel:
     if canonicalize_name(meta_name) != name or Version(meta_version) != version:
         raise BadWheelError(f"{path.name} says it is {meta_name} {meta_version} inside: its name clashes with its metadata")
     return Wheel(path, name, version, file_sha256(path), headers.get("Requires-Python", "") or "")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from release.errors import SourceError, ToolMissingError, UnknownTagError
 from release.layout import UPSTREAM_SUBTREE
-from release.model import sha256_hex, version_of_tag
+from release.model import file_sha256, sha256_hex, version_of_tag
 
 DEFAULT_GIT_URL = "https://github.com/vllm-project/vllm.git"
 DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"
@@ -129,7 +129,7 @@ def read_wheel(tag: str, wheel: Path, source_label: str) -> UpstreamTree:
     return UpstreamTree(
         tag=tag, source=source_label, files=files,
         flashinfer=_flashinfer_pin(metadata),
-        wheel=wheel.name, wheel_sha256=_file_sha256(wheel),
+        wheel=wheel.name, wheel_sha256=file_sha256(wheel),
     )
 
 
@@ -145,16 +145,6 @@ def _flashinfer_pin(requirements_text: str) -> str:
         if match and "extra ==" not in line:
             return "flashinfer-python" + match.group("spec")
     return ""
-
-
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -------------------------------------------------------------------------- trees
