@@ -60,12 +60,14 @@ def rebase(options: RebaseOptions) -> RebaseReport:
         base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
         replay = Replay()
         stopped = replay_series(repo, work, queue.patches, replay)
+        if stopped is not None:
+            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
+        return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        # Keep the work dir only when it holds a conflict to continue from.
+        if not (work / STATE).exists():
+            shutil.rmtree(work, ignore_errors=True)
         raise
-    if stopped is not None:
-        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
-    return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
 
 
 def require_clean_vendor(layout: Layout, queue: Queue) -> dict[str, bytes]:
