@@ -17,7 +17,7 @@ from packaging.version import Version
 from release.layout import Layout, read_tree
 from release.model import Pin, Series
 from release.verified import verified_specifier
-from release.wheel import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
+from release.wheel import PTH_LINE, PTH_NAME, BadPatchLevelError, BuildPlan, BuildResult, build, overlay_version
 from tests.overlay.freshvenv import pip_env
 
 
@@ -79,7 +79,7 @@ def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
     # `vllm-fused-moe==0.20.0` means "the overlay for vLLM 0.20.0, newest patch level".
     assert all(v in SpecifierSet("==0.20.0") for v in versions[:4])
     assert versions[4] not in SpecifierSet("==0.20.0")
-    with pytest.raises(Exception):
+    with pytest.raises(BadPatchLevelError, match="not a positive integer"):
         overlay_version("0.20.0", 0)
 
 

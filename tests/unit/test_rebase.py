@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from release.gitrepo import FORMAT_PATCH_FLAGS, WorkRepo
+from release.gitrepo import WorkRepo
 from release.layout import UPSTREAM_SUBTREE, read_tree
 from release.upstream import fetch
 from tests.conftest import run_release, snapshot
