@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import sys
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -72,8 +71,12 @@ def _err(exc: BaseException) -> str:
 
 
 def verified_specifier() -> str:
-    with VERIFIED_TOML.open("rb") as fh:
-        return str(tomllib.load(fh)["flashinfer-python"]["specifier"])
+    # Run standalone the probe's own folder is on sys.path, not the repo with `release`.
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.append(str(REPO_ROOT))
+    from release.verified import read_verified
+
+    return read_verified(VERIFIED_TOML).specifier
 
 
 def version_matches(version: str, specifier: str) -> bool:

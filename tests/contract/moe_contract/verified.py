@@ -1,9 +1,10 @@
-"""The FlashInfer versions whose top-k reduction was verified (vendor/vllm_fused_moe/VERIFIED.toml)."""
+"""The FlashInfer versions whose top-k reduction was verified, as the contract tests use them."""
 
-import tomllib
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
+
+from release.verified import read_verified
 
 from .paths import VERIFIED_TOML
 
@@ -15,9 +16,5 @@ class VerifiedFlashInfer:
 
 
 def read_verified_flashinfer() -> VerifiedFlashInfer:
-    with VERIFIED_TOML.open("rb") as f:
-        table = tomllib.load(f)["flashinfer-python"]
-    return VerifiedFlashInfer(
-        specifier=SpecifierSet(table["specifier"]),
-        versions=tuple(entry["version"] for entry in table["verified"]),
-    )
+    verified = read_verified(VERIFIED_TOML)
+    return VerifiedFlashInfer(specifier=SpecifierSet(verified.specifier), versions=verified.versions)
