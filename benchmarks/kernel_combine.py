@@ -46,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     allreduce = None
     ar_note = ""
     if ctx.world_size == 1:
-        ar_note = ("n/a: one rank; NCCL all-reduce over a single GPU is a local no-op, "
-                   "so the removed all-reduce is measured by the multi-GPU issue (torchrun)")
+        ar_note = (
+            "n/a: one rank; NCCL all-reduce over a single GPU is a local no-op, "
+            "so the removed all-reduce is measured by the multi-GPU issue (torchrun)"
+        )
     elif ctx.world_size > torch.cuda.device_count():
         ar_note = f"n/a: {ctx.world_size} ranks share {torch.cuda.device_count()} GPU(s); NCCL needs one GPU per rank"
     else:
@@ -63,16 +65,27 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"backend": name, "error": why})
             continue
         for t in args.tokens:
-            combine_ms, ar_ms = kc.time_combine(name, t, args.top_k, args.hidden, args.iters,
-                                                max_tokens=max_tokens, after=allreduce)
-            rows.append({"backend": name, "ep_size": ctx.world_size, "tokens": t, "top_k": args.top_k,
-                         "hidden": args.hidden, "combine_us": round(combine_ms * 1e3, 2),
-                         "allreduce_us": None if ar_ms is None else round(ar_ms * 1e3, 2)})
+            combine_ms, ar_ms = kc.time_combine(
+                name, t, args.top_k, args.hidden, args.iters, max_tokens=max_tokens, after=allreduce
+            )
+            rows.append(
+                {
+                    "backend": name,
+                    "ep_size": ctx.world_size,
+                    "tokens": t,
+                    "top_k": args.top_k,
+                    "hidden": args.hidden,
+                    "combine_us": round(combine_ms * 1e3, 2),
+                    "allreduce_us": None if ar_ms is None else round(ar_ms * 1e3, 2),
+                }
+            )
 
     if ctx.rank == 0:
         dev = torch.cuda.get_device_name(ctx.device)
-        print(f"device {dev}, EP {ctx.world_size}, bf16, top_k {args.top_k}, hidden {args.hidden}, "
-              f"median of {args.iters} iterations (CUDA events, combine only; dispatch untimed)")
+        print(
+            f"device {dev}, EP {ctx.world_size}, bf16, top_k {args.top_k}, hidden {args.hidden}, "
+            f"median of {args.iters} iterations (CUDA events, combine only; dispatch untimed)"
+        )
         print(f"| {'backend':<28} | {'tokens':>6} | {'combine us':>10} | {'TP all-reduce us':>16} |")
         print(f"|{'-' * 30}|{'-' * 8}|{'-' * 12}|{'-' * 18}|")
         for r in rows:

@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release.index import publish  # noqa: E402
-from release.layout import Layout  # noqa: E402
-from release.upstream import pypi_wheel  # noqa: E402
-from release.wheel import PTH_NAME, BuildPlan, build  # noqa: E402
+from release.core.layout import Layout  # noqa: E402
+from release.overlay.build import PTH_NAME, BuildPlan, build  # noqa: E402
+from release.overlay.index import publish  # noqa: E402
+from release.pristine.wheel import pypi_wheel  # noqa: E402
 from tests.overlay.freshvenv import create, site_packages  # noqa: E402
 
 # One process: plain `import vllm`, then the import that makes vLLM load the subtree (where the
@@ -64,11 +64,18 @@ def _time_once(python: Path) -> dict:
 def _startup(python: Path, runs: int) -> float:
     samples = []
     for _ in range(runs):
-        proc = subprocess.run([str(python), "-X", "importtime", "-c", "pass"], capture_output=True, text=True,
-                              check=True, env=_env())
+        proc = subprocess.run(
+            [str(python), "-X", "importtime", "-c", "pass"], capture_output=True, text=True, check=True, env=_env()
+        )
         # "import time: self [us] | cumulative | name": our modules' own time, summed.
-        samples.append(sum(int(line.split("|")[0].split(":")[1]) for line in proc.stderr.splitlines()
-                           if line.count("|") == 2 and line.split("|")[2].strip().startswith("vllm_fused_moe")) / 1e6)
+        samples.append(
+            sum(
+                int(line.split("|")[0].split(":")[1])
+                for line in proc.stderr.splitlines()
+                if line.count("|") == 2 and line.split("|")[2].strip().startswith("vllm_fused_moe")
+            )
+            / 1e6
+        )
     return statistics.median(samples)
 
 
@@ -82,13 +89,17 @@ def main() -> int:
         root = Path(scratch)
         builds = [build(BuildPlan(layout, root / f"dist{i}")) for i in range(3)]
         wheel = builds[0]
-        print(f"overlay wheel   {wheel.wheel.name}: {wheel.size / 1024:.1f} KiB, build "
-              f"{statistics.median(b.seconds for b in builds):.2f} s (median of 3, "
-              f"{'isolated' if wheel.isolated else 'no isolation'}), reproducible: "
-              f"{len({b.sha256 for b in builds}) == 1}")
+        print(
+            f"overlay wheel   {wheel.wheel.name}: {wheel.size / 1024:.1f} KiB, build "
+            f"{statistics.median(b.seconds for b in builds):.2f} s (median of 3, "
+            f"{'isolated' if wheel.isolated else 'no isolation'}), reproducible: "
+            f"{len({b.sha256 for b in builds}) == 1}"
+        )
         size = vllm_wheel.stat().st_size
-        print(f"vLLM wheel      {vllm_wheel.name}: {size / 2**20:.1f} MiB -> the overlay is "
-              f"{wheel.size / size * 100:.4f} % of it ({size / wheel.size:,.0f}x smaller)")
+        print(
+            f"vLLM wheel      {vllm_wheel.name}: {size / 2**20:.1f} MiB -> the overlay is "
+            f"{wheel.size / size * 100:.4f} % of it ({size / wheel.size:,.0f}x smaller)"
+        )
         publish([wheel.wheel, vllm_wheel], root / "index")
         python = create(root / "venv", root / "index", ["vllm==0.20.0", "vllm-fused-moe"])
         pth = site_packages(python) / PTH_NAME
@@ -105,16 +116,23 @@ def main() -> int:
         startup = _startup(python, args.runs)
     med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
     base = med(plain, "import_vllm")
-    print(f"import vllm     {base:.3f} s plain, {med(hooked, 'import_vllm'):.3f} s with the hook installed "
-          f"(median of {args.runs})")
-    print(f"fused_moe load  {med(plain, 'import_fused_moe'):.3f} s upstream, {med(hooked, 'import_fused_moe'):.3f} s "
-          f"served by the overlay")
+    print(
+        f"import vllm     {base:.3f} s plain, {med(hooked, 'import_vllm'):.3f} s with the hook installed "
+        f"(median of {args.runs})"
+    )
+    print(
+        f"fused_moe load  {med(plain, 'import_fused_moe'):.3f} s upstream, {med(hooked, 'import_fused_moe'):.3f} s "
+        f"served by the overlay"
+    )
     direct = startup + med(hooked, "decide") + med(hooked, "find_spec_miss") * med(hooked, "imports_seen")
-    print(f"hook cost       start-up import {startup * 1e3:.2f} ms + decision {med(hooked, 'decide') * 1e3:.2f} ms + "
-          f"{med(hooked, 'find_spec_miss') * 1e9:.0f} ns x {med(hooked, 'imports_seen'):.0f} imports "
-          f"= {direct * 1e3:.2f} ms = {direct / base:.4f} x a plain `import vllm`")
-    end_to_end = (med(hooked, "import_vllm") + med(hooked, "import_fused_moe")) / \
-                 (med(plain, "import_vllm") + med(plain, "import_fused_moe"))
+    print(
+        f"hook cost       start-up import {startup * 1e3:.2f} ms + decision {med(hooked, 'decide') * 1e3:.2f} ms + "
+        f"{med(hooked, 'find_spec_miss') * 1e9:.0f} ns x {med(hooked, 'imports_seen'):.0f} imports "
+        f"= {direct * 1e3:.2f} ms = {direct / base:.4f} x a plain `import vllm`"
+    )
+    end_to_end = (med(hooked, "import_vllm") + med(hooked, "import_fused_moe")) / (
+        med(plain, "import_vllm") + med(plain, "import_fused_moe")
+    )
     print(f"end to end      (import vllm + fused_moe) hooked / plain = {end_to_end:.3f} (noise is a few %)")
     return 0
 

@@ -23,8 +23,9 @@ BUDGET_S = 5.0
 
 def timed(args: list[str], root: Path) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "release", "--root", str(root), *args], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "release", "--root", str(root), *args], cwd=REPO, check=True, capture_output=True
+    )
     return time.perf_counter() - start
 
 
@@ -44,8 +45,14 @@ def main() -> int:
         # Warm the wheel cache first so the figures are the cached path, as the issue asks.
         timed(["rebase", "v0.21.0", "--from", "pypi", "--dry-run", "--report", str(tmp / "warm")], fresh_copy(tmp))
         rows = {
-            "rebase v0.20.0 -> v0.21.0 (cached wheel)": [timed(["rebase", "v0.21.0", "--from", "pypi", "--report", str(tmp / "r")], fresh_copy(tmp)) for _ in range(args.runs)],
-            "rebase v0.20.0 -> v0.34.0 (cached wheel)": [timed(["rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp / "r")], fresh_copy(tmp)) for _ in range(args.runs)],
+            "rebase v0.20.0 -> v0.21.0 (cached wheel)": [
+                timed(["rebase", "v0.21.0", "--from", "pypi", "--report", str(tmp / "r")], fresh_copy(tmp))
+                for _ in range(args.runs)
+            ],
+            "rebase v0.20.0 -> v0.34.0 (cached wheel)": [
+                timed(["rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp / "r")], fresh_copy(tmp))
+                for _ in range(args.runs)
+            ],
             "check": [timed(["check"], fresh_copy(tmp)) for _ in range(args.runs)],
             "status": [timed(["status"], fresh_copy(tmp)) for _ in range(args.runs)],
         }

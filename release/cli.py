@@ -1,139 +1,103 @@
-"""The command line: `python -m release COMMAND`. Errors are caught here, printed as one
-line plus a hint, and turned into the exit codes listed in --help."""
+"""The command line: `python -m release COMMAND`.
+
+One registry (`COMMANDS`) names every command, the module that configures and runs it,
+and the exit codes it can return; `--help` of each command lists exactly those. Errors
+are caught here once, printed as one `error:` line plus a `hint:` line, and turned into
+their exit code (release.core.errors).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Protocol
 
-from release.errors import EXIT_CONFLICT, EXIT_FAILED, EXIT_OK, ReleaseError
-from release.layout import Layout
-from release.upstream import DEFAULT_SOURCE
+from release.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_FAILED,
+    EXIT_INFRASTRUCTURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ReleaseError,
+)
+from release.core.layout import Layout
 
-EXIT_CODES = """exit codes:
-  0  done (check: vendor/ is clean)
-  1  failed: check found drift, a tool failed, or a gate was not met
-  2  bad input: unknown tag, missing or unreadable source, dirty vendor/,
-     malformed patch or series; nothing was changed
-  3  conflict: a patch neither applies nor is upstream; vendor/ and patches/
-     are unchanged and the report names the work directory to continue from
-"""
+# What each exit code means, in one place; each command lists the ones it can return.
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "failed: check found drift, a tool failed, or a gate was not met",
+    EXIT_BAD_INPUT: "bad input (unknown tag, unreadable source, malformed patch or series, dirty vendor/); "
+    "nothing was changed",
+    EXIT_CONFLICT: "conflict: a patch neither applies nor is upstream; vendor/ and patches/ are unchanged "
+    "and the report names the work directory to continue from",
+    EXIT_INFRASTRUCTURE: "the run measured nothing: install, server or transport broke",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
-SOURCES = f"""sources (--from):
-  git+URL    a remote git repository, fetched at the tag only, depth 1, no blobs but
-             the subtree's (default: {DEFAULT_SOURCE})
-  git:PATH   a local clone (read with ls-tree/cat-file, never checked out)
-  dir:PATH   a tree laid out like vLLM's (PATH/vllm/model_executor/...)
-  wheel:PATH a vLLM release wheel (only the subtree is read)
-  pypi       the release wheel of TAG from the package index, downloaded once with pip
-             into $VLLM_FUSED_MOE_CACHE (default ~/.cache/vllm-fused-moe/wheels)
-"""
+
+class Runner(Protocol):
+    def __call__(self, args: argparse.Namespace, layout: Layout) -> int: ...
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # holds configure[_SUFFIX](parser) and run[_SUFFIX](args, layout)
+    help: str
+    exit_codes: tuple[int, ...]
+    suffix: str = ""  # for modules that hold several commands (queue.cli: check, status)
+
+    def load(self) -> tuple[object, Runner]:
+        loaded = importlib.import_module(self.module)
+        end = f"_{self.suffix}" if self.suffix else ""
+        return getattr(loaded, f"configure{end}"), getattr(loaded, f"run{end}")
+
+
+_COMMON = (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED)
+COMMANDS: tuple[Command, ...] = (
+    Command("rebase", "release.rebase.cli", "move vendor/ and patches/ onto another vLLM tag",
+            (*_COMMON, EXIT_CONFLICT)),
+    Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
+    Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
+    Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _COMMON),
+    Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
+    Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
+    Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
+    Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",
+            (*_COMMON, EXIT_INFRASTRUCTURE)),
+)  # fmt: skip
+
+
+def exit_codes_text(codes: tuple[int, ...]) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code}  {EXIT_MEANINGS[code]}" for code in sorted(codes))
 
 
 def build_parser() -> argparse.ArgumentParser:
+    every = tuple(sorted({code for command in COMMANDS for code in command.exit_codes}))
     parser = argparse.ArgumentParser(
         prog="python -m release",
-        description="Maintain the vendored vLLM prepare_finalize subtree and its patch series.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Maintain the vendored vLLM fused-MoE code, its patch series and the overlay wheels.",
+        epilog=exit_codes_text(every),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    rebase = commands.add_parser(
-        "rebase", help="move vendor/ and patches/ onto another vLLM tag",
-        description="Re-vendor the subtree from TAG and replay patches/series on it with `git am --3way` "
-                    "(never fuzz). Each patch ends applied (refreshed to the new context), upstream "
-                    "(retired to patches/retired/ with Applied-Upstream set) or in conflict (stop; "
-                    "vendor/ and patches/ stay byte-for-byte as they were).",
-        epilog=SOURCES + "\n" + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rebase.add_argument("tag", nargs="?", help="the vLLM release tag, e.g. v0.21.0")
-    rebase.add_argument("--from", dest="source", default=DEFAULT_SOURCE, metavar="SOURCE", help="where to read TAG from (see below)")
-    rebase.add_argument("--dry-run", action="store_true", help="classify and report; write nothing to vendor/ or patches/")
-    rebase.add_argument("--report", type=Path, default=None, metavar="DIR",
-                        help="where rebase-report.md and .json go (default: reports/rebase-TAG/)")
-    rebase.add_argument("--continue", dest="resume", type=Path, metavar="WORKDIR", help="finish a rebase stopped by a conflict")
-    rebase.add_argument("--abort", type=Path, metavar="WORKDIR", help="drop a rebase stopped by a conflict")
-    rebase.set_defaults(func=run_rebase)
-
-    check = commands.add_parser("check", help="verify vendor/ == pristine(UPSTREAM.toml) + series",
-                                description="Undo the series on a copy of vendor/ and compare every file with the "
-                                            "sha256 in UPSTREAM.toml; any hand edit is reported file by file.",
-                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.set_defaults(func=run_check)
-
-    status = commands.add_parser("status", help="the pinned tag, the patches and their states")
-    status.set_defaults(func=run_status)
-
-    for name, module, help_text in OPTIONAL_COMMANDS:
-        configure, runner = _load_command(module)
-        if configure is None:
-            continue
-        sub = commands.add_parser(name, help=help_text, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-        configure(sub)
-        sub.set_defaults(func=lambda args, layout, _run=runner: _run(args))
+    for command in COMMANDS:
+        configure, runner = command.load()
+        sub = commands.add_parser(
+            command.name,
+            help=command.help,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        configure(sub)  # type: ignore[operator]
+        # A command may write its own epilog (sources, notes); the exit codes always end it.
+        sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + exit_codes_text(command.exit_codes)
+        sub.set_defaults(func=runner)
     return parser
-
-
-# Commands that live in their own modules; each has configure(parser) and run(args) -> int.
-OPTIONAL_COMMANDS: list[tuple[str, str, str]] = [
-    ("build", "release.wheel_cli", "build the overlay wheel into dist/"),
-    ("publish", "release.index_cli", "add wheels to a PEP 503 index directory"),
-    ("upstream-pr", "release.upstream_pr", "turn a patch into an upstream vLLM pull request"),
-    ("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`"),
-    ("tags", "release.tags", "list vLLM release tags newer than the pin"),
-]
-
-
-def _load_command(module: str) -> tuple[Callable | None, Callable | None]:
-    import importlib
-
-    try:
-        loaded = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            return None, None
-        raise
-    return loaded.configure, loaded.run
-
-
-def run_rebase(args: argparse.Namespace, layout: Layout) -> int:
-    from release import rebase
-
-    if args.abort:
-        rebase.abort(layout, args.abort)
-        return EXIT_OK
-    if args.resume:
-        report = rebase.resume(layout, args.resume)
-    else:
-        if not args.tag:
-            from release.errors import BadInputError
-
-            raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
-        report = rebase.rebase(rebase.RebaseOptions(args.tag, args.source, layout, args.dry_run, args.report))
-    print(report.to_markdown())
-    return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK
-
-
-def run_check(args: argparse.Namespace, layout: Layout) -> int:
-    from release.status import check
-
-    found = check(layout)
-    for d in found:
-        print(d.line())
-    if found:
-        print(f"vendor/ drifted from pristine + series in {len(found)} file(s)", file=sys.stderr)
-        return EXIT_FAILED
-    print("vendor/ is pristine(UPSTREAM.toml) + series")
-    return EXIT_OK
-
-
-def run_status(args: argparse.Namespace, layout: Layout) -> int:
-    from release.status import status_lines
-
-    print("\n".join(status_lines(layout)))
-    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,4 +113,4 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted; vendor/ and patches/ are only ever changed in one final swap", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

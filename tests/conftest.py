@@ -33,7 +33,10 @@ def run_release(root: Path, *args: str, env: dict[str, str] | None = None) -> su
     """The real CLI in a real process, pointed at `root`."""
     return subprocess.run(
         [sys.executable, "-m", "release", "--root", str(root), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, **(env or {})},
     )
 

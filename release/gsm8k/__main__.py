@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from release.errors import ReleaseError
+from release.core.errors import ReleaseError
+from release.core.layout import Layout
 from release.gsm8k import cli
 
 
@@ -14,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.configure(parser)
     args = parser.parse_args(argv)
     try:
-        return cli.run(args)
+        return cli.run(args, Layout.default())
     except ReleaseError as err:
         print(f"error: {err}", file=sys.stderr)
         if err.hint:

@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from release.errors import BadInputError, ReleaseError
+from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, BadInputError, ReleaseError
+from release.core.layout import Layout
 from release.gsm8k import dataset
-from release.gsm8k.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED
-from release.gsm8k.install import VLLM_PIN
 from release.gsm8k.progress import note
-from release.gsm8k.report import SmokeReport, write_report
+from release.gsm8k.results import SmokeReport, write_report
 from release.gsm8k.scoring import FLEXIBLE, METRICS, STRICT
 from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
 from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
+from release.gsm8k.venvs import VLLM_PIN
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.90
@@ -226,7 +226,7 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise _Terminated()
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, layout: Layout) -> int:
     _validate(args)
     started_at = dt.datetime.now(dt.UTC)
     report_dir = args.report or (

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from release.gsm8k.errors import CompletionRequestError
+from release.core.errors import CompletionRequestError
 from release.gsm8k.prompts import MAX_GEN_TOKENS, STOP_SEQUENCES
 
 # lm-eval's local-completions sends seed 1234 with every request (openai_completions.py).

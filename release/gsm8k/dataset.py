@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.gsm8k.errors import DataNotFoundError, MalformedDataError
+from release.core.errors import DataNotFoundError, MalformedDataError
 
 TEST_FILE = "test.jsonl"
 TRAIN_FILE = "train.jsonl"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from release.gsm8k.errors import LmEvalError
+from release.core.errors import LmEvalError
 from release.gsm8k.scoring import METRICS, MetricResult
 
 MAX_LENGTH = 8192  # from the upstream report's --model_args

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from release.gsm8k.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
+from release.core.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
 
 BACKENDS: tuple[str, ...] = ("flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
 # The serving flags of the upstream report (vllm PR #41382's test plan) besides the
@@ -158,8 +158,7 @@ class ManagedServer:
             code = process.poll()
             if code is not None:
                 raise ServerStartError(
-                    f"server exited with code {code} before /health answered; log tail:\n"
-                    f"{log_tail(self.log_path)}"
+                    f"server exited with code {code} before /health answered; log tail:\n{log_tail(self.log_path)}"
                 )
             if self.is_healthy():
                 return time.monotonic() - started

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.gsm8k import dataset, install, lm_eval_runner, prompts, scoring
+from release.core.errors import DataNotFoundError, LmEvalError
+from release.gsm8k import dataset, lm_eval_runner, prompts, scoring, venvs
 from release.gsm8k.client import CompletionsClient, CompletionSettings
-from release.gsm8k.errors import DataNotFoundError, LmEvalError
 from release.gsm8k.progress import ProgressPrinter, note
-from release.gsm8k.report import RunResult, SmokeReport
+from release.gsm8k.results import RunResult, SmokeReport
 from release.gsm8k.server import ManagedServer, build_vllm_serve_argv, free_port
 
 SCORERS: tuple[str, ...] = ("auto", "builtin", "lm-eval")
@@ -51,13 +51,13 @@ def label_for(with_patches: bool) -> str:
     return "with-fix" if with_patches else "without-fix"
 
 
-def prepare_env(config: SmokeConfig, with_patches: bool) -> install.ServingEnv:
+def prepare_env(config: SmokeConfig, with_patches: bool) -> venvs.ServingEnv:
     given = config.fixed_venv if with_patches else config.upstream_venv
     if given is not None:
         note(f"{label_for(with_patches)}: using the environment {given} as it is")
-        return install.probe(given, with_patches)
+        return venvs.probe(given, with_patches)
     venv = config.work_dir / f"venv-{label_for(with_patches)}"
-    plan = install.InstallPlan(
+    plan = venvs.InstallPlan(
         venv=venv,
         with_patches=with_patches,
         index_dir=config.index_dir,
@@ -67,8 +67,8 @@ def prepare_env(config: SmokeConfig, with_patches: bool) -> install.ServingEnv:
     )
     log = config.report_dir / f"install-{label_for(with_patches)}.log"
     note(f"{label_for(with_patches)}: installing into {venv} (log: {log})")
-    install.create_venv(plan, log)
-    return install.probe(venv, with_patches)
+    venvs.create_venv(plan, log)
+    return venvs.probe(venv, with_patches)
 
 
 def choose_scorer(requested: str, data_dir: Path | None) -> str:
@@ -231,6 +231,8 @@ def judge(report: SmokeReport) -> None:
     if run.with_patches and run.fix_active is False:
         reasons.append("the fixed wheel's output_is_reduced() is False: the fix is not active")
     report.passed = not reasons
-    report.verdict = "; ".join(reasons) if reasons else (
-        f"{run.label} {report.gate_metric} {value:.4f} ≥ threshold {report.threshold:.2f}"
+    report.verdict = (
+        "; ".join(reasons)
+        if reasons
+        else (f"{run.label} {report.gate_metric} {value:.4f} ≥ threshold {report.threshold:.2f}")
     )

@@ -7,11 +7,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from moe_contract.cases import LAYOUTS, problems_for  # noqa: E402
-from moe_contract.launcher import ContractRun, run_contract  # noqa: E402
-from moe_contract.layout import ParallelLayout  # noqa: E402
-from moe_contract.paths import FLASHINFER_NVLINK_CLASSES  # noqa: E402
-from moe_contract.prepare_finalize_sources import (  # noqa: E402
+from moe_contract.cases import LAYOUTS, problems_for
+from moe_contract.launcher import ContractRun, run_contract
+from moe_contract.layout import ParallelLayout
+from moe_contract.paths import FLASHINFER_NVLINK_CLASSES
+from moe_contract.prepare_finalize_sources import (
     SourceVariant,
     mutant_variant,
     pristine_variant,
@@ -36,6 +36,4 @@ def contract_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> ContractRun:
     layout: ParallelLayout = request.param
-    return run_contract(
-        layout, problems_for(layout), source_variants, tmp_path_factory.mktemp(layout.name)
-    )
+    return run_contract(layout, problems_for(layout), source_variants, tmp_path_factory.mktemp(layout.name))

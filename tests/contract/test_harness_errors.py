@@ -38,9 +38,7 @@ def test_token_pattern_must_match_dp_size(tmp_path: Path) -> None:
 def test_failing_rank_stops_the_ranks_blocked_in_a_collective(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(HarnessWorkerError, match="InjectedFault: rank 0 fails on purpose"):
-        run_contract(
-            ParallelLayout(2, 1), (_problem(),), (vendored_variant(),), tmp_path, timeout_s=90, fail_on_rank=0
-        )
+        run_contract(ParallelLayout(2, 1), (_problem(),), (vendored_variant(),), tmp_path, timeout_s=90, fail_on_rank=0)
     # Rank 1 waits in a gloo barrier that has a 30-minute default timeout; only the
     # launcher stopping it ends the run this early.
     assert time.monotonic() - started < 90

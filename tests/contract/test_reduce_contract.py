@@ -21,10 +21,7 @@ PROBLEMS = problems_for(LAYOUTS[0])
 
 
 def _runner_flags(run: ContractRun, problem: MoEProblem, module: str, variant: str) -> set[bool]:
-    return {
-        run.result(problem, module, variant, rank).fused_output_is_reduced
-        for rank in range(run.layout.world_size)
-    }
+    return {run.result(problem, module, variant, rank).fused_output_is_reduced for rank in range(run.layout.world_size)}
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.case_id)
@@ -50,9 +47,7 @@ def test_pristine_v0_20_0_is_off_by_the_tp_factor(contract_run: ContractRun, pro
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.case_id)
 def test_two_sided_and_one_sided_give_the_same_output(contract_run: ContractRun, problem: MoEProblem) -> None:
     two, one = MODULES
-    assert _runner_flags(contract_run, problem, two, VENDORED) == _runner_flags(
-        contract_run, problem, one, VENDORED
-    )
+    assert _runner_flags(contract_run, problem, two, VENDORED) == _runner_flags(contract_run, problem, one, VENDORED)
     # Not bit-equal in bf16: torch.sum rounds once, the one-sided kernel after every add.
     assert max_backend_disagreement(contract_run, problem, VENDORED) <= RELATIVE_TOLERANCE[problem.payload_dtype]
 

@@ -110,7 +110,7 @@ def main(argv: list[str]) -> None:
             self.end_headers()
             self.wfile.write(payload)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             if self.path == "/stats":
                 with lock:
                     self._send(200, {"answered": answered, "max_in_flight": max_in_flight, "requests": requests})
@@ -121,7 +121,7 @@ def main(argv: list[str]) -> None:
             else:
                 self._send(200)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             nonlocal answered, in_flight, max_in_flight
             if self.path != "/v1/completions":
                 self._send(404, {"error": "not found"})
@@ -156,7 +156,7 @@ def main(argv: list[str]) -> None:
                 text = text.split(stop, 1)[0]
             self._send(200, {"object": "text_completion", "model": args.model, "choices": [{"index": 0, "text": text}]})
 
-        def log_message(self, format: str, *items: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *items: object) -> None:
             print(f"fake server: {format % items}", flush=True)
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)

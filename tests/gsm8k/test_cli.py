@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from gsm8k_helpers import make_fake_serving_env
 
-from release.errors import BadInputError, ReleaseError
+from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
+from release.core.layout import Layout
 from release.gsm8k import cli, smoke
-from release.gsm8k.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, ServerStartError
 
 pytestmark = pytest.mark.timeout(60)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path
     )
     report_dir = tmp_path / "report"
     code = cli.run(parse(*common(tiny_data, report_dir, "--compare", "--limit", "4",
-                                 "--venv", str(fixed), "--upstream-venv", str(upstream))))  # fmt: skip
+                                 "--venv", str(fixed), "--upstream-venv", str(upstream))), Layout.default())  # fmt: skip
     assert code == 0
     report = json.loads((report_dir / "report.json").read_text())
     assert [run["label"] for run in report["runs"]] == ["without-fix", "with-fix"]
@@ -66,7 +66,9 @@ def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path
 def test_below_threshold_exits_one(tmp_path: Path, tiny_data: Path) -> None:
     upstream = make_fake_serving_env(tmp_path / "up", mode="alternate", fix_active=False, data=tiny_data)
     report_dir = tmp_path / "report"
-    code = cli.run(parse(*common(tiny_data, report_dir, "--without-patches", "--upstream-venv", str(upstream))))
+    code = cli.run(
+        parse(*common(tiny_data, report_dir, "--without-patches", "--upstream-venv", str(upstream))), Layout.default()
+    )
     assert code == EXIT_BELOW_THRESHOLD
     report = json.loads((report_dir / "report.json").read_text())
     assert report["passed"] is False
@@ -76,7 +78,7 @@ def test_below_threshold_exits_one(tmp_path: Path, tiny_data: Path) -> None:
 
 def test_fixed_wheel_without_live_fix_fails_even_when_accurate(tmp_path: Path, tiny_data: Path) -> None:
     fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=False, data=tiny_data)
-    code = cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))))
+    code = cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))), Layout.default())
     assert code == EXIT_BELOW_THRESHOLD
     assert "not active" in json.loads((tmp_path / "r" / "report.json").read_text())["verdict"]
 
@@ -86,7 +88,7 @@ def test_server_that_exits_at_start_is_an_infrastructure_error(tmp_path: Path, t
         tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data, extra_env={"FAKE_MODEL_EXIT_AT_START": "1"}
     )
     with pytest.raises(ServerStartError) as caught:
-        cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))))
+        cli.run(parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed))), Layout.default())
     assert caught.value.exit_code == EXIT_INFRASTRUCTURE
     assert (tmp_path / "r" / "server-with-fix.log").is_file()
 
@@ -102,7 +104,7 @@ def test_server_that_exits_at_start_is_an_infrastructure_error(tmp_path: Path, t
 )
 def test_bad_input_is_exit_two(tmp_path: Path, tiny_data: Path, extra: tuple[str, ...]) -> None:
     with pytest.raises(BadInputError) as caught:
-        cli.run(parse(*common(tiny_data, tmp_path / "r", *extra)))
+        cli.run(parse(*common(tiny_data, tmp_path / "r", *extra)), Layout.default())
     assert caught.value.exit_code == 2
 
 
@@ -111,7 +113,7 @@ def test_missing_data_dir_is_bad_input(tmp_path: Path, tiny_data: Path) -> None:
     args = parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed)))
     args.data = tmp_path / "nowhere"
     with pytest.raises(ReleaseError) as caught:
-        cli.run(args)
+        cli.run(args, Layout.default())
     assert caught.value.exit_code == 2
 
 

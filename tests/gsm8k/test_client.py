@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from gsm8k_helpers import fake_server_argv
 
+from release.core.errors import CompletionRequestError, ServerCrashedError
 from release.gsm8k.client import CompletionsClient, CompletionSettings
 from release.gsm8k.dataset import load_splits
-from release.gsm8k.errors import CompletionRequestError, ServerCrashedError
 from release.gsm8k.prompts import STOP_SEQUENCES, build_prompts
 from release.gsm8k.scoring import STRICT, score_completions
 from release.gsm8k.server import ManagedServer, free_port

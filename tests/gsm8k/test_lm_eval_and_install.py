@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from release.gsm8k.errors import DataNotFoundError, LmEvalError
-from release.gsm8k.install import InstallPlan, install_commands, parse_probe_output
+from release.core.errors import DataNotFoundError, LmEvalError
 from release.gsm8k.lm_eval_runner import build_lm_eval_argv, parse_results
+from release.gsm8k.venvs import InstallPlan, install_commands, parse_probe_output
 
 
 def test_lm_eval_argv_is_the_upstream_reports_command(tmp_path: Path) -> None:
@@ -74,7 +74,9 @@ def test_fixed_install_takes_our_wheel_from_our_index_alone(tmp_path: Path) -> N
 
 
 def test_upstream_install_is_vllm_alone(tmp_path: Path) -> None:
-    plan = InstallPlan(venv=tmp_path / "v", with_patches=False, vllm_index_args=("--index-url", "https://mirror/simple"))
+    plan = InstallPlan(
+        venv=tmp_path / "v", with_patches=False, vllm_index_args=("--index-url", "https://mirror/simple")
+    )
     (only,) = install_commands(plan)
     assert only[-3:] == ["--index-url", "https://mirror/simple", "vllm==0.20.0"]
     assert not any("fused-moe" in part for part in only)

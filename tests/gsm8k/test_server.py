@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from gsm8k_helpers import FAKE_SERVER, fake_server_argv, process_gone, wait_until
 
-from release.gsm8k.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
+from release.core.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
 from release.gsm8k.server import (
     UPSTREAM_REPORT_SERVE_ARGS,
     ManagedServer,
@@ -54,8 +54,14 @@ def test_vllm_serve_argv_has_the_backend_and_parallel_flags() -> None:
 
 def test_vllm_serve_argv_options() -> None:
     argv = build_vllm_serve_argv(
-        "vllm", "m", "flashinfer_nvlink_two_sided", tensor_parallel_size=1, data_parallel_size=1,
-        port=1, enable_expert_parallel=False, extra_args=("--max-num-seqs", "8"),
+        "vllm",
+        "m",
+        "flashinfer_nvlink_two_sided",
+        tensor_parallel_size=1,
+        data_parallel_size=1,
+        port=1,
+        enable_expert_parallel=False,
+        extra_args=("--max-num-seqs", "8"),
     )
     assert "--enable-expert-parallel" not in argv
     assert argv[-2:] == ["--max-num-seqs", "8"]
@@ -89,9 +95,8 @@ def test_slow_start_is_waited_for(tmp_path: Path) -> None:
 def test_health_timeout_reports_log_tail_and_stops(tmp_path: Path) -> None:
     port = free_port()
     server = managed(tmp_path, port, "--healthy-after", "60", health_timeout_s=0.8)
-    with pytest.raises(HealthTimeoutError) as caught:
-        with server:
-            server.wait_healthy()
+    with pytest.raises(HealthTimeoutError) as caught, server:
+        server.wait_healthy()
     assert "did not answer" in str(caught.value)
     assert f"listening on 127.0.0.1:{port}" in str(caught.value)  # the log tail
     assert server.pid is not None and process_gone(server.pid)
@@ -99,9 +104,8 @@ def test_health_timeout_reports_log_tail_and_stops(tmp_path: Path) -> None:
 
 def test_exit_before_healthy_is_a_start_error_with_exit_code(tmp_path: Path) -> None:
     port = free_port()
-    with pytest.raises(ServerStartError) as caught:
-        with managed(tmp_path, port, "--exit-at-start", "7") as server:
-            server.wait_healthy()
+    with pytest.raises(ServerStartError) as caught, managed(tmp_path, port, "--exit-at-start", "7") as server:
+        server.wait_healthy()
     assert "exited with code 7" in str(caught.value)
     assert "exiting with 7 at start" in str(caught.value)
 
@@ -110,19 +114,18 @@ def test_crash_while_running_is_detected_and_cleaned_up(tmp_path: Path) -> None:
     port = free_port()
     child_file = tmp_path / "child.pid"
     server = managed(tmp_path, port, "--crash-after", "0", "--child-pid-file", str(child_file))
-    with pytest.raises(ServerCrashedError) as caught:
-        with server:
-            server.wait_healthy()
-            assert wait_until(child_file.exists)
-            import urllib.request
+    with pytest.raises(ServerCrashedError) as caught, server:
+        server.wait_healthy()
+        assert wait_until(child_file.exists)
+        import urllib.request
 
-            request = urllib.request.Request(
-                f"http://127.0.0.1:{port}/v1/completions", data=b"{}", headers={"Content-Length": "2"}
-            )
-            with pytest.raises(OSError):
-                urllib.request.urlopen(request, timeout=5)
-            assert wait_until(lambda: server._require_process().poll() is not None)
-            server.check_alive()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/completions", data=b"{}", headers={"Content-Length": "2"}
+        )
+        with pytest.raises(OSError):
+            urllib.request.urlopen(request, timeout=5)
+        assert wait_until(lambda: server._require_process().poll() is not None)
+        server.check_alive()
     assert "exited with code 3" in str(caught.value)
     assert "crashing mid-run" in str(caught.value)
     # The leader died on its own; its forked child must still be killed with the group.

@@ -138,7 +138,7 @@ def try_mnnvl_memory(ctx: EpContext) -> str:
         shape = tuple(tensor.shape)
         del tensor, mem
         return f"ok (2 MiB segment, tensor {shape}, write/read {'ok' if ok else 'MISMATCH'})"
-    except Exception as exc:  # noqa: BLE001 - the probe reports it
+    except Exception as exc:
         return _err(exc)
 
 
@@ -252,7 +252,7 @@ def try_backend(ctx: EpContext, name: str) -> tuple[bool, str]:
         case = make_case(ctx, tokens=1, top_k=1)
         result = run_case(name, case)
         return True, f"JIT module + workspace ok; 1-token round trip max|err| {result.max_abs_err:.3g}"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return False, _err(exc)
 
 
@@ -357,8 +357,19 @@ def check_output(name: str, case: Case, out: torch.Tensor) -> CaseResult:
     shape = tuple(out.shape)
     if shape != tuple(ref.shape):
         # e.g. [T * top_k, H]: combine left the top-k reduction to the caller.
-        return CaseResult(name, ctx.world_size, ctx.rank, case.tokens, case.top_k, shape,
-                          str(out.dtype), float("inf"), 0.0, float("inf"), False)
+        return CaseResult(
+            name,
+            ctx.world_size,
+            ctx.rank,
+            case.tokens,
+            case.top_k,
+            shape,
+            str(out.dtype),
+            float("inf"),
+            0.0,
+            float("inf"),
+            False,
+        )
     # bf16: each partial sum is rounded once (2^-8 relative) and partials are
     # added in bf16; 2^-6 of the summed magnitudes is loose for that and far
     # below any missing, doubled or misrouted expert (>= |b_e| >= 1/64 per slot).
@@ -366,8 +377,16 @@ def check_output(name: str, case: Case, out: torch.Tensor) -> CaseResult:
     err = (out.float() - ref).abs()
     ratio = float((err / allowed).max().item())
     return CaseResult(
-        name, ctx.world_size, ctx.rank, case.tokens, case.top_k, shape, str(out.dtype),
-        float(err.max().item()), float(allowed.max().item()), ratio,
+        name,
+        ctx.world_size,
+        ctx.rank,
+        case.tokens,
+        case.top_k,
+        shape,
+        str(out.dtype),
+        float(err.max().item()),
+        float(allowed.max().item()),
+        ratio,
         ratio <= 1.0 and bool(torch.isfinite(out.float()).all().item()),
     )
 
@@ -376,9 +395,15 @@ def run_case(name: str, case: Case, hidden: int = HIDDEN) -> CaseResult:
     return check_output(name, case, combine_case(name, case, hidden))
 
 
-def time_combine(name: str, tokens: int, top_k: int, hidden: int, iters: int,
-                 max_tokens: int = MAX_TOKENS,
-                 after: Callable[[torch.Tensor], None] | None = None) -> tuple[float, float | None]:
+def time_combine(
+    name: str,
+    tokens: int,
+    top_k: int,
+    hidden: int,
+    iters: int,
+    max_tokens: int = MAX_TOKENS,
+    after: Callable[[torch.Tensor], None] | None = None,
+) -> tuple[float, float | None]:
     """Median combine time (ms) and, if `after` is given, the median time of
     `after(combined)` (the TP all-reduce) in the same iterations."""
     ctx = ep_context()
@@ -421,9 +446,16 @@ def main(argv: list[str] | None = None) -> int:
             for t in args.tokens or TOKEN_COUNTS:
                 try:
                     res = asdict(run_case(name, make_case(ctx, t, k)))
-                except Exception as exc:  # noqa: BLE001 - a finding, recorded per case
-                    res = {"backend": name, "ep_size": ctx.world_size, "rank": ctx.rank,
-                           "tokens": t, "top_k": k, "passed": False, "error": _err(exc)}
+                except Exception as exc:
+                    res = {
+                        "backend": name,
+                        "ep_size": ctx.world_size,
+                        "rank": ctx.rank,
+                        "tokens": t,
+                        "top_k": k,
+                        "passed": False,
+                        "error": _err(exc),
+                    }
                 results.append(res)
                 print(json.dumps(res), flush=True)
     gathered: list[list[dict[str, object]] | None] = [None] * ctx.world_size
@@ -431,8 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     flat = [r for rank_results in gathered for r in (rank_results or [])]
     failed = [r for r in flat if not r["passed"]]
     if ctx.rank == 0:
-        print(f"EP {ctx.world_size}: {len(flat) - len(failed)} passed, {len(failed)} failed "
-              f"(cases x ranks)", flush=True)
+        print(
+            f"EP {ctx.world_size}: {len(flat) - len(failed)} passed, {len(failed)} failed (cases x ranks)", flush=True
+        )
         if args.json:
             args.json.write_text(json.dumps(flat, indent=1) + "\n")
     dist.barrier(group=ctx.group)

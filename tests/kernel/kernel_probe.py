@@ -74,7 +74,7 @@ def verified_specifier() -> str:
     # Run standalone the probe's own folder is on sys.path, not the repo with `release`.
     if str(REPO_ROOT) not in sys.path:
         sys.path.append(str(REPO_ROOT))
-    from release.verified import read_verified
+    from release.queue.verified import read_verified
 
     return read_verified(VERIFIED_TOML).specifier
 
@@ -130,7 +130,7 @@ def _driver_checks(result: ProbeResult, dev: int) -> None:
     ):
         try:
             setattr(result, name, str(call(cu.cuDeviceGetAttribute, enum, cudev)))
-        except Exception as exc:  # noqa: BLE001 - recorded, not hidden
+        except Exception as exc:
             setattr(result, name, _err(exc))
 
     # Try one VMM allocation per handle type, exported but never mapped across
@@ -160,7 +160,7 @@ def _driver_checks(result: ProbeResult, dev: int) -> None:
             if htype == handle.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR:
                 os.close(int(shared))
             setattr(result, name, f"ok (cuMemCreate+export, {int(gran)} B)")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             setattr(result, name, _err(exc))
         finally:
             if mem is not None:
@@ -171,7 +171,7 @@ def run_probe(try_backends: bool = True) -> ProbeResult:
     result = ProbeResult()
     try:
         result.verified_specifier = verified_specifier()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         result.verified_specifier = _err(exc)
     try:
         import torch
@@ -199,11 +199,11 @@ def run_probe(try_backends: bool = True) -> ProbeResult:
 
         pynvml.nvmlInit()
         result.driver = str(pynvml.nvmlSystemGetDriverVersion())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         result.driver = _err(exc)
     try:
         _driver_checks(result, dev)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         result.fabric_alloc = result.posix_fd_alloc = _err(exc)
 
     if result.skip_reason is not None or not try_backends:
@@ -211,7 +211,7 @@ def run_probe(try_backends: bool = True) -> ProbeResult:
 
     try:
         import kernel_contract as kc  # type: ignore[import-not-found]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         reason = f"importing FlashInfer comm modules failed: {_err(exc)}"
         result.mnnvl_workspace = reason
         for name in BACKENDS:
@@ -223,7 +223,7 @@ def run_probe(try_backends: bool = True) -> ProbeResult:
         from flashinfer.comm.mnnvl import MnnvlMemory
 
         result.nvlink_all_up = str(MnnvlMemory.supports_mnnvl())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         result.nvlink_all_up = _err(exc)
     result.mnnvl_workspace = kc.try_mnnvl_memory(ctx)
     for name in BACKENDS:

@@ -20,9 +20,7 @@ TOP_KS = (1, 2, 8)
 @pytest.mark.parametrize("tokens", TOKEN_COUNTS)
 @pytest.mark.parametrize("top_k", TOP_KS)
 @pytest.mark.parametrize("backend", kernel_probe.BACKENDS)
-def test_combine_returns_sum_over_topk(
-    probe: kernel_probe.ProbeResult, backend: str, top_k: int, tokens: int
-) -> None:
+def test_combine_returns_sum_over_topk(probe: kernel_probe.ProbeResult, backend: str, top_k: int, tokens: int) -> None:
     status = next(b for b in probe.backends if b.backend == backend)
     if not status.can_run:
         pytest.skip(
@@ -38,8 +36,7 @@ def test_combine_returns_sum_over_topk(
     )
     assert result.dtype == "torch.bfloat16"
     assert result.passed, (
-        f"combine != sum over top-k: max|err| {result.max_abs_err:.4g}, "
-        f"worst err/allowed {result.worst_ratio:.3g}"
+        f"combine != sum over top-k: max|err| {result.max_abs_err:.4g}, worst err/allowed {result.worst_ratio:.3g}"
     )
 
 
@@ -82,12 +79,28 @@ def test_cross_rank_reduction_processes_sharing_gpus(probe: kernel_probe.ProbeRe
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
         proc = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ep_size),
-             "--master-port", str(29500 + os.getpid() % 1000),
-             str(here / "kernel_contract.py"), "--json", str(out)],
-            capture_output=True, text=True, timeout=420, check=False,
-            env={**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                 "NVSHMEM_DISABLE_NVLS": "1"},
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nproc-per-node",
+                str(ep_size),
+                "--master-port",
+                str(29500 + os.getpid() % 1000),
+                str(here / "kernel_contract.py"),
+                "--json",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=420,
+            check=False,
+            env={
+                **os.environ,
+                "NCCL_NVLS_ENABLE": "0",
+                "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1",
+            },
         )
         tail = (proc.stdout + proc.stderr)[-3000:]
         assert out.exists(), f"torchrun rc={proc.returncode}, no results:\n{tail}"

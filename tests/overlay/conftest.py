@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from release.index import publish
-from release.layout import Layout
-from release.upstream import pypi_wheel
-from release.wheel import BuildPlan, BuildResult, build
+from release.core.layout import Layout
+from release.overlay.build import BuildPlan, BuildResult, build
+from release.overlay.index import publish
+from release.pristine.wheel import pypi_wheel
 
 
 @pytest.fixture(scope="session")

@@ -29,15 +29,43 @@ def create(directory: Path, index: Path, requirements: list[str]) -> Path:
     python = directory / "bin" / "python"
     # vLLM's own dependencies come from the test environment (see the module docstring), hence
     # --no-deps; the running pip installs into the venv through --python, so the venv needs no pip.
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-compile",
-                    "--index-url", index.joinpath("simple").as_uri(), *requirements],
-                   check=True, env=pip_env(), capture_output=True, text=True)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "--index-url",
+            index.joinpath("simple").as_uri(),
+            *requirements,
+        ],
+        check=True,
+        env=pip_env(),
+        capture_output=True,
+        text=True,
+    )
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (site / "_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     return python
 
 
 def site_packages(python: Path) -> Path:
-    return Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    return Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )

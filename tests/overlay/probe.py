@@ -40,10 +40,10 @@ def resolve() -> dict:
     return state
 
 
-def _child(queue) -> None:  # noqa: ANN001 - a multiprocessing queue
+def _child(queue) -> None:
     try:
         queue.put(resolve())
-    except BaseException as exc:  # noqa: BLE001 - report it to the parent rather than hang it
+    except BaseException as exc:
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -68,6 +68,6 @@ if __name__ == "__main__":
         report["main"] = resolve()
         for method in sys.argv[1:]:
             report[method] = in_worker(method)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(report))

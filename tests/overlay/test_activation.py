@@ -29,8 +29,9 @@ def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH", "VLLM_PLUGINS")}
     if mode:
         env["VLLM_FUSED_MOE"] = mode
-    proc = subprocess.run([str(python), *args], capture_output=True, text=True, env=env, timeout=400,
-                          cwd=python.parent.parent)
+    proc = subprocess.run(
+        [str(python), *args], capture_output=True, text=True, env=env, timeout=400, cwd=python.parent.parent
+    )
     output = proc.stdout + proc.stderr
     # The probe prints its JSON on its last line, after vLLM's log lines; `info --json` prints only JSON.
     if proc.stdout.startswith("{"):
@@ -103,7 +104,7 @@ def test_strict_makes_a_mismatch_an_error(runs) -> None:
 
 
 def test_info_names_the_tag_the_patches_and_their_origins(runs, layout) -> None:
-    from release.model import Series
+    from release.queue.series import Series
 
     info, _ = runs["info"]
     assert info["vllm_tag"] == "v0.20.0" and info["would_activate"] is True

@@ -14,10 +14,12 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.layout import Layout, read_tree
-from release.model import Pin, Series
-from release.verified import verified_specifier
-from release.wheel import PTH_LINE, PTH_NAME, BadPatchLevelError, BuildPlan, BuildResult, build, overlay_version
+from release.core.errors import BadPatchLevelError
+from release.core.layout import Layout, read_tree
+from release.overlay.build import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
+from release.queue.pin import Pin
+from release.queue.series import Series
+from release.queue.verified import verified_specifier
 from tests.overlay.freshvenv import pip_env
 
 
@@ -31,8 +33,10 @@ def test_two_builds_of_one_commit_are_byte_identical(built: BuildResult, layout:
     again = build(BuildPlan(layout, tmp_path / "again"))
     assert again.wheel.name == built.wheel.name
     assert again.sha256 == built.sha256
-    print(f"\nbuild: {built.wheel.name} {built.size} bytes in {built.seconds:.2f} s; rebuild {again.seconds:.2f} s; "
-          f"sha256 {built.sha256}")
+    print(
+        f"\nbuild: {built.wheel.name} {built.size} bytes in {built.seconds:.2f} s; rebuild {again.seconds:.2f} s; "
+        f"sha256 {built.sha256}"
+    )
 
 
 def test_metadata_pins_the_vllm_tag_and_the_verified_flashinfer(built: BuildResult, layout: Layout) -> None:
@@ -72,8 +76,10 @@ def test_build_never_writes_into_vendor(layout: Layout, tmp_path: Path) -> None:
 
 
 def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
-    versions = [Version(overlay_version(v, n)) for v, n in
-                [("0.20.0", 1), ("0.20.0", 2), ("0.20.0", 9), ("0.20.0", 10), ("0.20.1", 1), ("0.21.0", 1)]]
+    versions = [
+        Version(overlay_version(v, n))
+        for v, n in [("0.20.0", 1), ("0.20.0", 2), ("0.20.0", 9), ("0.20.0", 10), ("0.20.1", 1), ("0.21.0", 1)]
+    ]
     assert versions == sorted(versions)
     assert Version("0.20.0") < versions[0] < Version("0.20.1")
     # `vllm-fused-moe==0.20.0` means "the overlay for vLLM 0.20.0, newest patch level".
@@ -84,13 +90,28 @@ def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
 
 
 def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
-    from release.index import publish
+    from release.overlay.index import publish
 
     newer = build(BuildPlan(layout, tmp_path / "fm2", patch_level=2))
     index = tmp_path / "index"
     publish([built.wheel], index)
     publish([newer.wheel], index)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(tmp_path / "got"),
-                    "--index-url", (index / "simple").as_uri(), "vllm-fused-moe==0.20.0"],
-                   check=True, env=pip_env(), capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--dest",
+            str(tmp_path / "got"),
+            "--index-url",
+            (index / "simple").as_uri(),
+            "vllm-fused-moe==0.20.0",
+        ],
+        check=True,
+        env=pip_env(),
+        capture_output=True,
+        text=True,
+    )
     assert [p.name for p in (tmp_path / "got").iterdir()] == [newer.wheel.name]

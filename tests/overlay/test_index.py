@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from release.index import (BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError, TMP_PREFIX,
-                           publish)
-from release.layout import Layout
-from release.wheel import BuildPlan, BuildResult, build
+from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError
+from release.core.layout import Layout
+from release.overlay.build import BuildPlan, BuildResult, build
+from release.overlay.index import TMP_PREFIX, publish
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
-    return {p.relative_to(directory).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
-            for p in sorted(directory.rglob("*"))}
+    return {
+        p.relative_to(directory).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
+        for p in sorted(directory.rglob("*"))
+    }
 
 
 def links(page: Path) -> dict[str, tuple[str, str]]:
@@ -52,8 +54,9 @@ def test_pages_link_each_file_with_its_sha256_and_requires_python(published: Pat
     assert "&gt;=3.10" in (project / "index.html").read_text()
 
 
-def test_rerun_changes_nothing_and_a_new_release_keeps_the_old(published: Path, built: BuildResult,
-                                                               second: BuildResult) -> None:
+def test_rerun_changes_nothing_and_a_new_release_keeps_the_old(
+    published: Path, built: BuildResult, second: BuildResult
+) -> None:
     before = snapshot(published)
     outcome = publish([built.wheel], published)
     assert (outcome.added, outcome.already) == ([], [built.wheel.name])
@@ -69,8 +72,9 @@ def test_real_vllm_wheel_with_a_build_tag_goes_in_next_to_ours(index: Path, vllm
     assert all(requires.startswith(">=3.10") or "3.10" in requires for _sha, requires in listed.values())
 
 
-def test_same_name_different_bytes_is_refused_and_index_unchanged(published: Path, built: BuildResult,
-                                                                  tmp_path: Path) -> None:
+def test_same_name_different_bytes_is_refused_and_index_unchanged(
+    published: Path, built: BuildResult, tmp_path: Path
+) -> None:
     clash = tmp_path / "clash" / built.wheel.name
     clash.parent.mkdir()
     with zipfile.ZipFile(built.wheel) as src, zipfile.ZipFile(clash, "w") as dst:
@@ -82,8 +86,9 @@ def test_same_name_different_bytes_is_refused_and_index_unchanged(published: Pat
     assert snapshot(published) == before
 
 
-def test_wheel_whose_name_clashes_with_its_metadata_is_refused(published: Path, built: BuildResult,
-                                                               tmp_path: Path) -> None:
+def test_wheel_whose_name_clashes_with_its_metadata_is_refused(
+    published: Path, built: BuildResult, tmp_path: Path
+) -> None:
     renamed = tmp_path / built.wheel.name.replace("0.20.0+fm.1", "0.20.0+fm.7")
     shutil.copyfile(built.wheel, renamed)
     before = snapshot(published)
@@ -107,8 +112,9 @@ def test_read_only_index_is_refused_and_unchanged(published: Path, second: Build
 
 
 @pytest.mark.parametrize("damage", ["leftover", "unlisted", "missing", "corrupt"])
-def test_half_written_index_is_refused_and_unchanged(published: Path, built: BuildResult, second: BuildResult,
-                                                     damage: str) -> None:
+def test_half_written_index_is_refused_and_unchanged(
+    published: Path, built: BuildResult, second: BuildResult, damage: str
+) -> None:
     project = published / "simple" / "vllm-fused-moe"
     if damage == "leftover":
         (project / f"{TMP_PREFIX}{second.wheel.name}").write_bytes(second.wheel.read_bytes()[:100])
@@ -129,8 +135,12 @@ def test_cli_reports_one_line_and_exit_code_2(published: Path, built: BuildResul
     bad.mkdir()
     (bad / built.wheel.name).write_bytes(b"not a zip")
     before = snapshot(published)
-    proc = subprocess.run([sys.executable, "-m", "release", "publish", str(bad), str(published)],
-                          capture_output=True, text=True, cwd=Layout.default().root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "publish", str(bad), str(published)],
+        capture_output=True,
+        text=True,
+        cwd=Layout.default().root,
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "not a zip archive" in proc.stderr
     assert snapshot(published) == before

@@ -13,25 +13,35 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vendor"))
-from vllm_fused_moe import _activate  # noqa: E402
+from vllm_fused_moe import _activate
 
-INFO = {"version": "0.20.0+fm.1", "vllm_tag": "v0.20.0", "vllm_version": "0.20.0",
-        "flashinfer_specifier": "==0.6.8.post1", "patches": [{"name": "0001-x.patch"}]}
+INFO = {
+    "version": "0.20.0+fm.1",
+    "vllm_tag": "v0.20.0",
+    "vllm_version": "0.20.0",
+    "flashinfer_specifier": "==0.6.8.post1",
+    "patches": [{"name": "0001-x.patch"}],
+}
 
 
-@pytest.mark.parametrize("installed, problem", [
-    (None, None),
-    ("0.6.8.post1", None),
-    ("0.7.3", "flashinfer-python 0.7.3 is outside the verified range ==0.6.8.post1"),
-    ("0.6.8", "flashinfer-python 0.6.8 is outside"),
-    ("not-a-version", "outside"),
-])
+@pytest.mark.parametrize(
+    "installed, problem",
+    [
+        (None, None),
+        ("0.6.8.post1", None),
+        ("0.7.3", "flashinfer-python 0.7.3 is outside the verified range ==0.6.8.post1"),
+        ("0.6.8", "flashinfer-python 0.6.8 is outside"),
+        ("not-a-version", "outside"),
+    ],
+)
 def test_flashinfer_range(installed: str | None, problem: str | None) -> None:
     found = _activate.flashinfer_problem(installed, "==0.6.8.post1")
     assert (found is None) if problem is None else (problem in found)
 
 
-@pytest.mark.parametrize("installed, ok", [("0.20.0", True), ("0.20.0+cu129", True), ("0.21.0", False), ("0.20.1", False)])
+@pytest.mark.parametrize(
+    "installed, ok", [("0.20.0", True), ("0.20.0+cu129", True), ("0.21.0", False), ("0.20.1", False)]
+)
 def test_vllm_version(installed: str, ok: bool) -> None:
     assert (_activate.vllm_problem(INFO, installed) is None) is ok
 
@@ -43,8 +53,9 @@ def outside_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_activate, "flashinfer_version", lambda: "0.7.3")
 
 
-def test_outside_flashinfer_warns_and_still_activates(outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch,
-                                                      capfd: pytest.CaptureFixture[str]) -> None:
+def test_outside_flashinfer_warns_and_still_activates(
+    outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv(_activate.MODE_ENV, raising=False)
     assert _activate.decide() is True
     # vLLM's logging config does not propagate to the root logger: read what it printed.

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import ConfigError, MalformedPatchError, MalformedSeriesError
-from release.model import Patch, Pin, Series
+from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
+from release.queue.patch import Patch
+from release.queue.pin import Pin
+from release.queue.series import Series
 
 REPO = Path(__file__).resolve().parents[2]
 PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
@@ -20,7 +22,10 @@ def test_patch_0001_carries_its_provenance() -> None:
     assert "0.6.8.post1" in patch.trailers["Depends-On"]
     assert "Risk" in patch.trailers
     assert "Applied-Upstream" not in patch.trailers
-    assert [f.rsplit("/", 1)[1] for f in patch.files] == ["flashinfer_nvlink_one_sided.py", "flashinfer_nvlink_two_sided.py"]
+    assert [f.rsplit("/", 1)[1] for f in patch.files] == [
+        "flashinfer_nvlink_one_sided.py",
+        "flashinfer_nvlink_two_sided.py",
+    ]
     for hunk in patch.hunks:
         assert hunk.removed == ["        return False"]
         assert hunk.added[-1] == "        return True"
@@ -59,11 +64,14 @@ def test_series_keeps_comments_and_drops_only_the_named_patch(tmp_path: Path) ->
     assert series.without("0001-a.patch").dumps() == "# order matters\n\n0002-b.patch  # second\n"
 
 
-@pytest.mark.parametrize("content, message", [
-    ("0001-missing.patch\n", "not in"),
-    ("0001-a.patch\n0001-a.patch\n", "twice"),
-    ("../0001-a.patch\n", "not a patch file name"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("0001-missing.patch\n", "not in"),
+        ("0001-a.patch\n0001-a.patch\n", "twice"),
+        ("../0001-a.patch\n", "not a patch file name"),
+    ],
+)
 def test_bad_series_is_rejected(tmp_path: Path, content: str, message: str) -> None:
     (tmp_path / "0001-a.patch").write_text("")
     (tmp_path / "series").write_text(content)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from release.gitrepo import WorkRepo
-from release.layout import UPSTREAM_SUBTREE, read_tree
-from release.upstream import fetch
+from release.core.git import WorkRepo
+from release.core.layout import UPSTREAM_SUBTREE, read_tree
+from release.pristine.sources import fetch
 from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
@@ -31,7 +31,7 @@ def reduced_flags(root: Path) -> list[str]:
     for rel in (TWO_SIDED, ONE_SIDED):
         lines = (root / rel).read_text().splitlines()
         at = next(i for i, line in enumerate(lines) if "def output_is_reduced" in line)
-        flags.append(next(l.strip() for l in lines[at + 1:] if l.strip() and not l.strip().startswith("#")))
+        flags.append(next(l.strip() for l in lines[at + 1 :] if l.strip() and not l.strip().startswith("#")))
     return flags
 
 
@@ -54,7 +54,10 @@ def test_rebase_to_v0_21_0_from_pypi_applies_0001(project: Path, tmp_path: Path)
     assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
     changed = {c["file"]: c for c in report["upstream_changes"]}
     assert changed["deepep_ht.py"]["added_lines"] == 1 and changed["deepep_ht.py"]["removed_lines"] == 1
-    assert "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applied** |" in (tmp_path / "r" / "rebase-report.md").read_text()
+    assert (
+        "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applied** |"
+        in (tmp_path / "r" / "rebase-report.md").read_text()
+    )
     # vendor/ is now v0.21.0 + the fix, and check agrees with itself
     assert reduced_flags(project) == ["return True", "return True"]
     assert 'tag = "v0.21.0"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
@@ -62,7 +65,10 @@ def test_rebase_to_v0_21_0_from_pypi_applies_0001(project: Path, tmp_path: Path)
     assert run_release(project, "check").returncode == 0
     pristine = fetch("v0.21.0", "pypi").files
     vendored = read_tree(project / "vendor/vllm_fused_moe/prepare_finalize")
-    assert {k for k in vendored if vendored[k] != pristine[k]} == {"flashinfer_nvlink_one_sided.py", "flashinfer_nvlink_two_sided.py"}
+    assert {k for k in vendored if vendored[k] != pristine[k]} == {
+        "flashinfer_nvlink_one_sided.py",
+        "flashinfer_nvlink_two_sided.py",
+    }
 
 
 def test_rebase_to_v0_34_0_retires_0001_as_upstream(project: Path, tmp_path: Path) -> None:
@@ -133,9 +139,15 @@ def add_conflicting_patch(project: Path) -> str:
     target = work.subtree / "deepep_ht.py"
     text = target.read_text()
     assert "is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled," in text
-    target.write_text(text.replace("is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled,",
-                                   "is_fp4_scale_swizzled=bool(quant_config.is_nvfp4_scale_swizzled),"))
-    work.run("commit", "-q", "-a", "-m", "deepep_ht: test patch that upstream will conflict with\n\nOrigin: vendor, test")
+    target.write_text(
+        text.replace(
+            "is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled,",
+            "is_fp4_scale_swizzled=bool(quant_config.is_nvfp4_scale_swizzled),",
+        )
+    )
+    work.run(
+        "commit", "-q", "-a", "-m", "deepep_ht: test patch that upstream will conflict with\n\nOrigin: vendor, test"
+    )
     out = work.export(base, project.parent / "out")[0]
     name = "0002-deepep-ht-conflict.patch"
     (project / "patches" / name).write_text(out.read_text())
@@ -150,7 +162,9 @@ def test_git_sources_read_the_tag(project: Path, vllm_git: Path, tmp_path: Path,
     result = run_release(project, "rebase", "v0.21.0", "--from", f"{scheme}{vllm_git}", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
-    commit = subprocess.run(["git", "-C", str(vllm_git), "rev-parse", "v0.21.0"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(vllm_git), "rev-parse", "v0.21.0"], capture_output=True, text=True
+    ).stdout.strip()
     assert report["commit"] == commit
     assert report["patches"][0]["status"] == "applied"
     assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
@@ -178,17 +192,29 @@ def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git:
 
     # Resolve as a maintainer would: keep upstream's new keyword, add our bool().
     conflicted = work / "repo" / conflict["file"]
-    resolved = [line for line in conflicted.read_text().splitlines(keepends=True)
-                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>", "||||||| "))
-                and "is_nvfp4_scale_swizzled" not in line]
-    conflicted.write_text("".join(resolved).replace("is_scale_swizzled=quant_config.is_scale_swizzled,",
-                                                     "is_scale_swizzled=bool(quant_config.is_scale_swizzled),"))
+    resolved = [
+        line
+        for line in conflicted.read_text().splitlines(keepends=True)
+        if not line.startswith(("<<<<<<<", "=======", ">>>>>>>", "||||||| ")) and "is_nvfp4_scale_swizzled" not in line
+    ]
+    conflicted.write_text(
+        "".join(resolved).replace(
+            "is_scale_swizzled=quant_config.is_scale_swizzled,",
+            "is_scale_swizzled=bool(quant_config.is_scale_swizzled),",
+        )
+    )
     subprocess.run(["git", "-C", str(work / "repo"), "add", conflict["file"]], check=True)
     done = run_release(project, "rebase", "--continue", str(work))
     assert done.returncode == 0, done.stderr
     assert not work.exists()
-    assert "bool(quant_config.is_scale_swizzled)" in (project / "vendor/vllm_fused_moe/prepare_finalize/deepep_ht.py").read_text()
-    assert "+                    is_scale_swizzled=bool(quant_config.is_scale_swizzled)," in (project / "patches" / name).read_text()
+    assert (
+        "bool(quant_config.is_scale_swizzled)"
+        in (project / "vendor/vllm_fused_moe/prepare_finalize/deepep_ht.py").read_text()
+    )
+    assert (
+        "+                    is_scale_swizzled=bool(quant_config.is_scale_swizzled),"
+        in (project / "patches" / name).read_text()
+    )
     assert run_release(project, "check").returncode == 0
 
 
@@ -223,26 +249,30 @@ def _dirty_vendor(project: Path) -> None:
     path.write_text(path.read_text() + "\n# hand edit\n")
 
 
-@pytest.mark.parametrize("spoil, args, message", [
-    (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
-    (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
-    (None, ["v0.0.999", "--from", "pypi"], "no vLLM release 0.0.999"),
-    (_corrupt_patch, ["v0.21.0", "--from", "pypi"], "is corrupt"),
-    (_series_names_missing_file, ["v0.21.0", "--from", "pypi"], "0009-not-there.patch"),
-    (_dirty_vendor, ["v0.21.0", "--from", "pypi"], "no_dp_ep.py (edited)"),
-    (None, ["v0.21.0", "--from", "dir:{empty}"], "has no vllm/model_executor"),
-    (None, ["v0.21.0", "--from", "git:{empty}"], "is not a git repository"),
-    (None, ["v0.21.0", "--from", "wheel:{empty}/none.whl"], "no wheel at"),
-    (None, ["v0.21.0", "--from", "svn:foo"], "unknown source"),
-    (None, ["v0.21.0", "--from", "wheel:{wheel20}"], "is vLLM 0.20.0, not v0.21.0"),
-])
+@pytest.mark.parametrize(
+    "spoil, args, message",
+    [
+        (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
+        (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
+        (None, ["v0.0.999", "--from", "pypi"], "no vLLM release 0.0.999"),
+        (_corrupt_patch, ["v0.21.0", "--from", "pypi"], "is corrupt"),
+        (_series_names_missing_file, ["v0.21.0", "--from", "pypi"], "0009-not-there.patch"),
+        (_dirty_vendor, ["v0.21.0", "--from", "pypi"], "no_dp_ep.py (edited)"),
+        (None, ["v0.21.0", "--from", "dir:{empty}"], "has no vllm/model_executor"),
+        (None, ["v0.21.0", "--from", "git:{empty}"], "is not a git repository"),
+        (None, ["v0.21.0", "--from", "wheel:{empty}/none.whl"], "no wheel at"),
+        (None, ["v0.21.0", "--from", "svn:foo"], "unknown source"),
+        (None, ["v0.21.0", "--from", "wheel:{wheel20}"], "is vLLM 0.20.0, not v0.21.0"),
+    ],
+)
 def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
-        project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], message: str) -> None:
+    project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], message: str
+) -> None:
     if spoil:
         spoil(project)
     empty = tmp_path / "empty"
     empty.mkdir()
-    from release.upstream import pypi_wheel
+    from release.pristine.wheel import pypi_wheel
 
     fill = {"git": str(vllm_git), "empty": str(empty), "wheel20": str(pypi_wheel("v0.20.0"))}
     before = snapshot(project)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.tags import Version, newer_than, newest_after, parse_ls_remote, parse_version, releases
+from release.core.versions import Version, parse_version
+from release.rebase.tags import newer_than, newest_after, parse_ls_remote, releases
 from tests.conftest import run_release
 
 # Recorded in the real format: "<sha>\trefs/tags/<name>", annotated tags followed by their
@@ -69,8 +70,10 @@ def test_wheel_build_tag_is_the_release_not_a_new_one() -> None:
     assert releases(tags)[Version((0, 22, 0))].name == "0.22.0-1"
     assert newest_after("v0.21.0", tags).tag == "v0.22.0"
     # 0.20.0-1 is the release we are pinned to: nothing newer when only it is on top.
-    only_rebuild = parse_ls_remote("2020202020202020202020202020202020202020\trefs/tags/0.20.0-1\n"
-                                   "2222222222222222222222222222222222222222\trefs/tags/v0.20.0\n")
+    only_rebuild = parse_ls_remote(
+        "2020202020202020202020202020202020202020\trefs/tags/0.20.0-1\n"
+        "2222222222222222222222222222222222222222\trefs/tags/v0.20.0\n"
+    )
     assert newer_than("v0.20.0", only_rebuild) == []
     # A plain tag is preferred to a build tag of the same version.
     both = parse_ls_remote("1\trefs/tags/0.21.0-1\n2\trefs/tags/v0.21.0\n")
@@ -89,9 +92,15 @@ def test_pre_releases_and_tags_we_have_are_never_chosen() -> None:
 
 
 def git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
@@ -126,5 +135,5 @@ def test_tags_command_bad_input_and_unreachable_remote(project: Path, tmp_path: 
     bad_pin = run_release(project, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
     assert bad_pin.returncode == 2 and "error: the pin 'v0.21.0rc1' is not a vLLM release tag" in bad_pin.stderr
     missing = run_release(project, "tags", "--remote", str(tmp_path / "no-such-repo"))
-    assert missing.returncode == 1 and missing.stderr.startswith("error: git ls-remote --tags")
+    assert missing.returncode == 1 and missing.stderr.startswith("error: `git ls-remote --tags")
     assert missing.stdout == ""

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from release.gsm8k.report import RunResult, SmokeReport, write_report
+from release.core.layout import UPSTREAM_SUBTREE
+from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
-from release.layout import UPSTREAM_SUBTREE
-from release.model import Patch
-from release.pr_mail import INTERNAL_TRAILERS, upstream_mail
-from release.upstream import fetch
+from release.pristine.sources import fetch
+from release.queue.patch import Patch
+from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
 from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the v0.20.0 wheel comes from the package index once, then the cache
@@ -30,8 +30,13 @@ CONTRIBUTOR = {"user.name": "A Contributor", "user.email": "contributor@example.
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
-                          env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"git {args} failed: {proc.stderr}")
     return proc.stdout
@@ -65,8 +70,12 @@ def vllm(tmp_path: Path, v0_20_files: dict[str, bytes]) -> Path:
 
 
 def clone_state(repo: Path) -> tuple[str, str, str, str]:
-    return (git(repo, "rev-parse", "HEAD"), git(repo, "symbolic-ref", "HEAD"),
-            git(repo, "for-each-ref", "--format=%(refname) %(objectname)"), git(repo, "status", "--porcelain"))
+    return (
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "symbolic-ref", "HEAD"),
+        git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        git(repo, "status", "--porcelain"),
+    )
 
 
 def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
@@ -78,7 +87,9 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
 
     mail = out / PATCH_0001
     # The file a contributor submits applies to real vLLM v0.20.0 as it is.
-    check = subprocess.run(["git", "-C", str(vllm), "apply", "--check", str(mail)], capture_output=True, text=True, check=False)
+    check = subprocess.run(
+        ["git", "-C", str(vllm), "apply", "--check", str(mail)], capture_output=True, text=True, check=False
+    )
     assert check.returncode == 0, check.stderr
     ours, theirs = Patch.load(project / "patches" / PATCH_0001), Patch.load(mail)
     assert theirs.subject == ours.subject and theirs.author.startswith("Seed 129948c4 maintainers")
@@ -101,8 +112,17 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
 
 
 def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
-    result = run_release(project, "upstream-pr", PATCH_0001, "--vllm", str(vllm), "--out", str(tmp_path / "out"),
-                         "--reports", str(tmp_path / "none"))
+    result = run_release(
+        project,
+        "upstream-pr",
+        PATCH_0001,
+        "--vllm",
+        str(vllm),
+        "--out",
+        str(tmp_path / "out"),
+        "--reports",
+        str(tmp_path / "none"),
+    )
     assert result.returncode == 0, result.stderr
     assert git(vllm, "symbolic-ref", "--short", "HEAD").strip() == BRANCH
     assert git(vllm, "rev-parse", "HEAD^").strip() == git(vllm, "rev-parse", "v0.20.0^{commit}").strip()
@@ -112,7 +132,10 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
     assert message.rstrip().endswith("Signed-off-by: A Contributor <contributor@example.com>")
     assert not any(f"\n{key}: " in message for key in INTERNAL_TRAILERS)
     changed = git(vllm, "diff", "--name-only", "v0.20.0", "HEAD").split()
-    assert changed == [f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_one_sided.py", f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py"]
+    assert changed == [
+        f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_one_sided.py",
+        f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py",
+    ]
     two_sided = (vllm / UPSTREAM_SUBTREE / "flashinfer_nvlink_two_sided.py").read_text()
     assert "reducing again over TP double counts.\n        return True" in two_sided
     assert git(vllm, "status", "--porcelain") == ""
@@ -184,11 +207,13 @@ def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path
 
 
 def test_upstream_mail_keeps_standard_trailers() -> None:
-    mail = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
-            "Subject: [Bugfix] x\n\nWhy.\n\nOrigin: vendor\nCo-authored-by: B <b@example.com>\nRisk: low\n"
-            " continued risk\nSigned-off-by: A <a@example.com>\n\n"
-            f"diff --git a/{UPSTREAM_SUBTREE}/a.py b/{UPSTREAM_SUBTREE}/a.py\n--- a/{UPSTREAM_SUBTREE}/a.py\n"
-            f"+++ b/{UPSTREAM_SUBTREE}/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    mail = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
+        "Subject: [Bugfix] x\n\nWhy.\n\nOrigin: vendor\nCo-authored-by: B <b@example.com>\nRisk: low\n"
+        " continued risk\nSigned-off-by: A <a@example.com>\n\n"
+        f"diff --git a/{UPSTREAM_SUBTREE}/a.py b/{UPSTREAM_SUBTREE}/a.py\n--- a/{UPSTREAM_SUBTREE}/a.py\n"
+        f"+++ b/{UPSTREAM_SUBTREE}/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+    )
     stripped = upstream_mail(Patch("0009-x.patch", mail))
     assert stripped.message == "Why.\n\nCo-authored-by: B <b@example.com>\nSigned-off-by: A <a@example.com>"
     assert stripped.diff == Patch("0009-x.patch", mail).diff
@@ -199,12 +224,27 @@ def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> N
     (reports / "contract").mkdir(parents=True)
     (reports / "contract" / "junit.xml").write_text(
         '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="12" failures="0" errors="0" '
-        'skipped="2" timestamp="2026-12-01T10:00:00"/></testsuites>')
-    report = SmokeReport("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "flashinfer_nvlink_two_sided", 2, 2, True,
-                         None, 0.9, "strict-match", "2026-12-01T10:00:00+00:00")
+        'skipped="2" timestamp="2026-12-01T10:00:00"/></testsuites>'
+    )
+    report = SmokeReport(
+        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+        "flashinfer_nvlink_two_sided",
+        2,
+        2,
+        True,
+        None,
+        0.9,
+        "strict-match",
+        "2026-12-01T10:00:00+00:00",
+    )
     for label, fixed, value in (("without-fix", False, 0.8012), ("with-fix", True, 0.9257)):
-        metrics = {"strict-match": MetricResult(value, 0.0072, 1319), "flexible-extract": MetricResult(value + 0.001, 0.0071, 1319)}
-        report.runs.append(RunResult(label, fixed, fixed, {"vllm": "0.20.0"}, ["vllm", "serve"], "builtin", "local", metrics, {}))
+        metrics = {
+            "strict-match": MetricResult(value, 0.0072, 1319),
+            "flexible-extract": MetricResult(value + 0.001, 0.0071, 1319),
+        }
+        report.runs.append(
+            RunResult(label, fixed, fixed, {"vllm": "0.20.0"}, ["vllm", "serve"], "builtin", "local", metrics, {})
+        )
     report.passed, report.verdict = True, "with-fix strict-match 0.9257 >= 0.90"
     write_report(report, reports / "gsm8k" / "20261201T100000Z-flashinfer_nvlink_two_sided")
 

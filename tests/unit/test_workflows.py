@@ -47,8 +47,13 @@ def test_the_three_workflows_exist() -> None:
 
 def test_check_jsonschema_github_workflows_schema() -> None:
     exe = linter("check-jsonschema")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ok -- validation done" in proc.stdout
 
@@ -58,8 +63,13 @@ def test_check_jsonschema_catches_a_broken_workflow(tmp_path: Path) -> None:
     exe = linter("check-jsonschema")
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  x:\n    steps:\n      - run: true\n")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(broken)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stdout
 
 
@@ -67,8 +77,13 @@ def zizmor_findings(paths: list[Path]) -> list[dict]:
     exe = linter("zizmor")
     # The auditor persona reports everything, including what the default persona hides;
     # findings we accept are explained next to an inline `zizmor: ignore[...]` comment.
-    proc = subprocess.run([exe, "--offline", "--persona=auditor", "--format=json", "--no-progress", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [exe, "--offline", "--persona=auditor", "--format=json", "--no-progress", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode in (0, 10, 11, 12, 13, 14), proc.stderr  # 1x: findings of some severity
     return json.loads(proc.stdout or "[]")
 
@@ -85,8 +100,9 @@ def test_every_zizmor_ignore_is_explained() -> None:
         for number, line in enumerate(lines):
             if "zizmor: ignore[" in line:
                 before = lines[number - 1].strip()
-                assert before.startswith("#") and "Explained" in "".join(lines[max(0, number - 4):number]), \
+                assert before.startswith("#") and "Explained" in "".join(lines[max(0, number - 4) : number]), (
                     f"{path.name}:{number + 1} ignores a zizmor finding without saying why"
+                )
 
 
 def test_zizmor_catches_an_unsafe_workflow(tmp_path: Path) -> None:
@@ -94,7 +110,8 @@ def test_zizmor_catches_an_unsafe_workflow(tmp_path: Path) -> None:
     unsafe = tmp_path / "unsafe.yml"
     unsafe.write_text(
         "on: pull_request_target\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - uses: some/action@main\n      - run: echo \"${{ github.event.pull_request.title }}\"\n")
+        '      - uses: some/action@main\n      - run: echo "${{ github.event.pull_request.title }}"\n'
+    )
     idents = {f["ident"] for f in zizmor_findings([unsafe])}
     assert {"template-injection", "unpinned-uses"} <= idents
 

@@ -59,18 +59,26 @@ def decide() -> bool:
         log.warning("vllm-fused-moe: %s", problem)
 
     patches = ", ".join(p["name"].removesuffix(".patch") for p in info["patches"]) or "none"
-    log.info("vllm-fused-moe %s activated for vLLM %s: %s.* served from %s (patches: %s; flashinfer-python %s, verified %s)",
-             info["version"], info["vllm_version"], TARGET, _meta.SUBTREE, patches,
-             flashinfer or "not installed", info["flashinfer_specifier"])
+    log.info(
+        "vllm-fused-moe %s activated for vLLM %s: %s.* served from %s (patches: %s; flashinfer-python %s, verified %s)",
+        info["version"],
+        info["vllm_version"],
+        TARGET,
+        _meta.SUBTREE,
+        patches,
+        flashinfer or "not installed",
+        info["flashinfer_specifier"],
+    )
     return True
 
 
 def spec_for(fullname: str) -> ModuleSpec | None:
     """The spec of our file for an upstream module name, or None when we have no such file."""
     if fullname == TARGET:
-        return spec_from_file_location(fullname, _meta.SUBTREE / "__init__.py",
-                                       submodule_search_locations=[str(_meta.SUBTREE)])
-    relative = fullname[len(TARGET) + 1:].split(".")
+        return spec_from_file_location(
+            fullname, _meta.SUBTREE / "__init__.py", submodule_search_locations=[str(_meta.SUBTREE)]
+        )
+    relative = fullname[len(TARGET) + 1 :].split(".")
     module_file = _meta.SUBTREE.joinpath(*relative).with_suffix(".py")
     if module_file.is_file():
         return spec_from_file_location(fullname, module_file)
@@ -131,8 +139,10 @@ def flashinfer_problem(installed: str | None, specifier: str) -> str | None:
         inside = False
     if inside:
         return None
-    return (f"flashinfer-python {installed} is outside the verified range {specifier}; the patched "
-            "output_is_reduced() relies on its combine summing over top-k (docs/contract.md)")
+    return (
+        f"flashinfer-python {installed} is outside the verified range {specifier}; the patched "
+        "output_is_reduced() relies on its combine summing over top-k (docs/contract.md)"
+    )
 
 
 def _public(version: str) -> str:
@@ -140,7 +150,7 @@ def _public(version: str) -> str:
         from packaging.version import Version
 
         return Version(version).public
-    except Exception:  # noqa: BLE001 - unparsable or no packaging: compare the text before '+'
+    except Exception:
         return version.split("+", 1)[0]
 
 
@@ -150,7 +160,7 @@ def logger() -> logging.Logger:
         from vllm.logger import init_logger
 
         return init_logger(LOGGER_NAME)
-    except Exception:  # noqa: BLE001 - an unusual vLLM; fall back to a plain stderr logger
+    except Exception:
         log = logging.getLogger(LOGGER_NAME)
         if not log.handlers and not logging.getLogger().handlers:
             handler = logging.StreamHandler()

@@ -21,7 +21,7 @@ class OverlayFinder:
         # None until the subtree is first imported; then the decision holds for the process.
         self.active: bool | None = None
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None):  # noqa: ANN201
+    def find_spec(self, fullname: str, path: object = None, target: object = None):
         if fullname != TARGET and not fullname.startswith(_SUBMODULE_PREFIX):
             return None
         from vllm_fused_moe import _activate

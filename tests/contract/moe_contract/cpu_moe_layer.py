@@ -75,7 +75,9 @@ class CpuAll2AllMoELayer:
         for expert in range(self.rank * per_rank, (self.rank + 1) * per_rank):
             rows = expert_ids == expert
             if rows.any():
-                y = payload_precision_mlp(x[rows], self.weights.w13[expert], self.weights.w2[expert], self.problem.dtype)
+                y = payload_precision_mlp(
+                    x[rows], self.weights.w13[expert], self.weights.w2[expert], self.problem.dtype
+                )
                 # The router weight is applied in the experts' finalize, before combine.
                 out[rows] = (y * weights[rows, None]).to(self.problem.dtype)
         return out
@@ -104,9 +106,7 @@ class CpuAll2AllMoELayer:
             backward_recv_rank_local_indices=slot_order,
         )
         if self.backend == TWO_SIDED_BACKEND:
-            return self.two_sided_combine(
-                expert_out, combine_info, None, self.rank, ep_size, top_k, tokens
-            )
+            return self.two_sided_combine(expert_out, combine_info, None, self.rank, ep_size, top_k, tokens)
         if self.backend == ONE_SIDED_BACKEND:
             slots = torch.zeros(tokens * top_k, self.problem.hidden, dtype=self.problem.dtype)
             slots[slot_order] = exchange_rows(expert_out, recv_counts, send_counts, self.ep_group)

@@ -65,9 +65,7 @@ def find_combine_function(tree: ast.Module) -> ast.FunctionDef:
 
 def global_names_read(function: ast.FunctionDef) -> set[str]:
     params = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
-    assigned = {
-        n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
+    assigned = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     loaded = {
         n.id
         for stmt in function.body

@@ -122,9 +122,7 @@ def run_contract(
             time.sleep(POLL_S)
     finally:
         _stop(processes)
-    per_rank = tuple(
-        torch.load(result_dir / RESULT_FILE.format(rank=rank)) for rank in range(layout.world_size)
-    )
+    per_rank = tuple(torch.load(result_dir / RESULT_FILE.format(rank=rank)) for rank in range(layout.world_size))
     return ContractRun(
         layout=layout,
         problems=problems,

@@ -14,13 +14,9 @@ class ParallelLayout:
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or self.tp_size < 1:
-            raise HarnessInputError(
-                f"world_size and tp_size must be positive, got {self.world_size}, {self.tp_size}"
-            )
+            raise HarnessInputError(f"world_size and tp_size must be positive, got {self.world_size}, {self.tp_size}")
         if self.world_size % self.tp_size != 0:
-            raise HarnessInputError(
-                f"world_size {self.world_size} is not divisible by tp_size {self.tp_size}"
-            )
+            raise HarnessInputError(f"world_size {self.world_size} is not divisible by tp_size {self.tp_size}")
 
     @property
     def dp_size(self) -> int:

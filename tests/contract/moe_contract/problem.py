@@ -44,9 +44,7 @@ class MoEProblem:
                 f"top_k {self.top_k} must be between 1 and the number of experts {self.num_experts}"
             )
         if self.num_experts % layout.ep_size != 0:
-            raise HarnessInputError(
-                f"{self.num_experts} experts cannot be split evenly over EP size {layout.ep_size}"
-            )
+            raise HarnessInputError(f"{self.num_experts} experts cannot be split evenly over EP size {layout.ep_size}")
         if len(self.tokens_per_dp_rank) != layout.dp_size:
             raise HarnessInputError(
                 f"tokens_per_dp_rank has {len(self.tokens_per_dp_rank)} entries, DP size is {layout.dp_size}"
@@ -106,9 +104,7 @@ def gated_silu_mlp(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torc
     return (F.silu(gate) * up) @ w2.transpose(-1, -2)
 
 
-def shared_expert_tp_shard(
-    weights: MoEWeights, tp_rank: int, tp_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def shared_expert_tp_shard(weights: MoEWeights, tp_rank: int, tp_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's column/row-parallel slice of the shared expert; partial outputs sum over TP."""
     s = weights.shared_w2.shape[1]
     per_rank = s // tp_size

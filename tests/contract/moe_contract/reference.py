@@ -27,8 +27,6 @@ def dense_reference(problem: MoEProblem, weights: MoEWeights, tokens: DpRankToke
     gates = torch.zeros(x.shape[0], problem.num_experts).scatter_(1, topk_ids, topk_weights)
     routed = torch.einsum("te,teh->th", gates, all_experts)
     shared = (
-        gated_silu_mlp(x, weights.shared_w13, weights.shared_w2)
-        if problem.shared_experts
-        else torch.zeros_like(routed)
+        gated_silu_mlp(x, weights.shared_w13, weights.shared_w2) if problem.shared_experts else torch.zeros_like(routed)
     )
     return ReferenceOutput(routed=routed, shared=shared)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 
-from release.verified import read_verified
+from release.queue.verified import read_verified
 
 from .paths import VERIFIED_TOML
 

@@ -52,9 +52,7 @@ def init_process_groups(layout: ParallelLayout, rank: int, init_method: str) -> 
     ps.init_distributed_environment(layout.world_size, rank, init_method, rank, backend="gloo")
     ps._TP = ps.init_model_parallel_group(layout.tp_groups(), rank, "gloo", group_name="tp")
     ps._DP = ps.init_model_parallel_group(layout.dp_groups(), rank, "gloo", group_name="dp")
-    ps._EP = ps.init_model_parallel_group(
-        [list(range(layout.world_size))], rank, "gloo", group_name="ep"
-    )
+    ps._EP = ps.init_model_parallel_group([list(range(layout.world_size))], rank, "gloo", group_name="ep")
     communicator = ps.get_ep_group().device_communicator
     if communicator is None:
         raise RuntimeError("vLLM created no device communicator for the EP group")

@@ -62,9 +62,7 @@ def _run_cases(rank: int, spec: RunSpec) -> dict[str, dict[str, object]]:
             moe_config = make_moe_config(problem, layout, backend)
             for variant in spec.variants:
                 prepare_finalize = make_prepare_finalize(classes[variant.name][module], backend, problem, layout)
-                layer = CpuAll2AllMoELayer(
-                    problem, layout, rank, weights, backend, ep_group, two_sided_combine, shared
-                )
+                layer = CpuAll2AllMoELayer(problem, layout, rank, weights, backend, ep_group, two_sided_combine, shared)
                 runner = make_runner(moe_config, prepare_finalize, shared, layer)
                 output = runner.forward(tokens.hidden_states.to(problem.dtype), tokens.router_logits)
                 results[result_key(problem, module, variant.name)] = {

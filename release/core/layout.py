@@ -1,0 +1,75 @@
+"""Where things live in a checkout; one object so tests can point the tooling at a copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The upstream path of the subtree we vendor; patches are written against it.
+UPSTREAM_SUBTREE = "vllm/model_executor/layers/fused_moe/prepare_finalize"
+UPSTREAM_PACKAGE = UPSTREAM_SUBTREE.replace("/", ".")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @classmethod
+    def default(cls) -> Layout:
+        return cls(PROJECT_ROOT)
+
+    @property
+    def overlay(self) -> Path:
+        return self.root / "vendor" / "vllm_fused_moe"
+
+    @property
+    def subtree(self) -> Path:
+        return self.overlay / "prepare_finalize"
+
+    @property
+    def upstream_toml(self) -> Path:
+        return self.overlay / "UPSTREAM.toml"
+
+    @property
+    def verified_toml(self) -> Path:
+        return self.overlay / "VERIFIED.toml"
+
+    @property
+    def patches(self) -> Path:
+        return self.root / "patches"
+
+    @property
+    def series(self) -> Path:
+        return self.patches / "series"
+
+    @property
+    def retired(self) -> Path:
+        return self.patches / "retired"
+
+    @property
+    def work(self) -> Path:
+        # Half-done rebases live here so a conflict never touches vendor/ or patches/.
+        return self.root / ".work"
+
+    def vendor_files(self) -> dict[str, bytes]:
+        """The vendored subtree as {path relative to the subtree: bytes}, caches left out."""
+        return read_tree(self.subtree)
+
+
+def read_tree(directory: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    if not directory.is_dir():
+        return files
+    for path in sorted(directory.rglob("*")):
+        rel = path.relative_to(directory)
+        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
+            files[rel.as_posix()] = path.read_bytes()
+    return files
+
+
+def write_files(directory: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        target = directory / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)

@@ -1,0 +1,72 @@
+"""vLLM release tags and versions: one grammar for every command."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$")
+
+
+def version_of_tag(tag: str) -> str:
+    """'v0.20.0' -> '0.20.0'; anything that is not a plain release tag is bad input."""
+    match = TAG_RE.match(tag)
+    if not match:
+        from release.core.errors import UnknownTagError
+
+        raise UnknownTagError(f"{tag!r} is not a vLLM release tag (expected vX.Y.Z)")
+    return match.group("version")
+
+
+# One anchored grammar for everything that looks like a version tag; groups say which kind.
+VERSION_TAG_RE = re.compile(
+    r"""^v?(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)
+        (?:\.post(?P<post>\d+))?
+        (?P<pre>(?:rc|a|b|alpha|beta|\.?dev)\d*)?
+        (?:-(?P<build>\d+))?$""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Version:
+    """A vLLM version as far as release ordering needs: X.Y.Z[.postN], pre-release or not."""
+
+    release: tuple[int, int, int]
+    post: int | None = None
+    pre: str | None = None
+
+    @property
+    def is_final(self) -> bool:
+        return self.pre is None
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        # X.Y.Z < X.Y.Z.post1 < X.Y.(Z+1); pre-releases never reach a comparison that matters.
+        return (*self.release, -1 if self.post is None else self.post)
+
+    @property
+    def tag(self) -> str:
+        """The canonical tag name, the one `release rebase` takes."""
+        text = "v" + ".".join(str(part) for part in self.release)
+        if self.post is not None:
+            text += f".post{self.post}"
+        return text + (self.pre or "")
+
+    def __str__(self) -> str:
+        return self.tag.removeprefix("v")
+
+
+def parse_version(text: str) -> tuple[Version, int | None] | None:
+    """'v0.21.0' -> (0.21.0, None); '0.21.0-1' -> (0.21.0, 1); 'nightly' -> None."""
+    match = VERSION_TAG_RE.match(text.strip())
+    if not match:
+        return None
+    pre = match.group("pre")
+    version = Version(
+        (int(match.group("major")), int(match.group("minor")), int(match.group("patch"))),
+        int(match.group("post")) if match.group("post") is not None else None,
+        pre.lstrip(".") if pre else None,
+    )
+    build = match.group("build")
+    return version, int(build) if build is not None else None

@@ -1,0 +1,35 @@
+"""`git:PATH` and `git+URL`: only the tag, only the subtree's blobs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from release.core.errors import SourceError, UnknownTagError
+from release.core.git import files_at, git
+from release.core.layout import UPSTREAM_SUBTREE
+from release.pristine.tree import UpstreamTree, _flashinfer_pin
+
+
+def read_git(tag: str, url_or_path: str, source: str) -> UpstreamTree:
+    """Fetch just `tag` (depth 1, no blobs until asked) and read only the subtree's blobs."""
+    local = Path(url_or_path)
+    if not source.startswith("git+") and not (local / ".git").exists() and not (local / "HEAD").is_file():
+        raise SourceError(f"{url_or_path} is not a git repository")
+    url = str(local.resolve()) if not source.startswith("git+") else url_or_path
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-git-") as tmp:
+        repo = Path(tmp)
+        git("init", "--quiet", "--bare", str(repo))
+        fetched = git("fetch", "--quiet", "--depth", "1", "--filter=blob:none", "--no-tags", url,
+                      f"refs/tags/{tag}:refs/tags/{tag}", cwd=repo, check=False)  # fmt: skip
+        if not fetched.ok:
+            if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
+                raise UnknownTagError(f"{source} has no tag {tag}")
+            raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
+        commit = git("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=repo).out.strip()
+        files = files_at(repo, commit, UPSTREAM_SUBTREE)
+        if not files:
+            raise SourceError(f"{source} at {tag} has no {UPSTREAM_SUBTREE}/")
+        cuda = git("show", f"{commit}:requirements/cuda.txt", cwd=repo, check=False)
+        pin = _flashinfer_pin(cuda.out) if cuda.ok else ""
+    return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin, commit=commit)

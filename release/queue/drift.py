@@ -1,0 +1,79 @@
+"""Undo the series on a copy of vendor/ to recover pristine, and list every file that drifted."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.core.git import apply_ok
+from release.core.hashing import sha256_hex
+from release.core.layout import UPSTREAM_SUBTREE, Layout, write_files
+from release.queue.load import Queue
+from release.queue.patch import Patch
+
+# ------------------------------------------------------------- undoing the queue
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One file of vendor/ that is not pristine + series."""
+
+    path: str
+    kind: str  # "edited", "added", "missing", "patch-does-not-reverse"
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind:<24} {self.path}  ({self.detail})"
+
+
+def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Reverse the series (last patch first) on a copy of `files`.
+
+    Returns the recovered files and, for each file a patch could not be reversed on,
+    the name of that patch: those files were edited by hand (or the patch was).
+    """
+    blocked: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-undo-") as tmp:
+        root = Path(tmp)
+        write_files(root / UPSTREAM_SUBTREE, files)
+        for patch in reversed(patches):
+            patch_file = root / ".patch"
+            patch_file.write_text(patch.text, encoding="utf-8")
+            if apply_ok(root, "--reverse", "--check", str(patch_file)):
+                apply_ok(root, "--reverse", str(patch_file))
+                continue
+            # Undo file by file, so one edited file does not hide the state of the others.
+            for path in patch.files:
+                only = [f"--include={path}", "--reverse", str(patch_file)]
+                if apply_ok(root, *only[:-1], "--check", only[-1]):
+                    apply_ok(root, *only)
+                else:
+                    blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1 :], patch.name)
+        from release.core.layout import read_tree
+
+        recovered = read_tree(root / UPSTREAM_SUBTREE)
+    return recovered, blocked
+
+
+def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
+    """Every way vendor/ differs from pristine(UPSTREAM.toml) + series, file by file.
+
+    Also returns the recovered pristine files (valid wherever no drift was found).
+    """
+    vendor = layout.vendor_files()
+    pristine, blocked = unapply(vendor, queue.patches)
+    found: list[Drift] = []
+    for name in sorted(set(queue.pin.files) | set(pristine)):
+        expected = queue.pin.files.get(name)
+        if name in blocked:
+            found.append(
+                Drift(name, "patch-does-not-reverse", f"{blocked[name]} no longer matches this file; it was edited")
+            )
+        elif expected is None:
+            found.append(Drift(name, "added", "not in the pinned upstream subtree nor created by a patch"))
+        elif name not in pristine:
+            found.append(Drift(name, "missing", f"upstream {queue.pin.tag} has it"))
+        elif sha256_hex(pristine[name]) != expected:
+            found.append(Drift(name, "edited", f"differs from upstream {queue.pin.tag} + series"))
+    return found, pristine

@@ -1,0 +1,24 @@
+"""The patch queue on disk: pin, series and patches, loaded and validated together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from release.core.layout import Layout
+from release.queue.patch import Patch
+from release.queue.pin import Pin
+from release.queue.series import Series
+
+
+@dataclass(frozen=True)
+class Queue:
+    pin: Pin
+    series: Series
+    patches: list[Patch]
+
+    @classmethod
+    def load(cls, layout: Layout) -> Queue:
+        pin = Pin.load(layout.upstream_toml)
+        series = Series.load(layout.series)
+        patches = [Patch.load(layout.patches / name) for name in series.names]
+        return cls(pin, series, patches)

@@ -1,0 +1,172 @@
+"""One patch of the queue: a `git format-patch` mail with DEP-3 style trailers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from release.core.errors import MalformedPatchError
+from release.core.layout import UPSTREAM_SUBTREE
+
+UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
+
+# ------------------------------------------------------------------------- patch
+
+DIFF_FILE_RE = re.compile(r"^diff --git a/(?P<a>\S+) b/(?P<b>\S+)$", re.M)
+HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
+TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    path: str
+    header: str
+    lines: tuple[str, ...]  # each starts with ' ', '-' or '+'
+
+    @property
+    def pre_image(self) -> list[str]:
+        return [line[1:] for line in self.lines if line[:1] in (" ", "-")]
+
+    @property
+    def post_image(self) -> list[str]:
+        return [line[1:] for line in self.lines if line[:1] in (" ", "+")]
+
+    @property
+    def removed(self) -> list[str]:
+        return [line[1:] for line in self.lines if line.startswith("-")]
+
+    @property
+    def added(self) -> list[str]:
+        return [line[1:] for line in self.lines if line.startswith("+")]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One `git format-patch` mail in patches/, with DEP-3 style trailers in its message."""
+
+    name: str
+    text: str
+
+    @classmethod
+    def load(cls, path: Path) -> Patch:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise MalformedPatchError(f"{path} is missing") from None
+        except UnicodeDecodeError:
+            raise MalformedPatchError(f"{path} is not UTF-8 text") from None
+        patch = cls(path.name, text)
+        patch.validate()
+        return patch
+
+    def validate(self) -> None:
+        if not self.text.startswith("From "):
+            raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
+        if not self.subject:
+            raise MalformedPatchError(f"{self.name}: no Subject: header")
+        if not DIFF_FILE_RE.search(self.text):
+            raise MalformedPatchError(f"{self.name}: holds no `diff --git` section")
+        hunks = self.hunks
+        if not hunks:
+            raise MalformedPatchError(f"{self.name}: holds no hunk")
+        for path in self.files:
+            if not path.startswith(UPSTREAM_SUBTREE_PREFIX):
+                raise MalformedPatchError(
+                    f"{self.name}: touches {path}, outside {UPSTREAM_SUBTREE_PREFIX}",
+                    hint="patches use upstream paths inside the vendored subtree only",
+                )
+
+    @property
+    def header(self) -> str:
+        return self.text.split("\n\n", 1)[0]
+
+    @property
+    def subject(self) -> str:
+        match = re.search(r"^Subject: (.*(?:\n .*)*)", self.header, re.M)
+        return " ".join(part.strip() for part in match.group(1).splitlines()) if match else ""
+
+    @property
+    def author(self) -> str:
+        match = re.search(r"^From: (.*(?:\n .*)*)", self.header, re.M)
+        return " ".join(part.strip() for part in match.group(1).splitlines()) if match else ""
+
+    @property
+    def message(self) -> str:
+        """The commit message body (after the headers, before the diff)."""
+        body = self.text.split("\n\n", 1)[1] if "\n\n" in self.text else ""
+        cut = re.search(r"^(---\n|diff --git )", body, re.M)
+        return body[: cut.start()].rstrip("\n") if cut else body.rstrip("\n")
+
+    @property
+    def trailers(self) -> dict[str, str]:
+        paragraphs = self.message.split("\n\n")
+        found: dict[str, str] = {}
+        for line in paragraphs[-1].splitlines() if paragraphs else []:
+            match = TRAILER_RE.match(line)
+            if match:
+                found[match.group("key")] = match.group("value")
+        return found
+
+    @property
+    def diff(self) -> str:
+        match = re.search(r"^diff --git ", self.text, re.M)
+        return self.text[match.start() :] if match else ""
+
+    @property
+    def files(self) -> list[str]:
+        return [m.group("b") for m in DIFF_FILE_RE.finditer(self.text)]
+
+    @property
+    def hunks(self) -> list[Hunk]:
+        """Hunks read by their header's line counts, so a short or long body is caught."""
+        hunks: list[Hunk] = []
+        for section in re.split(r"(?=^diff --git )", self.diff, flags=re.M):
+            file_match = DIFF_FILE_RE.match(section)
+            if not file_match:
+                continue
+            lines = section.split("\n")
+            index = 0
+            while index < len(lines):
+                header = HUNK_COUNTS_RE.match(lines[index])
+                index += 1
+                if not header:
+                    continue
+                old_left = int(header.group("old") or 1)
+                new_left = int(header.group("new") or 1)
+                body: list[str] = []
+                while (old_left > 0 or new_left > 0) and index < len(lines):
+                    line = lines[index]
+                    kind = line[:1]
+                    if kind == "\\":  # "\ No newline at end of file" belongs to the line before
+                        index += 1
+                        continue
+                    if kind not in (" ", "-", "+"):
+                        break
+                    old_left -= kind in (" ", "-")
+                    new_left -= kind in (" ", "+")
+                    body.append(line)
+                    index += 1
+                if old_left or new_left:
+                    raise MalformedPatchError(
+                        f"{self.name}: hunk {lines[index - len(body) - 1]!r} in {file_match.group('b')} is corrupt "
+                        f"(its body ends {max(old_left, new_left)} line(s) short of what its header says)"
+                    )
+                hunks.append(Hunk(file_match.group("b"), lines[index - len(body) - 1], tuple(body)))
+        return hunks
+
+    def with_trailer(self, key: str, value: str) -> Patch:
+        """The same mail with `key: value` set in the trailer block (added or replaced)."""
+        message = self.message
+        paragraphs = message.split("\n\n")
+        trailer_lines = paragraphs[-1].splitlines()
+        line = f"{key}: {value}"
+        replaced = [line if TRAILER_RE.match(t) and t.split(":", 1)[0] == key else t for t in trailer_lines]
+        if replaced == trailer_lines:
+            replaced.append(line)
+        new_message = "\n\n".join(paragraphs[:-1] + ["\n".join(replaced)])
+        return replace(self, text=self.text.replace(message, new_message, 1))
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"^\d{4}-", "", self.name.removesuffix(".patch"))

@@ -1,0 +1,86 @@
+"""The upstream pin (vendor/vllm_fused_moe/UPSTREAM.toml): parsed once, written back byte-stably."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release.core.errors import ConfigError
+from release.core.layout import UPSTREAM_SUBTREE
+from release.core.versions import version_of_tag
+
+UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
+
+# --------------------------------------------------------------------------- pin
+
+
+@dataclass(frozen=True)
+class Pin:
+    """vendor/vllm_fused_moe/UPSTREAM.toml: which upstream the pristine subtree came from."""
+
+    tag: str
+    source: str
+    subtree: str
+    flashinfer: str = ""
+    wheel: str = ""
+    wheel_sha256: str = ""
+    commit: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return version_of_tag(self.tag)
+
+    @classmethod
+    def load(cls, path: Path) -> Pin:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path} is missing") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        upstream = data.get("upstream")
+        files = data.get("files")
+        if not isinstance(upstream, dict) or not isinstance(files, dict):
+            raise ConfigError(f"{path} needs an [upstream] and a [files] table")
+        for key in ("tag", "source", "subtree"):
+            if not isinstance(upstream.get(key), str) or not upstream[key]:
+                raise ConfigError(f"{path}: [upstream] {key} is missing")
+        for name, digest in files.items():
+            if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+                raise ConfigError(f"{path}: [files] {name!r} is not a sha256 hex digest")
+        return cls(
+            tag=upstream["tag"],
+            source=upstream["source"],
+            subtree=upstream["subtree"],
+            flashinfer=upstream.get("flashinfer", ""),
+            wheel=upstream.get("wheel", ""),
+            wheel_sha256=upstream.get("wheel_sha256", ""),
+            commit=upstream.get("commit", ""),
+            files=dict(sorted(files.items())),
+        )
+
+    def dumps(self) -> str:
+        lines = [
+            "# Written by `python -m release rebase`; never edit by hand.",
+            "# The pristine upstream subtree that vendor/ is built from, and each file's sha256.",
+            "[upstream]",
+            f"tag = {_toml_str(self.tag)}",
+            f"source = {_toml_str(self.source)}",
+            f"subtree = {_toml_str(self.subtree)}",
+            f"flashinfer = {_toml_str(self.flashinfer)}",
+            f"wheel = {_toml_str(self.wheel)}",
+            f"wheel_sha256 = {_toml_str(self.wheel_sha256)}",
+            f"commit = {_toml_str(self.commit)}",
+            "",
+            "[files]",
+        ]
+        lines += [f"{_toml_str(name)} = {_toml_str(digest)}" for name, digest in sorted(self.files.items())]
+        return "\n".join(lines) + "\n"
+
+
+def _toml_str(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

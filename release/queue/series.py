@@ -1,0 +1,49 @@
+"""patches/series: the order of the queue, comments kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.core.errors import MalformedSeriesError
+
+# ------------------------------------------------------------------------ series
+
+
+@dataclass(frozen=True)
+class Series:
+    """patches/series: the order of the queue. Comments and blank lines survive a rewrite."""
+
+    lines: tuple[str, ...]
+
+    @classmethod
+    def load(cls, path: Path) -> Series:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise MalformedSeriesError(f"{path} is missing") from None
+        series = cls(tuple(text.splitlines()))
+        seen: set[str] = set()
+        for name in series.names:
+            if "/" in name or not name.endswith(".patch"):
+                raise MalformedSeriesError(f"{path}: {name!r} is not a patch file name in patches/")
+            if name in seen:
+                raise MalformedSeriesError(f"{path}: {name!r} is listed twice")
+            seen.add(name)
+            if not (path.parent / name).is_file():
+                raise MalformedSeriesError(f"{path} names {name!r}, which is not in {path.parent}")
+        return series
+
+    @property
+    def names(self) -> list[str]:
+        return [entry for entry in (_series_entry(line) for line in self.lines) if entry]
+
+    def without(self, name: str) -> Series:
+        return Series(tuple(line for line in self.lines if _series_entry(line) != name))
+
+    def dumps(self) -> str:
+        return "\n".join(self.lines) + "\n" if self.lines else ""
+
+
+def _series_entry(line: str) -> str:
+    return line.split("#", 1)[0].strip()

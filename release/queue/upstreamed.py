@@ -1,0 +1,62 @@
+"""Is a patch's change already upstream? The semantic check (post-image there, pre-image gone)."""
+
+from __future__ import annotations
+
+import re
+
+from release.core.layout import UPSTREAM_SUBTREE
+from release.queue.patch import Hunk, Patch
+
+# ----------------------------------------------------------- already upstream?
+
+
+def _normalise(lines: list[str]) -> list[str]:
+    # Our backports may add a comment upstream did not; code, not comments, decides.
+    out = []
+    for line in lines:
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            out.append(stripped)
+    return out
+
+
+def _core(hunk: Hunk) -> tuple[list[str], list[str]]:
+    """The changed lines of a hunk with one line of real code on each side."""
+    lines = list(hunk.lines)
+    changed = [i for i, line in enumerate(lines) if line[:1] in "+-"]
+    if not changed:
+        return [], []
+    first, last = changed[0], changed[-1]
+    before = [line[1:] for line in lines[:first] if line.startswith(" ")]
+    after = [line[1:] for line in lines[last + 1 :] if line.startswith(" ")]
+    lead = _normalise(before)[-1:]
+    tail = _normalise(after)[:1]
+    middle = lines[first : last + 1]
+    pre = lead + _normalise([l[1:] for l in middle if l[:1] in " -"]) + tail
+    post = lead + _normalise([l[1:] for l in middle if l[:1] in " +"]) + tail
+    return pre, post
+
+
+def _contains(haystack: list[str], needle: list[str]) -> bool:
+    if not needle:
+        return False
+    width = len(needle)
+    return any(haystack[i : i + width] == needle for i in range(len(haystack) - width + 1))
+
+
+def effect_present(patch: Patch, files: dict[str, bytes]) -> bool:
+    """The semantic check: every hunk's post-image is in `files` and its pre-image is gone."""
+    for hunk in patch.hunks:
+        data = files.get(hunk.path[len(UPSTREAM_SUBTREE) + 1 :])
+        if data is None:
+            return False
+        text = _normalise(data.decode("utf-8", "replace").splitlines())
+        pre, post = _core(hunk)
+        if pre == post or not _contains(text, post) or _contains(text, pre):
+            return False
+    return True
+
+
+def hunk_label(hunk: Hunk) -> str:
+    match = re.match(r"(@@ [^@]+ @@)", hunk.header)
+    return match.group(1) if match else hunk.header

@@ -1,0 +1,66 @@
+"""`python -m release rebase`: move vendor/ and patches/ onto another vLLM tag."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
+from release.core.layout import Layout
+from release.pristine.sources import DEFAULT_SOURCE
+
+SOURCES = f"""sources (--from):
+  git+URL    a remote git repository, fetched at the tag only, depth 1, no blobs but
+             the subtree's (default: {DEFAULT_SOURCE})
+  git:PATH   a local clone (read with ls-tree/cat-file, never checked out)
+  dir:PATH   a tree laid out like vLLM's (PATH/vllm/model_executor/...)
+  wheel:PATH a vLLM release wheel (only the subtree is read)
+  pypi       the release wheel of TAG from the package index, downloaded once with pip
+             into $VLLM_FUSED_MOE_CACHE (default ~/.cache/vllm-fused-moe/wheels)
+"""
+
+DESCRIPTION = (
+    "Re-vendor the subtree from TAG and replay patches/series on it with `git am --3way` "
+    "(never fuzz). Each patch ends applied (refreshed to the new context), upstream "
+    "(retired to patches/retired/ with Applied-Upstream set) or in conflict (stop; "
+    "vendor/ and patches/ stay byte-for-byte as they were)."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = SOURCES
+    parser.add_argument("tag", nargs="?", help="the vLLM release tag, e.g. v0.21.0")
+    parser.add_argument(
+        "--from", dest="source", default=DEFAULT_SOURCE, metavar="SOURCE", help="where to read TAG from (see below)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="classify and report; write nothing to vendor/ or patches/"
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where rebase-report.md and .json go (default: reports/rebase-TAG/)",
+    )
+    parser.add_argument(
+        "--continue", dest="resume", type=Path, metavar="WORKDIR", help="finish a rebase stopped by a conflict"
+    )
+    parser.add_argument("--abort", type=Path, metavar="WORKDIR", help="drop a rebase stopped by a conflict")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    from release.rebase import run as rebase
+
+    if args.abort:
+        rebase.abort(layout, args.abort)
+        return EXIT_OK
+    if args.resume:
+        report = rebase.resume(layout, args.resume)
+    else:
+        if not args.tag:
+            raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
+        report = rebase.rebase(rebase.RebaseOptions(args.tag, args.source, layout, args.dry_run, args.report))
+    print(report.to_markdown())
+    return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

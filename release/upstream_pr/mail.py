@@ -1,0 +1,70 @@
+"""The upstream form of one of our patches, and whether it applies to a pristine tree.
+
+Our mails carry DEP-3 bookkeeping trailers (Origin, Risk, Last-Update, ...) that mean
+nothing in vLLM's history; upstream gets the prose and the diff, and the bookkeeping goes
+into PR.md where reviewers can read it. Standard git trailers (Signed-off-by,
+Co-authored-by, ...) are kept. The diff is never touched, so the upstream mail applies
+exactly where ours does.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from release.core.git import WorkRepo
+from release.queue.patch import TRAILER_RE, Patch
+
+# DEP-3 fields and our own; see DESIGN.md "A patch file".
+INTERNAL_TRAILERS = frozenset(
+    {
+        "Origin",
+        "Applied-Upstream",
+        "Depends-On",
+        "Risk",
+        "Forwarded",
+        "Last-Update",
+        "Bug",
+        "Author",
+        "Description",
+        "Reviewed-By",
+        "Applied-Upstream-In",
+    }
+)
+
+
+def _is_trailer_block(paragraph: str) -> bool:
+    lines = paragraph.splitlines()
+    return bool(lines) and all(TRAILER_RE.match(line) or line.startswith((" ", "\t")) for line in lines)
+
+
+def upstream_mail(patch: Patch) -> Patch:
+    """The same mail with our internal trailers removed from its message."""
+    message = patch.message
+    paragraphs = message.split("\n\n")
+    if len(paragraphs) < 2 or not _is_trailer_block(paragraphs[-1]):
+        return patch
+    kept: list[str] = []
+    dropping = False
+    for line in paragraphs[-1].splitlines():
+        if line.startswith((" ", "\t")):  # a folded continuation belongs to the trailer above
+            if not dropping:
+                kept.append(line)
+            continue
+        dropping = line.split(":", 1)[0] in INTERNAL_TRAILERS
+        if not dropping:
+            kept.append(line)
+    new_message = "\n\n".join(paragraphs[:-1] + (["\n".join(kept)] if kept else []))
+    return replace(patch, text=patch.text.replace(message, new_message, 1))
+
+
+def applies_to(files: dict[str, bytes], mail: Patch) -> tuple[bool, str]:
+    """Whether `mail` applies to the subtree `files` as it is (no fuzz, no 3-way); git's reason if not."""
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pr-") as tmp:
+        repo = WorkRepo.create(Path(tmp) / "tree")
+        repo.commit_subtree(files, "pristine")
+        mail_file = Path(tmp) / mail.name
+        mail_file.write_text(mail.text, encoding="utf-8")
+        result = repo.apply_check(mail_file)
+    return result.ok, result.stderr.strip()
