@@ -44,6 +44,10 @@ class Layout:
         return self.patches / "series"
 
     @property
+    def train(self) -> Path:
+        return self.patches / "train.toml"
+
+    @property
     def retired(self) -> Path:
         return self.patches / "retired"
 
