@@ -96,23 +96,27 @@ def main() -> int:
     )
     moved = lazy.transfer
     n = len(in_range)
-    print(f"scan of {n} vLLM releases, {in_range[0].version} to {in_range[-1].version}")
-    print("| | lazy wheel reader (measured) | whole wheels (measured on "
-          f"{len(fulls)}, extrapolated) | ratio |")  # fmt: skip
-    print("| --- | --- | --- | --- |")
-    print(
-        f"| bytes downloaded | {human_bytes(moved.bytes)} | {human_bytes(total_size)} | {total_size / moved.bytes:.0f}x |"
-    )
-    print(f"| HTTP requests | {moved.requests} | {n} | |")
-    print(f"| wall time | {lazy_s:.1f} s | {estimate_s:.0f} s | {estimate_s / lazy_s:.0f}x |")
-    print(f"| per release (median) | {statistics.median(r.seconds for r in lazy.results):.2f} s, "
-          f"{human_bytes(int(statistics.median(r.transfer.bytes for r in lazy.results)))} | "
-          f"{statistics.median(f.download_s + f.rest_s for f in fulls):.1f} s, "
-          f"{human_bytes(int(statistics.median(r.wheel.size or 0 for r in in_range if r.wheel)))} | |")  # fmt: skip
-    print()
-    print("whole wheels measured: " + ", ".join(
+    ratio = total_size / moved.bytes
+    lazy_median = statistics.median(r.seconds for r in lazy.results)
+    lazy_bytes = int(statistics.median(r.transfer.bytes for r in lazy.results))
+    full_median = statistics.median(f.download_s + f.rest_s for f in fulls)
+    full_bytes = int(statistics.median(r.wheel.size or 0 for r in in_range if r.wheel))
+    measured_text = ", ".join(
         f"{f.version} {human_bytes(f.size)} in {f.download_s:.1f} s + {f.rest_s:.1f} s" for f in fulls
-    ) + f"; {throughput / 1e6:.0f} MB/s")  # fmt: skip
+    )
+    rows = [
+        f"scan of {n} vLLM releases, {in_range[0].version} to {in_range[-1].version}",
+        f"| | lazy wheel reader (measured) | whole wheels (measured on {len(fulls)}, extrapolated) | ratio |",
+        "| --- | --- | --- | --- |",
+        f"| bytes downloaded | {human_bytes(moved.bytes)} | {human_bytes(total_size)} | {ratio:.0f}x |",
+        f"| HTTP requests | {moved.requests} | {n} | |",
+        f"| wall time | {lazy_s:.1f} s | {estimate_s:.0f} s | {estimate_s / lazy_s:.0f}x |",
+        f"| per release (median) | {lazy_median:.2f} s, {human_bytes(lazy_bytes)} "
+        f"| {full_median:.1f} s, {human_bytes(full_bytes)} | |",
+        "",
+        f"whole wheels measured: {measured_text}; {throughput / 1e6:.0f} MB/s",
+    ]
+    print("\n".join(rows))
     return 0
 
 
