@@ -61,7 +61,10 @@ class LazyHTTPFile:
         self.transfer = transfer
         self._chunks: list[tuple[int, bytes]] = []  # sorted, non-overlapping (start, data)
         self._pos = 0
-        start, data, total = self._get(f"bytes=-{TAIL}")
+        # With the size from the index, ask for an explicit range: some servers honour ranges but
+        # not suffix ranges (`bytes=-N`), which would send us needlessly to a full download.
+        tail = f"bytes={max(0, expected_size - TAIL)}-{expected_size - 1}" if expected_size else f"bytes=-{TAIL}"
+        start, data, total = self._get(tail)
         if expected_size is not None and total != expected_size:
             raise WheelIntegrityError(f"{url} is {total} bytes; the index says {expected_size}")
         self.size = total

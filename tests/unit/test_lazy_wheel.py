@@ -10,6 +10,7 @@ import io
 import json
 import shutil
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,14 @@ def real_wheel(pin: Pin) -> Path:
     wheel = pypi_wheel(pin.tag)
     assert wheel.name == pin.wheel and file_sha256(wheel) == pin.wheel_sha256
     return wheel
+
+
+@pytest.fixture(autouse=True)
+def drop_wheel_copies(tmp_path: Path) -> Iterator[None]:
+    """Each test here may leave 250-450 MB of wheel copies; pytest keeps old tmp dirs, so drop them."""
+    yield
+    for name in ("cache", "served"):
+        shutil.rmtree(tmp_path / name, ignore_errors=True)
 
 
 @pytest.fixture
