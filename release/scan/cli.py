@@ -10,14 +10,15 @@ from release.core.layout import Layout
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 
 EPILOG = f"""what it writes (unless --dry-run):
-  docs/affected-releases.md                  the table, for people
-  vendor/vllm_fused_moe/affected-releases.json  the same data, shipped in every overlay wheel
-                                             (schema: docs/affected-releases.schema.json)
+  docs/affected-releases.md  the table, for people
+  vendor/vllm_fused_moe/affected-releases.json
+                             the same data, shipped in every overlay wheel (schema:
+                             docs/affected-releases.schema.json); doctor reads it
   A scan of a range updates that range and keeps the rest of the previous document.
 
 per patch and release:
   applies   the patch applies: the release has the bug (status: affected)
-  upstream  its change is already in the release (status: fixed, when every patch is)
+  upstream  its change is already in the release (status: fixed, when none applies)
   absent    the files it changes are not in the release (status: not-affected)
   conflict  neither: the code moved; the release needs a variant of the patch (affected)
 
