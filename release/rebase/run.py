@@ -12,7 +12,7 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import BadInputError, ConflictError, DirtyVendorError
@@ -25,9 +25,9 @@ from release.queue.drift import drift
 from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
-from release.queue.upstreamed import effect_present, hunk_label
 from release.queue.verified import verified_specifier
-from release.rebase.report import Conflict, PatchOutcome, RebaseReport, upstream_changes
+from release.rebase.replay import Replay, replay_series
+from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
 
 STATE = "state.json"
@@ -40,15 +40,6 @@ class RebaseOptions:
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
-
-
-@dataclass
-class Replay:
-    """What replaying the series produced so far; saved to the work dir on a conflict."""
-
-    outcomes: list[PatchOutcome] = field(default_factory=list)
-    applied: list[str] = field(default_factory=list)  # names, in the order of their commits
-    retired: list[str] = field(default_factory=list)
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
@@ -92,75 +83,6 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
         )
     work.mkdir(parents=True)
     return work
-
-
-def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay) -> Patch | None:
-    """Classify each patch in order; returns the patch that conflicts, if any."""
-    for patch in patches:
-        patch_file = work / "patches" / patch.name
-        patch_file.parent.mkdir(parents=True, exist_ok=True)
-        patch_file.write_text(patch.text, encoding="utf-8")
-        if repo.apply_check(patch_file).ok:
-            status, how = "applied", "applies as it is"
-        elif repo.apply_check(patch_file, reverse=True).ok:
-            status, how = "upstream", "reverse-applies cleanly: already upstream"
-        elif effect_present(patch, repo.subtree_files()):
-            status, how = "upstream", "its change is present and its pre-image gone (semantic check)"
-        else:
-            status, how = "applied", "3-way merge"
-        if status == "upstream":
-            replay.retired.append(patch.name)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", how))
-            continue
-        result = repo.am(patch_file)
-        if not result.ok:
-            replay.outcomes.append(
-                PatchOutcome(
-                    patch.name,
-                    patch.subject,
-                    "conflict",
-                    "neither applies nor 3-way merges cleanly",
-                    conflicts=describe_conflict(repo, patch),
-                )
-            )
-            return patch
-        replay.applied.append(patch.name)
-        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", how))
-    return None
-
-
-def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
-    conflicts = []
-    unmerged = repo.unmerged_paths()
-    paths = unmerged or [p for p in patch.files]
-    for path in paths:
-        hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
-        ours, theirs = _conflict_sides(repo.path / path)
-        if not unmerged:
-            theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)
-            ours = "(the pre-image blob of this patch is unknown here, so no 3-way merge was possible)"
-        conflicts.append(Conflict(path, hunks, ours, theirs))
-    return conflicts
-
-
-def _conflict_sides(path: Path) -> tuple[str, str]:
-    if not path.is_file():
-        return "(file deleted upstream)", ""
-    ours: list[str] = []
-    theirs: list[str] = []
-    side = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("<<<<<<<"):
-            side = ours
-        elif line.startswith("=======") and side is ours:
-            side = theirs
-        elif line.startswith(">>>>>>>"):
-            side = None
-            ours.append("...")
-            theirs.append("...")
-        elif side is not None:
-            side.append(line)
-    return "\n".join(ours), "\n".join(theirs)
 
 
 # ---------------------------------------------------------------- stop / finish
