@@ -28,7 +28,7 @@ from release.core.layout import UPSTREAM_PACKAGE, Layout
 from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
-from release.queue.verified import verified_specifier
+from release.queue.verified import flashinfer_range
 
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
@@ -123,7 +123,8 @@ def stage_package(layout: Layout, stage: Path, version: str, pin: Pin, patches: 
     info = build_info(layout, version, pin, patches, epoch)
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
-    (stage / "pyproject.toml").write_text(pyproject(version, pin, verified_specifier(layout)), encoding="utf-8")
+    flashinfer = flashinfer_range(layout, pin.tag, pin.flashinfer)
+    (stage / "pyproject.toml").write_text(pyproject(version, pin, flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, pin, patches), encoding="utf-8")
 
 
@@ -136,7 +137,8 @@ def build_info(layout: Layout, version: str, pin: Pin, patches: list[Patch], epo
         "vllm_wheel_sha256": pin.wheel_sha256,
         "upstream_source": pin.source,
         "upstream_package": UPSTREAM_PACKAGE,
-        "flashinfer_specifier": verified_specifier(layout),
+        "flashinfer_pin": pin.flashinfer,
+        "flashinfer_specifier": flashinfer_range(layout, pin.tag, pin.flashinfer),
         "commit": head_commit(layout.root),
         "source_date_epoch": epoch,
         "patches": [{"name": p.name, "subject": p.subject, "trailers": p.trailers} for p in patches],

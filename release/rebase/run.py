@@ -25,7 +25,7 @@ from release.queue.drift import drift
 from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
-from release.queue.verified import verified_specifier
+from release.queue.verified import verified_versions_text
 from release.rebase.replay import Replay, replay_series
 from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
@@ -210,7 +210,7 @@ def make_report(
         commit=upstream.commit,
         flashinfer_old=queue.pin.flashinfer,
         flashinfer_new=upstream.flashinfer,
-        flashinfer_verified=verified_specifier(options.layout),
+        flashinfer_verified=verified_versions_text(options.layout),
         dry_run=options.dry_run,
         result=result,
         patches=replay.outcomes,
