@@ -29,6 +29,7 @@ from release.queue.verified import verified_versions_text
 from release.rebase.replay import Replay, replay_series
 from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
+from release.train.head import move_head
 
 STATE = "state.json"
 
@@ -171,10 +172,12 @@ def finish(
         commit=upstream.commit,
         files=upstream.file_hashes(),
     )
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
         and not any(o.refreshed for o in replay.outcomes)
+        and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
     if not options.dry_run:
@@ -186,7 +189,15 @@ def finish(
                 retired=retired,
                 series=series.dumps(),
                 pin=pin.dumps(),
+                train=head.text,
             ),
+        )
+    if head.stranded:
+        print(
+            f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
+            f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
+            "until they are removed (`train remove TAG`) or the patch returns to the series",
+            file=sys.stderr,
         )
     shutil.rmtree(work, ignore_errors=True)
     write_report(options, report)
