@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from release.core.errors import (
     EXIT_FAILED,
@@ -46,6 +47,9 @@ EPILOG = """actions:
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
                   sha256, byte for byte; offline when the release wheels are cached
                   (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
+  watch SCAN_JSON for each release a scan (`python -m release scan --json`) lists after the
+                  newest train tag: add it when every patch applies, report it as upstream when
+                  the fix is in it, report a conflict or absence; --report FILE writes Markdown.
 
 sources (--from): pypi (default), wheel:PATH, git+URL, git:PATH, dir:PATH; see `rebase --help`.
 """
@@ -73,6 +77,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check = actions.add_parser("check", help="every tag reproduces its recorded hashes")
     check.add_argument("tags", nargs="*", metavar="TAG", help="only these tags (default: all)")
+    watch = actions.add_parser("watch", help="add the new affected releases a scan found (the watch workflow)")
+    watch.add_argument("scan", type=Path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`")
+    watch.add_argument(
+        "--report", type=Path, default=None, metavar="FILE.md", help="write the Markdown report here, and FILE.json"
+    )
+    watch.add_argument(
+        "--from", dest="source", default=DEFAULT_TRAIN_SOURCE, metavar="SOURCE", help="where to read new tags from"
+    )
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
@@ -83,6 +95,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         return run_remove(layout, args.tag)
     if action == "list":
         return run_list(layout, args.json)
+    if action == "watch":
+        return run_watch(layout, args.scan, args.report, args.source)
     return run_check(layout, args.tags)
 
 
@@ -128,15 +142,25 @@ def run_add(layout: Layout, tags: list[str], source: str) -> int:
         # All or nothing: every tag is replayed before train.toml is written once.
         replays = list(pool.map(lambda tag: replay_for_add(layout, queue, base, tag, source), tags))
     for replay in replays:
-        entry = replay.entry(source)
-        old = train.get(entry.tag)
-        train = train.with_entry(entry)
-        changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
-        how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
-        verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
-        print(f"{verb} {entry.tag}: {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}")
+        train = record(train, replay, source)
     save(layout, train)
     return EXIT_OK
+
+
+def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> None:
+    """Replay, record and save one tag (what `train watch` does per new release)."""
+    replay = replay_for_add(layout, queue, base, tag, source)
+    save(layout, record(Train.load(layout.train), replay, source))
+
+
+def record(train: Train, replay: TagReplay, source: str) -> Train:
+    entry = replay.entry(source)
+    old = train.get(entry.tag)
+    changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
+    how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
+    verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
+    print(f"{verb} {entry.tag}: {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}")
+    return train.with_entry(entry)
 
 
 def save(layout: Layout, train: Train) -> None:
@@ -208,10 +232,16 @@ def rows(layout: Layout) -> tuple[str, list[dict[str, object]]]:
 
 
 def run_list(layout: Layout, as_json: bool) -> int:
-    head, table = rows(layout)
     if as_json:
+        head, table = rows(layout)
         print(json.dumps({"head": head, "releases": table}, indent=2, sort_keys=True))
-        return EXIT_OK
+    else:
+        print(table_text(layout), end="")
+    return EXIT_OK
+
+
+def table_text(layout: Layout) -> str:
+    head, table = rows(layout)
     header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files")
     lines = [
         (
@@ -225,10 +255,12 @@ def run_list(layout: Layout, as_json: bool) -> int:
         for r in table
     ]
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
-    for row in [header, *lines]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    print(f"* the head: vendor/ holds {head}; {len(table)} tags in patches/train.toml")
-    return EXIT_OK
+    out = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *lines]
+    ]
+    out.append(f"* the head: vendor/ holds {head}; {len(table)} tags in patches/train.toml")
+    return "\n".join(out) + "\n"
 
 
 # ------------------------------------------------------------------------- check
@@ -253,3 +285,23 @@ def run_check(layout: Layout, tags: list[str]) -> int:
         )
     print(f"train check: all {len(results)} tags reproduce their recorded pristine and patched sha256")
     return EXIT_OK if not bad else EXIT_FAILED
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: str) -> int:
+    from release.train.watch import load_scan, watch
+
+    report = watch(layout, load_scan(scan_path), source)
+    for line in report.lines:
+        print(line)
+    if not report.lines:
+        print(f"nothing newer than {report.newest_before} in {scan_path}")
+    if report_path is not None:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(report.to_markdown(table_text(layout)), encoding="utf-8")
+        # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
+        report_path.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
+        print(f"report: {report_path}", file=sys.stderr)
+    return EXIT_OK

@@ -221,3 +221,76 @@ def test_a_tag_range_is_its_pin_intersected_with_the_verified_versions(
     assert (found is None) is (expected is None)
     if found is not None and expected is not None:
         assert SpecifierSet(found) == SpecifierSet(expected)
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def scan_document(releases: dict[str, tuple[str, str]], patch: str) -> dict[str, object]:
+    """A `release scan --json` document (schema 1, docs/affected-releases.schema.json) for these
+    releases: {version: (status, state of the patch)}; the watch reads only these keys."""
+    return {
+        "schema": 1,
+        "generated_by": "python -m release scan",
+        "scanned": list(releases),
+        "newest_scanned": list(releases)[-1],
+        "fixed_in": None,
+        "patches": {patch: {"subject": "x", "first_upstream": None}},
+        "releases": {
+            version: {"status": status, "line": "prepare_finalize", "patches": {patch: state}, "in_train": False,
+                      "wheel": f"vllm-{version}-cp38-abi3-manylinux_2_35_x86_64.whl", "flashinfer": ""}
+            for version, (status, state) in releases.items()
+        },
+    }  # fmt: skip
+
+
+def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Path, tmp_path: Path) -> None:
+    layout = Layout(project)
+    patch = Queue.load(layout).series.names[0]
+    tags = train_of(project).tags
+    head = head_of(project)
+    # The two newest tags leave the train, as if vLLM had just published them.
+    new = [t for t in tags if t != head][-2:]
+    for tag in new:
+        assert run_release(project, "train", "remove", tag).returncode == 0
+    newest = train_of(project).tags[-1]
+    document = scan_document(
+        {
+            newest[1:]: ("affected", "applies"),  # not newer than the newest train tag: left alone
+            new[0][1:]: ("affected", "applies"),
+            new[1][1:]: ("affected", "applies"),
+            "0.34.0": ("fixed", "upstream"),
+        },
+        patch,
+    )
+    scan = tmp_path / "scan.json"
+    scan.write_text(json.dumps(document))
+    result = run_release(project, "train", "watch", str(scan), "--report", str(tmp_path / "watch.md"))
+    assert result.returncode == 0, result.stderr
+    assert train_of(project).tags == tags
+    assert f"{new[0]}: affected; added to the train" in result.stdout
+    assert "v0.34.0: upstream (fixed upstream in v0.34.0; no overlay needed)" in result.stdout
+    report = json.loads((tmp_path / "watch.json").read_text())
+    assert report["added"] == new and report["upstream"] == ["v0.34.0"] and report["refused"] == {}
+    assert f"release train: vLLM releases after {newest}".lower() in (tmp_path / "watch.md").read_text().lower()
+    assert run_release(project, "train", "check", *new).returncode == 0
+
+
+def test_watch_lets_the_replay_decide_when_the_scan_says_applies(project: Path, tmp_path: Path) -> None:
+    # The scan is input: a release it calls affected still goes through train add's own replay.
+    patch = Queue.load(Layout(project)).series.names[0]
+    scan = tmp_path / "scan.json"
+    scan.write_text(json.dumps(scan_document({"0.34.0": ("affected", "applies")}, patch)))
+    before = Layout(project).train.read_bytes()
+    result = run_release(project, "train", "watch", str(scan), "--report", str(tmp_path / "watch.md"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "watch.json").read_text())
+    assert report["added"] == [] and "fixed upstream in v0.34.0" in report["refused"]["v0.34.0"]
+    assert Layout(project).train.read_bytes() == before
+
+
+def test_watch_refuses_a_document_that_is_not_a_scan(project: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "scan.json"
+    bad.write_text(json.dumps({"schema": 99}))
+    result = run_release(project, "train", "watch", str(bad))
+    assert result.returncode == 2 and "is not a scan document of schema 1" in result.stderr
