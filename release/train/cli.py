@@ -41,6 +41,7 @@ EPILOG = """actions:
   add TAG...      replay patches/series on each TAG's pristine subtree (scratch dir, no fuzz,
                   3-way) and record it; an existing tag is re-recorded. Refused with exit 2,
                   and nothing written, when a patch conflicts or is already upstream.
+  add --all       re-record every tag from its recorded source (after a change to patches/)
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
                   range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml
@@ -63,13 +64,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add (or re-record) tags")
-    add.add_argument("tags", nargs="+", metavar="TAG", help="vLLM release tags, e.g. v0.20.2")
+    add.add_argument("tags", nargs="*", metavar="TAG", help="vLLM release tags, e.g. v0.20.2")
     add.add_argument(
         "--from",
         dest="source",
-        default=DEFAULT_TRAIN_SOURCE,
+        default=None,
         metavar="SOURCE",
         help=f"where to read each TAG's pristine code (default: {DEFAULT_TRAIN_SOURCE})",
+    )
+    add.add_argument(
+        "--all",
+        action="store_true",
+        help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
     )
     remove = actions.add_parser("remove", help="drop a tag from the train")
     remove.add_argument("tag", metavar="TAG")
@@ -90,7 +96,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     action: str = args.action
     if action == "add":
-        return run_add(layout, args.tags, args.source)
+        if args.all == bool(args.tags):
+            raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
+        if args.all:
+            if args.source:
+                raise BadInputError("--all re-reads every tag from its recorded source; it takes no --from")
+            return run_add(layout, [], None)
+        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE)
     if action == "remove":
         return run_remove(layout, args.tag)
     if action == "list":
@@ -126,13 +138,16 @@ def replay_for_add(layout: Layout, queue: Queue, base: dict[str, bytes], tag: st
     return replay
 
 
-def run_add(layout: Layout, tags: list[str], source: str) -> int:
+def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
+    """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
     for tag in tags:
         version_of_tag(tag)
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
     train = Train.load(layout.train)
+    sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
+    tags = tags or train.tags
     found, base = drift(layout, queue)
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.
@@ -140,9 +155,9 @@ def run_add(layout: Layout, tags: list[str], source: str) -> int:
     workers = min(len(tags), 4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
         # All or nothing: every tag is replayed before train.toml is written once.
-        replays = list(pool.map(lambda tag: replay_for_add(layout, queue, base, tag, source), tags))
+        replays = list(pool.map(lambda tag: replay_for_add(layout, queue, base, tag, sources[tag]), tags))
     for replay in replays:
-        train = record(train, replay, source)
+        train = record(train, replay, sources[replay.tag])
     save(layout, train)
     return EXIT_OK
 

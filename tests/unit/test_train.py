@@ -145,6 +145,8 @@ def test_bad_input_exits_2_and_changes_nothing(project: Path) -> None:
         ("train", "check", "v0.18.0"): "v0.18.0 is not in the train",
         ("train", "add", "nightly"): "is not a vLLM release tag",
         ("train", "add", "v0.21.0", "v0.21.0"): "named twice",
+        ("train", "add"): "takes TAG... or --all",
+        ("train", "add", "--all", "--from", "pypi"): "takes no --from",
     }
     for args, message in cases.items():
         result = run_release(project, *args)
@@ -165,6 +167,10 @@ def test_remove_then_add_gives_back_the_same_bytes(project: Path) -> None:
     assert layout.train.read_bytes() == original
     again = run_release(project, "train", "add", tag)
     assert again.stdout.startswith(f"re-recorded (unchanged) {tag}")
+    assert layout.train.read_bytes() == original
+    every = run_release(project, "train", "add", "--all")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.count("re-recorded (unchanged) ") == len(train_of(project).tags)
     assert layout.train.read_bytes() == original
 
 
