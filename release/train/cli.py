@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from release.core.errors import (
-    EXIT_FAILED,
     EXIT_OK,
     BadInputError,
     DirtyVendorError,
@@ -290,16 +289,14 @@ def run_check(layout: Layout, tags: list[str]) -> int:
             print(f"ok    {result.tag}  ({result.seconds:.2f} s)")
         for finding in result.findings:
             print(f"FAIL  {finding.line()}")
-    bad = [r.tag for r in results if not r.ok]
+    bad = [r for r in results if not r.ok]
     if bad:
-        print(f"train check: {len(bad)} of {len(results)} tags do not reproduce: {', '.join(bad)}", file=sys.stderr)
+        named = "; ".join(f"{r.tag} ({', '.join(sorted({f.file for f in r.findings}))})" for r in bad)
         raise TrainDriftError(
-            f"{', '.join(bad)}: "
-            + "; ".join(f"{f.tag} {f.file}" for r in results for f in r.findings)[:600]
-            + " (each line above says what differs)"
+            f"train check: {len(bad)} of {len(results)} tags do not reproduce their recorded hashes: {named}"
         )
     print(f"train check: all {len(results)} tags reproduce their recorded pristine and patched sha256")
-    return EXIT_OK if not bad else EXIT_FAILED
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------- watch
