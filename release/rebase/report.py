@@ -69,7 +69,8 @@ class RebaseReport:
             + (
                 ""
                 if _pin_within(self.flashinfer_new, self.flashinfer_verified)
-                else " — **outside the verified range: this tag's wheel is not built until that version is verified (docs/contract.md)**"
+                else " — **outside the verified range: this tag's wheel is not built until that version "
+                "is verified (docs/contract.md)**"
             ),
             "",
             "## Patches",
