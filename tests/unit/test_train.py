@@ -25,7 +25,14 @@ TWO_SIDED = "flashinfer_nvlink_two_sided.py"
 # The releases issue 12 names as carrying the double reduce in prepare_finalize/ (data, not code).
 AFFECTED = ["v0.19.0", "v0.19.1", "v0.20.0", "v0.20.1", "v0.20.2", "v0.21.0"]
 # Where no source may be reached: `train check` must not need the network when wheels are cached.
-OFFLINE = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": "/dev/null"}
+# (pip for whole wheels; VLLM_FUSED_MOE_INDEX_URL for the range reader of `--from pypi`.)
+NOWHERE = "http://127.0.0.1:9/simple/"
+OFFLINE = {
+    "PIP_INDEX_URL": NOWHERE,
+    "PIP_NO_INDEX": "1",
+    "PIP_CONFIG_FILE": "/dev/null",
+    "VLLM_FUSED_MOE_INDEX_URL": NOWHERE,
+}
 
 
 def train_of(root: Path) -> Train:
