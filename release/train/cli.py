@@ -147,6 +147,10 @@ def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
     train = Train.load(layout.train)
     sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
     tags = tags or train.tags
+    if not tags:
+        raise BadInputError(
+            "the train is empty: nothing to re-record", hint="add a tag: `python -m release train add TAG`"
+        )
     found, base = drift(layout, queue)
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.
