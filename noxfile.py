@@ -69,8 +69,14 @@ def scan(session: nox.Session) -> None:
 
 
 @nox.session
+def train(session: nox.Session) -> None:
+    """The release train: nox -s train -- add TAG... | remove TAG | list [--json] | check [TAG...]."""
+    release(session, "train")
+
+
+@nox.session
 def build(session: nox.Session) -> None:
-    """Build the overlay wheel into dist/ (reproducible)."""
+    """Build the overlay wheel into dist/ (reproducible): the head, or `-- --all` for one per train tag."""
     release(session, "build")
 
 

@@ -63,6 +63,7 @@ COMMANDS: tuple[Command, ...] = (
             (*_COMMON, EXIT_CONFLICT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
+    Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship", _COMMON),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _COMMON),
     Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _COMMON),
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),

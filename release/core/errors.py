@@ -208,3 +208,34 @@ class PackageIndexError(BadInputError):
         "check the network to the package index, or set VLLM_FUSED_MOE_INDEX_URL to a PEP 503/691 simple index; "
         "wheels already in the cache are read offline"
     )
+
+
+class UnverifiedFlashInferError(BadInputError):
+    """A tag's own FlashInfer pin admits none of the versions in VERIFIED.toml."""
+
+    default_hint = (
+        "verify that version first (docs/contract.md: the CPU contract, then `nox -s kernel` on a GPU) and add it "
+        "to vendor/vllm_fused_moe/VERIFIED.toml; `python -m release train list` shows each tag's range"
+    )
+
+
+class UnknownTrainTagError(BadInputError):
+    default_hint = "`python -m release train list` names the tags of the train; `train add TAG` adds one"
+
+
+class TrainRefusedError(BadInputError):
+    """`train add`: the series does not replay on the tag as it stands; the train is unchanged."""
+
+    default_hint = (
+        "a conflicting patch needs a release line of its own (docs/patch-queue.md); a fix already upstream "
+        "needs no overlay for that tag"
+    )
+
+
+class TrainDriftError(ReleaseError):
+    """`train check`: a tag does not reproduce what patches/train.toml records for it."""
+
+    default_hint = (
+        "recorded hashes change only through `python -m release train add TAG` (it re-records the tag); "
+        "an edit to patches/ that was meant goes with re-recording every tag (docs/patch-queue.md)"
+    )

@@ -69,7 +69,8 @@ class RebaseReport:
             + (
                 ""
                 if _pin_within(self.flashinfer_new, self.flashinfer_verified)
-                else " — **outside the verified range: run `nox -s kernel` before release**"
+                else " — **outside the verified range: this tag's wheel is not built until that version "
+                "is verified (docs/contract.md)**"
             ),
             "",
             "## Patches",
@@ -125,14 +126,16 @@ class RebaseReport:
         return md, js
 
 
-def _pin_within(pin: str, specifier: str) -> bool:
+def _pin_within(pin: str, verified: str) -> bool:
+    """Is vLLM's exact FlashInfer pin one of the verified versions ("0.6.6, 0.6.8.post1")?"""
     from packaging.requirements import Requirement
-    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-        return bool(pinned) and all(SpecifierSet(specifier).contains(v, prereleases=True) for v in pinned)
+        versions = [Version(v.strip()) for v in verified.split(",") if v.strip()]
+        return bool(pinned) and all(Version(v) in versions for v in pinned)
     except Exception:
         return False
 

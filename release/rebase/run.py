@@ -12,7 +12,7 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import BadInputError, ConflictError, DirtyVendorError
@@ -25,10 +25,11 @@ from release.queue.drift import drift
 from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
-from release.queue.upstreamed import classify, hunk_label
-from release.queue.verified import verified_specifier
-from release.rebase.report import Conflict, PatchOutcome, RebaseReport, upstream_changes
+from release.queue.verified import verified_versions_text
+from release.rebase.replay import Replay, replay_series
+from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
+from release.train.head import move_head
 
 STATE = "state.json"
 
@@ -40,15 +41,6 @@ class RebaseOptions:
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
-
-
-@dataclass
-class Replay:
-    """What replaying the series produced so far; saved to the work dir on a conflict."""
-
-    outcomes: list[PatchOutcome] = field(default_factory=list)
-    applied: list[str] = field(default_factory=list)  # names, in the order of their commits
-    retired: list[str] = field(default_factory=list)
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
@@ -92,67 +84,6 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
         )
     work.mkdir(parents=True)
     return work
-
-
-def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay) -> Patch | None:
-    """Classify each patch in order; returns the patch that conflicts, if any."""
-    for patch in patches:
-        patch_file = work / "patches" / patch.name
-        patch_file.parent.mkdir(parents=True, exist_ok=True)
-        patch_file.write_text(patch.text, encoding="utf-8")
-        decided = classify(repo, patch, patch_file)
-        if decided.status == "upstream":
-            replay.retired.append(patch.name)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", decided.how))
-            continue
-        if decided.status == "conflict":
-            replay.outcomes.append(
-                PatchOutcome(
-                    patch.name,
-                    patch.subject,
-                    "conflict",
-                    decided.how,
-                    conflicts=describe_conflict(repo, patch),
-                )
-            )
-            return patch
-        replay.applied.append(patch.name)
-        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", decided.how))
-    return None
-
-
-def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
-    conflicts = []
-    unmerged = repo.unmerged_paths()
-    paths = unmerged or [p for p in patch.files]
-    for path in paths:
-        hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
-        ours, theirs = _conflict_sides(repo.path / path)
-        if not unmerged:
-            theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)
-            ours = "(the pre-image blob of this patch is unknown here, so no 3-way merge was possible)"
-        conflicts.append(Conflict(path, hunks, ours, theirs))
-    return conflicts
-
-
-def _conflict_sides(path: Path) -> tuple[str, str]:
-    if not path.is_file():
-        return "(file deleted upstream)", ""
-    ours: list[str] = []
-    theirs: list[str] = []
-    side = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("<<<<<<<"):
-            side = ours
-        elif line.startswith("=======") and side is ours:
-            side = theirs
-        elif line.startswith(">>>>>>>"):
-            side = None
-            ours.append("...")
-            theirs.append("...")
-        elif side is not None:
-            side.append(line)
-    return "\n".join(ours), "\n".join(theirs)
 
 
 # ---------------------------------------------------------------- stop / finish
@@ -241,10 +172,12 @@ def finish(
         commit=upstream.commit,
         files=upstream.file_hashes(),
     )
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
         and not any(o.refreshed for o in replay.outcomes)
+        and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
     if not options.dry_run:
@@ -256,7 +189,15 @@ def finish(
                 retired=retired,
                 series=series.dumps(),
                 pin=pin.dumps(),
+                train=head.text,
             ),
+        )
+    if head.stranded:
+        print(
+            f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
+            f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
+            "until they are removed (`train remove TAG`) or the patch returns to the series",
+            file=sys.stderr,
         )
     shutil.rmtree(work, ignore_errors=True)
     write_report(options, report)
@@ -280,7 +221,7 @@ def make_report(
         commit=upstream.commit,
         flashinfer_old=queue.pin.flashinfer,
         flashinfer_new=upstream.flashinfer,
-        flashinfer_verified=verified_specifier(options.layout),
+        flashinfer_verified=verified_versions_text(options.layout),
         dry_run=options.dry_run,
         result=result,
         patches=replay.outcomes,

@@ -22,6 +22,7 @@ class Outputs:
     retired: dict[str, str]  # patch name -> text with Applied-Upstream set
     series: str
     pin: str
+    train: str | None = None  # patches/train.toml with the head's entry moved; None: no train here
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -39,6 +40,9 @@ def install(layout: Layout, outputs: Outputs) -> None:
             (new_patches / "retired" / name).write_text(text, encoding="utf-8")
             (new_patches / name).unlink()
         (new_patches / "series").write_text(outputs.series, encoding="utf-8")
+        if outputs.train is not None:
+            # train.toml lives in patches/, so it moves in the same rename as the series.
+            (new_patches / "train.toml").write_text(outputs.train, encoding="utf-8")
         new_pin = stage / "UPSTREAM.toml"
         new_pin.write_text(outputs.pin, encoding="utf-8")
         _swap(

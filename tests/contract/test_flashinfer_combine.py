@@ -40,10 +40,16 @@ def test_installed_flashinfer_is_a_verified_version() -> None:
     assert installed in verified.versions
 
 
-def test_verified_versions_lie_inside_the_specifier() -> None:
-    verified = read_verified_flashinfer()
-    assert verified.versions
-    assert all(Version(v) in verified.specifier for v in verified.versions)
+def test_every_verified_version_says_how_it_was_verified() -> None:
+    from moe_contract.paths import VERIFIED_TOML
+
+    from release.queue.verified import read_verified
+
+    entries = read_verified(VERIFIED_TOML).entries
+    assert entries
+    for entry in entries:
+        assert str(Version(entry.version)) == entry.version, "a verified version is written in PEP 440 normal form"
+        assert "tests/" in entry.how, f"{entry.version}: `how` must name the suites that ran against it"
 
 
 def test_vllm_under_test_is_the_pinned_tag() -> None:

@@ -19,7 +19,7 @@ from release.core.layout import Layout, read_tree
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
 from release.queue.pin import Pin
 from release.queue.series import Series
-from release.queue.verified import verified_specifier
+from release.queue.verified import read_verified
 from tests.overlay.freshvenv import pip_env
 
 
@@ -45,7 +45,9 @@ def test_metadata_pins_the_vllm_tag_and_the_verified_flashinfer(built: BuildResu
     requires = {Requirement(r).name: Requirement(r) for r in headers.get_all("Requires-Dist")}
     assert set(requires) == {"vllm", "flashinfer-python"}
     assert str(requires["vllm"].specifier) == f"=={pin.version}"
-    assert requires["flashinfer-python"].specifier == SpecifierSet(verified_specifier(layout))
+    # The head's own FlashInfer pin intersected with the verified versions.
+    expected = read_verified(layout.verified_toml).range_for(pin.flashinfer)
+    assert expected and requires["flashinfer-python"].specifier == SpecifierSet(expected)
     assert headers["Name"] == "vllm-fused-moe"
     assert Version(headers["Version"]).public == pin.version
     assert headers["Requires-Python"]

@@ -36,7 +36,21 @@ def report() -> dict:
         "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
         "subtree": str(_meta.SUBTREE),
+        "what_to_do": what_to_do(info, vllm_installed, vllm_problem, mode),
     }
+
+
+def what_to_do(info: dict[str, object], vllm_installed: str | None, vllm_problem: str | None, mode: str) -> str | None:
+    """For a vLLM this wheel was not built for: which wheel to install instead, or why there is none."""
+    if mode == "off" or not vllm_installed or not vllm_problem:
+        return None
+    wanted = vllm_installed.split("+", 1)[0]
+    return (
+        f"this wheel is the overlay of vLLM {info['vllm_tag']} only; each affected vLLM release has its own. "
+        f"Install the one for vLLM {wanted}: pip install 'vllm-fused-moe=={wanted}' from the same index. "
+        f"If the index has none, vLLM {wanted} has no overlay (its release either has the fix already or is "
+        "not in the train): uninstall vllm-fused-moe; docs/overlay.md, 'No overlay for your vLLM', says more"
+    )
 
 
 def format_report(data: dict) -> str:
@@ -57,6 +71,8 @@ def format_report(data: dict) -> str:
         lines.append("  status          hook not installed in this interpreter (vllm_fused_moe.pth not processed?)")
     else:
         lines.append(f"  status          does not activate: {data['why_not']}")
+    if data.get("what_to_do"):
+        lines.append(f"  what to do      {data['what_to_do']}")
     if data["flashinfer_problem"]:
         lines.append(f"  warning         {data['flashinfer_problem']}")
     lines.append(f"patches ({len(data['patches'])}):")

@@ -28,6 +28,9 @@ def _from_source_tree() -> dict[str, Any]:
     upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
     verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
     tag = str(upstream["tag"])
+    pin = str(upstream.get("flashinfer", "")).removeprefix("flashinfer-python")
+    # What `release build` requires for this tag: the tag's own pin ∩ the verified versions.
+    inside = [str(v["version"]) for v in verified["verified"] if _satisfies(str(v["version"]), pin)]
     return {
         "version": "source",
         "vllm_tag": tag,
@@ -35,8 +38,34 @@ def _from_source_tree() -> dict[str, Any]:
         "vllm_wheel": upstream.get("wheel", ""),
         "vllm_wheel_sha256": upstream.get("wheel_sha256", ""),
         "upstream_source": upstream.get("source", ""),
-        "flashinfer_specifier": str(verified["specifier"]),
+        "flashinfer_pin": str(upstream.get("flashinfer", "")),
+        "flashinfer_specifier": _range(pin, inside),
         "commit": "",
         "source_date_epoch": 0,
         "patches": [],
     }
+
+
+def _satisfies(version: str, specifier: str) -> bool:
+    if not specifier:
+        return True
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:  # only an exact pin can be judged without packaging
+        return specifier == f"=={version}"
+    return SpecifierSet(specifier).contains(version, prereleases=True)
+
+
+def _range(pin: str, inside: list[str]) -> str:
+    """The same range `release build` writes (release/queue/verified.py: range_for)."""
+    if len(inside) == 1:
+        return f"=={inside[0]}"
+    if not inside:
+        return "===none-verified"  # no version is verified for this tag: every installed one is outside
+    try:
+        from packaging.version import Version
+
+        ordered = sorted(inside, key=Version)
+    except ImportError:
+        ordered = sorted(inside)
+    return ",".join(part for part in (pin, f">={ordered[0]}", f"<={ordered[-1]}") if part)
