@@ -30,7 +30,10 @@ class BadInputError(ReleaseError):
 
 
 class UnknownTagError(BadInputError):
-    default_hint = "list release tags with `git ls-remote --tags https://github.com/vllm-project/vllm` or `pip index versions vllm`"
+    default_hint = (
+        "list release tags with `git ls-remote --tags https://github.com/vllm-project/vllm` "
+        "or `pip index versions vllm`"
+    )
 
 
 class SourceError(BadInputError):
@@ -76,7 +79,10 @@ class DriftError(ReleaseError):
 
 
 class UnknownPatchError(BadInputError):
-    default_hint = "name a patch by path, by file name in patches/, or by its number (`0001`); `python -m release status` lists them"
+    default_hint = (
+        "name a patch by path, by file name in patches/, or by its number (`0001`); "
+        "`python -m release status` lists them"
+    )
 
 
 class AlreadyUpstreamError(BadInputError):

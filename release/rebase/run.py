@@ -132,7 +132,7 @@ def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Repl
 def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
     conflicts = []
     unmerged = repo.unmerged_paths()
-    paths = unmerged or [p for p in patch.files]
+    paths = unmerged or list(patch.files)
     for path in paths:
         hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
         ours, theirs = _conflict_sides(repo.path / path)
@@ -228,7 +228,7 @@ def finish(
     exported = repo.export(base, work / "export")
     if len(exported) != len(replay.applied):
         raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
-    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported)}
+    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported, strict=True)}
     by_name = {p.name: p for p in queue.patches}
     for outcome in replay.outcomes:
         if outcome.status == "applied":

@@ -144,7 +144,8 @@ def gsm8k_evidence(reports: Path, root: Path) -> Evidence:
         _, path, data = newest[backend]
         rel = _rel(path, root)
         evidence.sources.append(rel)
-        gate = f"{'PASS' if data.get('passed') else 'FAIL'} ({data.get('gate_metric', '?')} ≥ {data.get('threshold', '?')})"
+        verdict = "PASS" if data.get("passed") else "FAIL"
+        gate = f"{verdict} ({data.get('gate_metric', '?')} ≥ {data.get('threshold', '?')})"
         for run in data.get("runs", []):
             metrics = run.get("metrics", {})
             strict, flexible = metrics.get("strict-match", {}), metrics.get("flexible-extract", {})

@@ -39,8 +39,10 @@ def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path
         tmp_path / "upstream", mode="alternate", fix_active=False, data=tiny_data, overlay_version=None
     )
     report_dir = tmp_path / "report"
-    code = cli.run(parse(*common(tiny_data, report_dir, "--compare", "--limit", "4",
-                                 "--venv", str(fixed), "--upstream-venv", str(upstream))), Layout.default())  # fmt: skip
+    argv = common(
+        tiny_data, report_dir, "--compare", "--limit", "4", "--venv", str(fixed), "--upstream-venv", str(upstream)
+    )
+    code = cli.run(parse(*argv), Layout.default())
     assert code == 0
     report = json.loads((report_dir / "report.json").read_text())
     assert [run["label"] for run in report["runs"]] == ["without-fix", "with-fix"]

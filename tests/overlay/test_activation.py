@@ -98,7 +98,7 @@ def test_another_vllm_version_does_not_activate_and_says_why(runs) -> None:
 
 
 def test_strict_makes_a_mismatch_an_error(runs) -> None:
-    report, output = runs["strict"]
+    report, _output = runs["strict"]
     assert report["error"].startswith("OverlayMismatchError")
     assert "vLLM 0.21.0 is installed" in report["error"]
 

@@ -68,5 +68,5 @@ def test_outside_flashinfer_warns_and_still_activates(
 
 def test_outside_flashinfer_is_an_error_when_strict(outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_activate.MODE_ENV, "strict")
-    with pytest.raises(_activate.OverlayMismatchError, match="0.7.3 is outside"):
+    with pytest.raises(_activate.OverlayMismatchError, match=r"0\.7\.3 is outside"):
         _activate.decide()
