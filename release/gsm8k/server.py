@@ -146,7 +146,8 @@ class ManagedServer:
     def is_healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as response:
-                return 200 <= response.status < 300
+                status: int = response.status
+                return 200 <= status < 300
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             return False
 

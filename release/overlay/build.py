@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from release.core.errors import BadInputError, BadPatchLevelError, BuildError, ToolMissingError
 from release.core.git import commit_time, head_commit
@@ -29,6 +30,11 @@ from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
 from release.queue.verified import verified_specifier
+
+if TYPE_CHECKING:
+    # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
+    # Not importable at run time (vendor/ is not on sys.path), so for the type checker only.
+    from vllm_fused_moe._meta import BuildInfo
 
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
@@ -127,7 +133,7 @@ def stage_package(layout: Layout, stage: Path, version: str, pin: Pin, patches: 
     (stage / "README.md").write_text(readme(version, pin, patches), encoding="utf-8")
 
 
-def build_info(layout: Layout, version: str, pin: Pin, patches: list[Patch], epoch: int) -> dict:
+def build_info(layout: Layout, version: str, pin: Pin, patches: list[Patch], epoch: int) -> BuildInfo:
     return {
         "version": version,
         "vllm_tag": pin.tag,

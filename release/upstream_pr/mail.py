@@ -67,4 +67,4 @@ def applies_to(files: dict[str, bytes], mail: Patch) -> tuple[bool, str]:
         mail_file = Path(tmp) / mail.name
         mail_file.write_text(mail.text, encoding="utf-8")
         result = repo.apply_check(mail_file)
-    return result.ok, result.stderr.strip()
+    return result.ok, result.err.strip()

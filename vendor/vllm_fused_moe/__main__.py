@@ -18,7 +18,19 @@ from vllm_fused_moe._finder import TARGET, installed_finder
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
 
-def report() -> dict:
+class Report(_meta.BuildInfo):
+    """The build facts plus what this interpreter has installed (`--json` prints it)."""
+
+    installed: dict[str, str | None]
+    mode: str
+    hook_installed: bool
+    would_activate: bool
+    why_not: str | None
+    flashinfer_problem: str | None
+    subtree: str
+
+
+def report() -> Report:
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -39,7 +51,7 @@ def report() -> dict:
     }
 
 
-def format_report(data: dict) -> str:
+def format_report(data: Report) -> str:
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
