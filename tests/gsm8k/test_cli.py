@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gsm8k_helpers import make_fake_serving_env
 
+from helpers.gsm8k import make_fake_serving_env
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
 from release.core.layout import Layout
 from release.gsm8k import cli, smoke
@@ -145,7 +145,7 @@ def test_sigterm_to_the_cli_stops_the_server_and_exits_130(tmp_path: Path, tiny_
     import os
     import signal
 
-    from gsm8k_helpers import process_gone, wait_until
+    from helpers.gsm8k import process_gone, wait_until
 
     child_file, argv_file = tmp_path / "child.pid", tmp_path / "argv.json"
     fixed = make_fake_serving_env(

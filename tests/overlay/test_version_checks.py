@@ -7,12 +7,8 @@ given as an argument or read from a monkeypatched metadata lookup.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vendor"))
 from vllm_fused_moe import _activate
 
 INFO = {

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_release
 from release.core.versions import Version, parse_version
 from release.rebase.tags import newer_than, newest_after, parse_ls_remote, releases
-from tests.conftest import run_release
 
 # Recorded in the real format: "<sha>\trefs/tags/<name>", annotated tags followed by their
 # peeled "^{}" line. Includes what must not be chosen: rc and dev pre-releases, a wheel

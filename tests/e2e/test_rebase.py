@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_release, snapshot
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.pristine.sources import fetch
-from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
