@@ -41,7 +41,7 @@ class SourceError(BadInputError):
 
 
 class MalformedPatchError(BadInputError):
-    default_hint = "re-export the patch with `git format-patch` (see docs/adding-a-patch.md)"
+    default_hint = 're-export the patch with `git format-patch` (docs/patch-queue.md, "Add a patch")'
 
 
 class MalformedSeriesError(BadInputError):
@@ -73,9 +73,9 @@ class GitError(ReleaseError):
 
 
 class DriftError(ReleaseError):
-    """vendor/ differs from pristine + series (reported by `check`)."""
+    """vendor/ differs from pristine + series (`check`, after listing each file on stdout)."""
 
-    default_hint = "a hand edit belongs in a patch: docs/adding-a-patch.md"
+    default_hint = 'a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"'
 
 
 class UnknownPatchError(BadInputError):

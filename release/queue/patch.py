@@ -25,14 +25,6 @@ class Hunk:
     lines: tuple[str, ...]  # each starts with ' ', '-' or '+'
 
     @property
-    def pre_image(self) -> list[str]:
-        return [line[1:] for line in self.lines if line[:1] in (" ", "-")]
-
-    @property
-    def post_image(self) -> list[str]:
-        return [line[1:] for line in self.lines if line[:1] in (" ", "+")]
-
-    @property
     def removed(self) -> list[str]:
         return [line[1:] for line in self.lines if line.startswith("-")]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.layout import Layout, write_files
@@ -21,7 +21,6 @@ class Outputs:
     retired: dict[str, str]  # patch name -> text with Applied-Upstream set
     series: str
     pin: str
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def install(layout: Layout, outputs: Outputs) -> None:

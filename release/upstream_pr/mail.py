@@ -16,7 +16,7 @@ from pathlib import Path
 from release.core.git import WorkRepo
 from release.queue.patch import TRAILER_RE, Patch
 
-# DEP-3 fields and our own; see DESIGN.md "A patch file".
+# DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(
     {
         "Origin",

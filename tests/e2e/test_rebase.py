@@ -112,6 +112,11 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
     assert any(line.startswith("added") and "extra.py" in line for line in lines)
     assert any(line.startswith("missing") and "mori.py" in line for line in lines)
     assert len(lines) == 4
+    # Then the one error line and hint every failure gets (DriftError), with no traceback.
+    assert result.stderr.splitlines() == [
+        "error: vendor/ drifted from pristine + series in 4 file(s)",
+        'hint: a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"',
+    ]
 
 
 # ------------------------------------------------------------------ git sources
