@@ -91,7 +91,7 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def exit_codes_text(meanings: dict[int, str]) -> str:
-    return "exit codes:\n" + "\n".join(f"  {code:<3}  {meanings[code]}" for code in sorted(meanings))
+    return "exit codes:\n" + "\n".join(f"  {code}  {meanings[code]}" for code in sorted(meanings))
 
 
 def exit_code_table() -> str:
