@@ -63,6 +63,12 @@ def check(session: nox.Session) -> None:
 
 
 @nox.session
+def scan(session: nox.Session) -> None:
+    """Classify every vLLM release on the index for each patch: nox -s scan -- [--since TAG] [--until TAG]."""
+    release(session, "scan")
+
+
+@nox.session
 def build(session: nox.Session) -> None:
     """Build the overlay wheel into dist/ (reproducible)."""
     release(session, "build")

@@ -82,6 +82,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _COMMON),
+    Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _COMMON),
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
     Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
     Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),

@@ -235,3 +235,21 @@ class PublishError(ReleaseError):
     """Writing into the index failed midway; what was written is rolled back."""
 
     default_hint = "the index was restored to what it was before; check the disk and publish again"
+
+
+class WheelIntegrityError(BadInputError):
+    """A release wheel (from the index or a local file) is not what its RECORD or the index says."""
+
+    default_hint = (
+        "the wheel's bytes differ from its RECORD or from the index's sha256; nothing was used. "
+        "Retry (a cached copy is re-read), or pass --from git+URL to read the tag from git instead"
+    )
+
+
+class PackageIndexError(BadInputError):
+    """The package index could not be read (network, URL, or an answer we cannot parse)."""
+
+    default_hint = (
+        "check the network to the package index, or set VLLM_FUSED_MOE_INDEX_URL to a PEP 503/691 simple index; "
+        "wheels already in the cache are read offline"
+    )

@@ -26,7 +26,7 @@ from release.queue.drift import drift
 from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
-from release.queue.upstreamed import effect_present, hunk_label
+from release.queue.upstreamed import classify, hunk_label
 from release.queue.verified import verified_specifier
 from release.rebase.report import Conflict, PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
@@ -135,32 +135,24 @@ def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Repl
         patch_file = work / "patches" / patch.name
         patch_file.parent.mkdir(parents=True, exist_ok=True)
         patch_file.write_text(patch.text, encoding="utf-8")
-        if repo.apply_check(patch_file).ok:
-            status, how = "applied", "applies as it is"
-        elif repo.apply_check(patch_file, reverse=True).ok:
-            status, how = "upstream", "reverse-applies cleanly: already upstream"
-        elif effect_present(patch, repo.subtree_files()):
-            status, how = "upstream", "its change is present and its pre-image gone (semantic check)"
-        else:
-            status, how = "applied", "3-way merge"
-        if status == "upstream":
+        decided = classify(repo, patch, patch_file)
+        if decided.status == "upstream":
             replay.retired.append(patch.name)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", how))
+            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", decided.how))
             continue
-        result = repo.am(patch_file)
-        if not result.ok:
+        if decided.status == "conflict":
             replay.outcomes.append(
                 PatchOutcome(
                     patch.name,
                     patch.subject,
                     "conflict",
-                    "neither applies nor 3-way merges cleanly",
+                    decided.how,
                     conflicts=describe_conflict(repo, patch),
                 )
             )
             return patch
         replay.applied.append(patch.name)
-        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", how))
+        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", decided.how))
     return None
 
 

@@ -58,6 +58,7 @@ def test_wheel_holds_the_vendored_subtree_byte_for_byte_and_its_provenance(built
         assert archive.read(f"vllm_fused_moe/prepare_finalize/{rel}") == data, rel
     assert archive.read("vllm_fused_moe/UPSTREAM.toml") == layout.upstream_toml.read_bytes()
     assert archive.read("vllm_fused_moe/VERIFIED.toml") == layout.verified_toml.read_bytes()
+    assert archive.read("vllm_fused_moe/affected-releases.json") == layout.affected_json.read_bytes()  # doctor reads it
     assert archive.read("vllm_fused_moe/patches/series") == layout.series.read_bytes()
     names = Series.load(layout.series).names
     for name in names:
