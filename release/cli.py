@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -105,7 +105,13 @@ def exit_code_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `argv`, only the commands it names are configured.
+
+    Configuring a command imports its module, and some pull in heavy libraries (the wheel reader
+    imports requests): `python -m release check` should not pay for them. The list of commands
+    and their help come from the registry either way.
+    """
     every = {code: EXIT_MEANINGS[code] for command in COMMANDS for code in command.exit_codes}
     parser = argparse.ArgumentParser(
         prog="python -m release",
@@ -116,23 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        configure, runner = command.load()
         sub = commands.add_parser(
             command.name,
             help=command.help,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        configure(sub)
+        if argv is None or command.name in argv:
+            configure, runner = command.load()
+            configure(sub)
+            sub.set_defaults(func=runner)
         # A command may write its own epilog (sources, notes); the exit codes always end it.
         own = exit_codes_text({code: command.meaning(code) for code in command.exit_codes})
         sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + own
-        sub.set_defaults(func=runner)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     layout = Layout(args.root.resolve()) if args.root else Layout.default()
     try:
         return int(args.func(args, layout))
