@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from release.core.errors import (
     BadInputError,
@@ -40,6 +41,11 @@ from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
 from release.queue.verified import flashinfer_range, read_verified
+
+if TYPE_CHECKING:
+    # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
+    # Not importable at run time (vendor/ is not on sys.path), so for the type checker only.
+    from vllm_fused_moe._meta import BuildInfo
 
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
@@ -226,9 +232,7 @@ def stage_package(
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
 
 
-def build_info(
-    layout: Layout, version: str, target: BuildTarget, patches: list[Patch], epoch: int
-) -> dict[str, object]:
+def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[Patch], epoch: int) -> BuildInfo:
     pin = target.pin
     return {
         "version": version,

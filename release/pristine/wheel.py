@@ -280,14 +280,9 @@ def pypi_content(version: str, want: Want) -> WheelContent:
     server refuses ranges.
     """
     directory = _version_dir(version)
-    try:
-        entry = lookup(version)
-    except PackageIndexError:
-        legacy = _wheels_for(directory, version)
-        if not legacy:
-            raise
-        note(f"the package index cannot be reached; reading {legacy[0]} unverified against it (RECORD is checked)")
-        return read_local(legacy[0], want, how="cached wheel")
+    entry = _index_entry_or_cached(version, directory, "reading it (RECORD is checked)")
+    if isinstance(entry, Path):
+        return read_local(entry, want, how="cached wheel")
     full = directory / entry.filename
     if full.is_file():
         if _verified_cached_wheel(full, entry):
@@ -306,6 +301,18 @@ def pypi_content(version: str, want: Want) -> WheelContent:
         return _download_and_read(entry, full, want)
     _store_members(members, content, record, extra)
     return content
+
+
+def _index_entry_or_cached(version: str, directory: Path, doing: str) -> IndexFile | Path:
+    """The index's file for `version`; offline, a wheel already in the cache (said to be unverified)."""
+    try:
+        return lookup(version)
+    except PackageIndexError:
+        legacy = _wheels_for(directory, version)
+        if not legacy:
+            raise
+        note(f"the package index cannot be reached; {legacy[0]} is in the cache, {doing} unverified against it")
+        return legacy[0]
 
 
 def _download_and_read(entry: IndexFile, full: Path, want: Want) -> WheelContent:
@@ -328,14 +335,9 @@ def pypi_wheel(tag: str) -> Path:
     """The whole release wheel of `tag` in the cache (verified against the index), downloaded if need be."""
     version = version_of_tag(tag)
     directory = _version_dir(version)
-    try:
-        entry = lookup(version)
-    except PackageIndexError:
-        legacy = _wheels_for(directory, version)
-        if not legacy:
-            raise
-        note(f"the package index cannot be reached; using {legacy[0]} unverified against it")
-        return legacy[0]
+    entry = _index_entry_or_cached(version, directory, "using it")
+    if isinstance(entry, Path):
+        return entry
     full = directory / entry.filename
     if full.is_file() and _verified_cached_wheel(full, entry):
         return full

@@ -35,8 +35,8 @@ def _core(hunk: Hunk) -> tuple[list[str], list[str]]:
     lead = _normalise(before)[-1:]
     tail = _normalise(after)[:1]
     middle = lines[first : last + 1]
-    pre = lead + _normalise([l[1:] for l in middle if l[:1] in " -"]) + tail
-    post = lead + _normalise([l[1:] for l in middle if l[:1] in " +"]) + tail
+    pre = lead + _normalise([line[1:] for line in middle if line[:1] in " -"]) + tail
+    post = lead + _normalise([line[1:] for line in middle if line[:1] in " +"]) + tail
     return pre, post
 
 

@@ -104,7 +104,8 @@ class RebaseReport:
                 "",
                 f"The half-done state is in `{self.work_dir}`; vendor/ and patches/ are unchanged.",
                 "",
-                f"- resolve: edit the files named above in `{self.work_dir}/repo`, `git -C {self.work_dir}/repo add <file>`, then",
+                f"- resolve: edit the files named above in `{self.work_dir}/repo`, "
+                f"`git -C {self.work_dir}/repo add <file>`, then",
                 f"- continue: `{self.continue_command}`",
                 f"- or abort: `{self.abort_command}`",
             ]
@@ -148,8 +149,8 @@ def upstream_changes(old: dict[str, bytes], new: dict[str, bytes]) -> list[FileC
         if name in old and name in new and a == b:
             continue
         diff = list(difflib.unified_diff(a, b, lineterm="", n=0))
-        plus = sum(1 for l in diff if l.startswith("+") and not l.startswith("+++"))
-        minus = sum(1 for l in diff if l.startswith("-") and not l.startswith("---"))
+        plus = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
+        minus = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
         kind = "added" if name not in old else "removed" if name not in new else "modified"
         changes.append(FileChange(name, kind, plus, minus))
     return changes

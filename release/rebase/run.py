@@ -12,8 +12,9 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from release.core.errors import BadInputError, ConflictError, DirtyVendorError
 from release.core.git import WorkRepo
@@ -32,6 +33,40 @@ from release.rebase.swap import Outputs, install
 from release.train.head import move_head
 
 STATE = "state.json"
+
+
+class UpstreamState(TypedDict):
+    flashinfer: str
+    wheel: str
+    wheel_sha256: str
+    commit: str
+
+
+class OutcomeState(TypedDict):
+    """A PatchOutcome as saved in the state file."""
+
+    name: str
+    subject: str
+    status: str
+    how: str
+    refreshed: bool
+    conflicts: list[dict[str, object]]
+
+
+class RebaseState(TypedDict):
+    """The work directory's state.json: what `rebase --continue` needs to finish the run."""
+
+    tag: str
+    source: str
+    dry_run: bool
+    report_dir: str
+    fingerprint: str
+    upstream: UpstreamState
+    conflicted: str
+    remaining: list[str]
+    applied: list[str]
+    retired: list[str]
+    outcomes: list[OutcomeState]
 
 
 @dataclass
@@ -111,7 +146,7 @@ def stop_on_conflict(
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", "not-reached", "after the conflict"))
-    state = {
+    state: RebaseState = {
         "tag": options.tag,
         "source": options.source,
         "dry_run": options.dry_run,
@@ -127,7 +162,17 @@ def stop_on_conflict(
         "remaining": remaining,
         "applied": replay.applied,
         "retired": replay.retired,
-        "outcomes": [o.__dict__ | {"conflicts": [c.__dict__ for c in o.conflicts]} for o in replay.outcomes],
+        "outcomes": [
+            OutcomeState(
+                name=o.name,
+                subject=o.subject,
+                status=o.status,
+                how=o.how,
+                refreshed=o.refreshed,
+                conflicts=[asdict(c) for c in o.conflicts],
+            )
+            for o in replay.outcomes
+        ],
     }
     (work / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     report = make_report(options, queue, upstream, old_pristine, replay, "conflict")
@@ -151,7 +196,7 @@ def finish(
     exported = repo.export(base, work / "export")
     if len(exported) != len(replay.applied):
         raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
-    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported)}
+    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported, strict=True)}
     by_name = {p.name: p for p in queue.patches}
     for outcome in replay.outcomes:
         if outcome.status == "applied":
@@ -238,11 +283,12 @@ def write_report(options: RebaseOptions, report: RebaseReport) -> None:
 # ------------------------------------------------------------- continue / abort
 
 
-def load_state(work: Path) -> dict:
+def load_state(work: Path) -> RebaseState:
     state_file = work / STATE
     if not state_file.is_file():
         raise BadInputError(f"{work} holds no rebase in progress", hint="the conflict report names the work directory")
-    return json.loads(state_file.read_text(encoding="utf-8"))
+    state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
+    return state
 
 
 def abort(layout: Layout, work: Path) -> None:

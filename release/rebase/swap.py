@@ -6,10 +6,9 @@ any of them fails, so a rebase leaves either the old state or the new one.
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.layout import Layout, write_files
@@ -23,7 +22,6 @@ class Outputs:
     series: str
     pin: str
     train: str | None = None  # patches/train.toml with the head's entry moved; None: no train here
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def install(layout: Layout, outputs: Outputs) -> None:
@@ -59,12 +57,12 @@ def _swap(layout: Layout, pairs: list[tuple[Path, Path]], stage: Path) -> None:
     try:
         for new, target in pairs:
             backup = stage / f"old-{target.name}"
-            os.replace(target, backup)
+            target.replace(backup)
             done.append((target, backup))
-            os.replace(new, target)
+            new.replace(target)
     except BaseException:
         for target, backup in reversed(done):
             if target.exists():
                 shutil.rmtree(target) if target.is_dir() else target.unlink()
-            os.replace(backup, target)
+            backup.replace(target)
         raise

@@ -11,6 +11,8 @@ import importlib.metadata
 
 import pytest
 import torch
+from packaging.version import Version
+
 from moe_contract.checks import RELATIVE_TOLERANCE, worst_row_error
 from moe_contract.flashinfer_two_sided import (
     COMBINE_FUNCTION,
@@ -25,7 +27,6 @@ from moe_contract.flashinfer_two_sided import (
 from moe_contract.one_sided_kernel_order import one_sided_topk_sum
 from moe_contract.problem import PAYLOAD_DTYPES
 from moe_contract.verified import read_verified_flashinfer
-from packaging.version import Version
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,7 +43,6 @@ def test_installed_flashinfer_is_a_verified_version() -> None:
 
 def test_every_verified_version_says_how_it_was_verified() -> None:
     from moe_contract.paths import VERIFIED_TOML
-
     from release.queue.verified import read_verified
 
     entries = read_verified(VERIFIED_TOML).entries

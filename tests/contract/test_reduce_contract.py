@@ -1,6 +1,7 @@
 """The reduce contract end to end: real processes, real vLLM runner, dense float32 reference."""
 
 import pytest
+
 from moe_contract.cases import LAYOUTS, problems_for
 from moe_contract.checks import (
     MODULES,

@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, VENDORED_PREPARE_FINALIZE
 from moe_contract.prepare_finalize_sources import SourceVariant
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import kernel_probe
 import pytest
+
+import kernel_probe
 
 pytestmark = pytest.mark.gpu
 

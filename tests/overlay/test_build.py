@@ -14,13 +14,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
 from release.core.layout import Layout, read_tree
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
 from release.queue.pin import Pin
 from release.queue.series import Series
 from release.queue.verified import read_verified
-from tests.overlay.freshvenv import pip_env
 
 
 def _metadata(wheel: Path) -> tuple[HeaderParser, zipfile.ZipFile]:

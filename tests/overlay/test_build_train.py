@@ -19,12 +19,12 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from helpers import REPO, run_release, snapshot
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
 from release.queue.pin import Pin
 from release.queue.verified import read_verified
 from release.train.model import Train
-from tests.conftest import REPO, run_release, snapshot
 
 pytestmark = pytest.mark.slow
 SUBTREE = "vllm_fused_moe/prepare_finalize/"

@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.freshvenv import create, pip_env, site_packages
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, build_train
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
 from release.queue.verified import read_verified
 from release.train.model import Train
-from tests.overlay.freshvenv import create, pip_env, site_packages
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
+from helpers import REPO, run_release, snapshot
 from release.core.layout import Layout, read_tree
 from release.pristine.sources import fetch
 from release.queue.load import Queue
 from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
 from release.train.model import Train
-from tests.conftest import REPO, run_release, snapshot
 
 TWO_SIDED = "flashinfer_nvlink_two_sided.py"
 # The releases issue 12 names as carrying the double reduce in prepare_finalize/ (data, not code).

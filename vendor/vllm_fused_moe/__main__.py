@@ -18,7 +18,20 @@ from vllm_fused_moe._finder import TARGET, installed_finder
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
 
-def report() -> dict:
+class Report(_meta.BuildInfo):
+    """The build facts plus what this interpreter has installed (`--json` prints it)."""
+
+    installed: dict[str, str | None]
+    mode: str
+    hook_installed: bool
+    would_activate: bool
+    why_not: str | None
+    flashinfer_problem: str | None
+    what_to_do: str | None
+    subtree: str
+
+
+def report() -> Report:
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -40,7 +53,7 @@ def report() -> dict:
     }
 
 
-def what_to_do(info: dict[str, object], vllm_installed: str | None, vllm_problem: str | None, mode: str) -> str | None:
+def what_to_do(info: _meta.BuildInfo, vllm_installed: str | None, vllm_problem: str | None, mode: str) -> str | None:
     """For a vLLM this wheel was not built for: which wheel to install instead, or why there is none."""
     if mode == "off" or not vllm_installed or not vllm_problem:
         return None
@@ -53,7 +66,7 @@ def what_to_do(info: dict[str, object], vllm_installed: str | None, vllm_problem
     )
 
 
-def format_report(data: dict) -> str:
+def format_report(data: Report) -> str:
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",

@@ -101,7 +101,7 @@ def installed_vllm_version() -> str | None:
         return None
 
 
-def vllm_problem(info: dict, installed: str | None = None) -> str | None:
+def vllm_problem(info: _meta.BuildInfo, installed: str | None = None) -> str | None:
     """Why this vLLM is not the one the overlay was built for, or None."""
     installed = installed if installed is not None else installed_vllm_version()
     if installed is None:
@@ -159,7 +159,8 @@ def logger() -> logging.Logger:
         # Importing vllm.logger applies vLLM's logging configuration if nothing has yet.
         from vllm.logger import init_logger
 
-        return init_logger(LOGGER_NAME)
+        vllm_log: logging.Logger = init_logger(LOGGER_NAME)
+        return vllm_log
     except Exception:
         log = logging.getLogger(LOGGER_NAME)
         if not log.handlers and not logging.getLogger().handlers:

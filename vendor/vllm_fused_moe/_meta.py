@@ -8,21 +8,45 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 HERE = Path(__file__).resolve().parent
 BUILD_INFO = HERE / "_build_info.json"
 SUBTREE = HERE / "prepare_finalize"
 
 
-def load() -> dict[str, Any]:
+class PatchInfo(TypedDict):
+    name: str
+    subject: str
+    trailers: dict[str, str]
+
+
+class BuildInfo(TypedDict):
+    """The keys of `_build_info.json` (written by release/overlay/build.py, read here)."""
+
+    version: str
+    vllm_tag: str
+    vllm_version: str
+    vllm_wheel: str
+    vllm_wheel_sha256: str
+    upstream_source: str
+    upstream_package: str
+    flashinfer_pin: str  # the tag's own pin, from vLLM's METADATA
+    flashinfer_specifier: str  # what the wheel requires: the pin ∩ VERIFIED.toml
+    commit: str
+    source_date_epoch: int
+    patches: list[PatchInfo]
+
+
+def load() -> BuildInfo:
     try:
-        return json.loads(BUILD_INFO.read_text(encoding="utf-8"))
+        info: BuildInfo = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return _from_source_tree()
+    return info
 
 
-def _from_source_tree() -> dict[str, Any]:
+def _from_source_tree() -> BuildInfo:
     import tomllib  # only a source checkout gets here, and the tooling is 3.11+
 
     upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
@@ -39,6 +63,7 @@ def _from_source_tree() -> dict[str, Any]:
         "vllm_wheel_sha256": upstream.get("wheel_sha256", ""),
         "upstream_source": upstream.get("source", ""),
         "flashinfer_pin": str(upstream.get("flashinfer", "")),
+        "upstream_package": str(upstream["subtree"]).replace("/", "."),
         "flashinfer_specifier": _range(pin, inside),
         "commit": "",
         "source_date_epoch": 0,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_release, snapshot
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.pristine.sources import fetch
-from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
@@ -31,7 +31,8 @@ def reduced_flags(root: Path) -> list[str]:
     for rel in (TWO_SIDED, ONE_SIDED):
         lines = (root / rel).read_text().splitlines()
         at = next(i for i, line in enumerate(lines) if "def output_is_reduced" in line)
-        flags.append(next(l.strip() for l in lines[at + 1 :] if l.strip() and not l.strip().startswith("#")))
+        code = (line.strip() for line in lines[at + 1 :])
+        flags.append(next(line for line in code if line and not line.startswith("#")))
     return flags
 
 
@@ -106,11 +107,16 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
     result = run_release(project, "check")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert any(l.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in l for l in lines)
-    assert any(l.startswith("edited") and "batched.py" in l for l in lines)
-    assert any(l.startswith("added") and "extra.py" in l for l in lines)
-    assert any(l.startswith("missing") and "mori.py" in l for l in lines)
+    assert any(line.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in line for line in lines)
+    assert any(line.startswith("edited") and "batched.py" in line for line in lines)
+    assert any(line.startswith("added") and "extra.py" in line for line in lines)
+    assert any(line.startswith("missing") and "mori.py" in line for line in lines)
     assert len(lines) == 4
+    # Then the one error line and hint every failure gets (DriftError), with no traceback.
+    assert result.stderr.splitlines() == [
+        "error: vendor/ drifted from pristine + series in 4 file(s)",
+        'hint: a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"',
+    ]
 
 
 # ------------------------------------------------------------------ git sources
@@ -278,9 +284,9 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     before = snapshot(project)
     result = run_release(project, "rebase", *[a.format(**fill) for a in args])
     assert result.returncode == 2, (result.stdout, result.stderr)
-    error_lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-    assert any(l.startswith("hint: ") for l in result.stderr.splitlines())
+    assert any(line.startswith("hint: ") for line in result.stderr.splitlines())
     assert snapshot(project) == before
     assert not (project / ".work").exists() or not any((project / ".work").iterdir())
 

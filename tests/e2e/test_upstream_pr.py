@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_release, snapshot
 from release.core.layout import UPSTREAM_SUBTREE
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
 from release.pristine.sources import fetch
 from release.queue.patch import Patch
 from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
-from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the v0.20.0 wheel comes from the package index once, then the cache
 
