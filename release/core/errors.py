@@ -190,3 +190,12 @@ class IndexCorruptError(BadInputError):
 
 class PublishError(ReleaseError):
     default_hint = "the index was restored to what it was before; check the disk and publish again"
+
+
+class DoctorError(BadInputError):
+    """`release doctor` got no report from the interpreter it asked: exit 2, the doctor's "cannot tell"."""
+
+    default_hint = (
+        "--python must be a Python 3.10+ interpreter of the environment to check (e.g. /opt/venv/bin/python); "
+        "run it with vendor/vllm_fused_moe/doctor.py by hand to see its own error"
+    )

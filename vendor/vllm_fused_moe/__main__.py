@@ -1,5 +1,8 @@
 """`python -m vllm_fused_moe [info] [--json]` (also `vllm-fused-moe info`): what is deployed.
 
+`vllm-fused-moe doctor ...` (vllm_fused_moe.doctor) answers the other question: is this
+environment affected by the double reduce, and is the fix live? (docs/doctor.md)
+
 For whoever debugs a deployment: the vLLM tag this overlay was built for, the patches and
 their origins, and whether it would activate with the vLLM and FlashInfer installed here.
 It reads package metadata only; it does not import vLLM (which takes seconds).
@@ -11,6 +14,7 @@ import argparse
 import json
 import sys
 from importlib import metadata
+from typing import Any
 
 from vllm_fused_moe import MODE_ENV, _activate, _meta
 from vllm_fused_moe._finder import TARGET, installed_finder
@@ -18,7 +22,7 @@ from vllm_fused_moe._finder import TARGET, installed_finder
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
 
-def report() -> dict:
+def report() -> dict[str, Any]:
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -39,7 +43,7 @@ def report() -> dict:
     }
 
 
-def format_report(data: dict) -> str:
+def format_report(data: dict[str, Any]) -> str:
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
@@ -70,10 +74,20 @@ def format_report(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-fused-moe", description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="info", choices=["info"])
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["doctor"]:
+        # Its own options, and `-- VLLM_SERVE_ARGS...` that argparse here must not see.
+        from vllm_fused_moe import doctor
+
+        return doctor.main(args_given[1:])
+    parser = argparse.ArgumentParser(
+        prog="vllm-fused-moe",
+        description=__doc__.splitlines()[0],
+        epilog="vllm-fused-moe doctor --help: is this environment affected, and is the fix live?",
+    )
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "doctor"])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
     data = report()
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
     return 0
