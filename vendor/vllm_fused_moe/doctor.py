@@ -480,8 +480,8 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
     # Affected: is our fix for this very release in place, and will vLLM run it?
     ours = overlay["for_this_vllm"]
     if ours and overlay["activates"] and overlay["hook_installed"] and reduced is not False:
-        how = "read from the classes vLLM resolves (--live)" if reduced else "the import hook's own decision"
-        return "fixed-live", f"{release['why']}; our fix is live here ({how})"
+        how = "the classes vLLM resolves say so (--live)" if reduced else "the import hook's own decision"
+        return "fixed-live", f"{release['why']}; our fix is live here: {how}"
     if serve is not None and serve["conclusive"] and not serve["reduce_runs"]:
         return "not-used", f"{release['why']}, but this command line does not run it: {serve['why']}"
     if ours:
