@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,11 +55,13 @@ def _wall(argv: list[str], runs: int) -> tuple[float, subprocess.CompletedProces
     return statistics.median(times), proc
 
 
-def _paired(plain: list[str], doctor: list[str], runs: int) -> tuple[float, float, float, dict]:
+def _paired(plain: list[str], doctor: list[str], runs: int) -> tuple[float, float, float, dict[str, Any]]:
     """Alternate the two commands so that a busy machine slows both alike; medians and the median difference."""
     for argv in (plain, doctor):
         subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT)
-    a, b, report = [], [], {}
+    a: list[float] = []
+    b: list[float] = []
+    report: dict[str, Any] = {}
     for _ in range(runs):
         for argv, into in ((plain, a), (doctor, b)):
             started = time.perf_counter()
