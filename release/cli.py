@@ -87,6 +87,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
     Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
     Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
+    Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
+            _COMMON),
     Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",
             (*_COMMON, EXIT_INFRASTRUCTURE), exit_texts=_GSM8K_EXITS),
 )  # fmt: skip

@@ -284,3 +284,12 @@ class TrainDriftError(ReleaseError):
         "recorded hashes change only through `python -m release train add TAG` (it re-records the tag); "
         "an edit to patches/ that was meant goes with re-recording every tag (docs/patch-queue.md)"
     )
+
+
+class DoctorError(BadInputError):
+    """`release doctor` got no report from the interpreter it asked: exit 2, the doctor's "cannot tell"."""
+
+    default_hint = (
+        "--python must be a Python 3.10+ interpreter of the environment to check (e.g. /opt/venv/bin/python); "
+        "run it with vendor/vllm_fused_moe/doctor.py by hand to see its own error"
+    )

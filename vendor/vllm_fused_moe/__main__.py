@@ -1,5 +1,8 @@
 """`python -m vllm_fused_moe [info] [--json]` (also `vllm-fused-moe info`): what is deployed.
 
+`vllm-fused-moe doctor ...` (vllm_fused_moe.doctor) answers the other question: is this
+environment affected by the double reduce, and is the fix live? (docs/doctor.md)
+
 For whoever debugs a deployment: the vLLM tag this overlay was built for, the patches and
 their origins, and whether it would activate with the vLLM and FlashInfer installed here.
 It reads package metadata only; it does not import vLLM (which takes seconds).
@@ -99,10 +102,20 @@ def format_report(data: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-fused-moe", description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="info", choices=["info"])
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["doctor"]:
+        # Its own options, and `-- VLLM_SERVE_ARGS...` that argparse here must not see.
+        from vllm_fused_moe import doctor
+
+        return doctor.main(args_given[1:])
+    parser = argparse.ArgumentParser(
+        prog="vllm-fused-moe",
+        description=__doc__.splitlines()[0],
+        epilog="vllm-fused-moe doctor --help: is this environment affected, and is the fix live?",
+    )
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "doctor"])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
     data = report()
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
     return 0
