@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
-from tests.doctor.common import (
+from helpers import REPO
+from helpers.doctor import (
     FIXTURE_SCAN,
     SCHEMA,
     SCRIPT,

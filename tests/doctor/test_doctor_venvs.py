@@ -29,14 +29,14 @@ from typing import Any
 
 import pytest
 
+from helpers import REPO
+from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
+from helpers.freshvenv import create, pip_env
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, build
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
 from release.queue.pin import Pin
-from tests.conftest import REPO
-from tests.doctor.common import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
-from tests.overlay.freshvenv import create, pip_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # the first fixed release is downloaded once
 
