@@ -17,7 +17,7 @@ SCHEMA = REPO / "docs" / "doctor.schema.json"
 # The scan helper writes the real file (python -m release scan); until it is in the tree, the fixture
 # has its exact shape and the facts of the real wheels (0.19.0-0.21.0 affected, fixed from 0.22.0).
 REAL_SCAN = REPO / "vendor" / "vllm_fused_moe" / "affected-releases.json"
-FIXTURE_SCAN = Path(__file__).with_name("affected-releases.fixture.json")
+FIXTURE_SCAN = REPO / "tests" / "doctor" / "affected-releases.fixture.json"
 
 
 def scan_file() -> Path:
