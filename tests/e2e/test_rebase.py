@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_release, snapshot
+from helpers import private_cache, run_release, snapshot
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.pristine.sources import fetch
@@ -282,7 +282,8 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
 
     fill = {"git": str(vllm_git), "empty": str(empty), "wheel20": str(pypi_wheel("v0.20.0"))}
     before = snapshot(project)
-    result = run_release(project, "rebase", *[a.format(**fill) for a in args])
+    # A tag PyPI lacks makes the CLI try a download: it must leave nothing in the user's cache.
+    result = run_release(project, "rebase", *[a.format(**fill) for a in args], env=private_cache(tmp_path))
     assert result.returncode == 2, (result.stdout, result.stderr)
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
