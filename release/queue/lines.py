@@ -33,7 +33,8 @@ class Line:
     markers: tuple[str, ...]  # a release is on the line when it has all of these (default: the modules)
     series: str = "patches/series"  # relative to the checkout
     contains: tuple[tuple[str, str], ...] = ()  # (marker file, text it must contain)
-    note: str = ""  # why the line exists, for docs/affected-releases.md
+    note: str = ""  # where the affected code lives, for docs/affected-releases.md
+    fires: str = ""  # when the double reduce actually happens on this line, for the same page
 
     def wants(self, member: str) -> bool:
         """Is this wheel member one of the line's modules (bytecode left out)?"""
@@ -152,8 +153,10 @@ def _line(path: Path, index: int, item: object) -> Line:
     series = item.get("series", "patches/series")
     if not isinstance(series, str) or series.startswith("/") or ".." in series.split("/"):
         raise ConfigError(f"{path}: line {name!r}: `series` must be a path inside the checkout", hint=HINT)
-    note = item.get("note", "")
-    return Line(name, modules, markers, series, tuple(contains), note if isinstance(note, str) else "")
+    note, fires = item.get("note", ""), item.get("fires", "")
+    if not isinstance(note, str) or not isinstance(fires, str):
+        raise ConfigError(f"{path}: line {name!r}: `note` and `fires` are strings", hint=HINT)
+    return Line(name, modules, markers, series, tuple(contains), note, fires)
 
 
 def read_lines(path: Path) -> Lines:
