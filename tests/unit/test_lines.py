@@ -126,7 +126,7 @@ def test_a_variant_outside_its_line_or_a_series_naming_nothing_is_refused(tmp_pa
     from release.queue.series import Series
 
     (tmp_path / "series").write_text("0009-nothing.patch\n")
-    with pytest.raises(MalformedSeriesError, match="0009-nothing.patch"):
+    with pytest.raises(MalformedSeriesError, match=r"0009-nothing\.patch"):
         Series.load(tmp_path / "series", common=layout.patches)
 
 
