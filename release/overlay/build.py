@@ -232,7 +232,7 @@ def stage_package(
         (package / "UPSTREAM.toml").write_text(target.pin.dumps(), encoding="utf-8")
     (package / "patches").mkdir()
     # The series this wheel's files carry: patches/series for the head line, the line's own otherwise.
-    (package / "patches" / "series").write_text("".join(p.name + "\n" for p in patches), encoding="utf-8")
+    shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
     for patch in patches:
         (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
     info = build_info(layout, version, target, patches, epoch, line.targets(line.overlay_dir))

@@ -58,7 +58,8 @@ def targets() -> dict[str, str]:
     if _TARGETS is None:
         info = load()
         found = info.get("targets")
-        _TARGETS = dict(found) if found else {info["upstream_package"]: SUBTREE.name + "/"}
+        package = info.get("upstream_package") or "vllm.model_executor.layers.fused_moe.prepare_finalize"
+        _TARGETS = dict(found) if found else {package: SUBTREE.name + "/"}
     return _TARGETS
 
 
