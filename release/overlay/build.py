@@ -36,7 +36,9 @@ from release.core.errors import (
 )
 from release.core.git import commit_time, head_commit
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_PACKAGE, UPSTREAM_SUBTREE, Layout, write_files
+from release.core.layout import UPSTREAM_PACKAGE, Layout, write_files
+from release.queue.lines import HEAD_LINE, Line, read_lines
+from release.queue.load import line_patches
 from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
@@ -74,6 +76,8 @@ class BuildTarget:
     pin: Pin
     flashinfer: str  # the PEP 440 range the wheel requires: the tag's pin ∩ VERIFIED.toml
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
+    line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
+    patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
             hint="`python -m release train check` lists every tag and file that differ",
         )
     head = Pin.load(layout.upstream_toml).tag
+    lines = read_lines(layout.lines)
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
@@ -144,24 +149,27 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
                 target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]))
             else:
                 assert checked.replay is not None  # a check without findings made the tree
+                line = lines.get(entry.line)
                 pin = Pin(
                     tag=entry.tag,
                     source=entry.source,
-                    subtree=UPSTREAM_SUBTREE,
+                    subtree=line.root,
                     flashinfer=entry.flashinfer,
                     wheel=entry.wheel,
                     wheel_sha256=entry.wheel_sha256,
                     commit=entry.commit,
                     files=entry.pristine,
                 )
-                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files)
+                target = BuildTarget(
+                    pin, str(ranges[entry.tag]), checked.replay.files, line, tuple(line_patches(layout, line))
+                )
             results.append(build_target(plan, target, Path(scratch) / entry.tag))
         return [_deliver(result, plan.out) for result in results]
 
 
 def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path) -> BuildResult:
     started = time.perf_counter()
-    patches = active_patches(plan.layout)
+    patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
     level = plan.patch_level if plan.patch_level is not None else max(len(patches), 1)
     version = overlay_version(target.pin.version, level)
     epoch = source_date_epoch(plan.layout.root)
@@ -218,21 +226,39 @@ def stage_package(
         # Another tag of the train: its own subtree and pin replace the head's.
         ignored += ["prepare_finalize", "UPSTREAM.toml"]
     shutil.copytree(layout.overlay, package, ignore=shutil.ignore_patterns(*ignored))
+    line = target.line or head_line(layout)
     if target.subtree is not None:
-        write_files(package / "prepare_finalize", target.subtree)
+        write_files(package / line.overlay_dir, target.subtree)
         (package / "UPSTREAM.toml").write_text(target.pin.dumps(), encoding="utf-8")
     (package / "patches").mkdir()
-    shutil.copyfile(layout.series, package / "patches" / "series")
+    # The series this wheel's files carry: patches/series for the head line, the line's own otherwise.
+    shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
     for patch in patches:
-        shutil.copyfile(layout.patches / patch.name, package / "patches" / patch.name)
-    info = build_info(layout, version, target, patches, epoch)
+        (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
+    info = build_info(layout, version, target, patches, epoch, line.targets(line.overlay_dir))
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, target.pin, target.flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
 
 
-def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[Patch], epoch: int) -> BuildInfo:
+def head_line(layout: Layout) -> Line:
+    """The head's release line: the one its train entry names (the head line by default)."""
+    from release.train.model import Train
+
+    pin = Pin.load(layout.upstream_toml)
+    entry = Train.load(layout.train).get(pin.tag) if layout.train.is_file() else None
+    return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)
+
+
+def build_info(
+    layout: Layout,
+    version: str,
+    target: BuildTarget,
+    patches: list[Patch],
+    epoch: int,
+    targets: dict[str, str] | None = None,
+) -> BuildInfo:
     pin = target.pin
     return {
         "version": version,
@@ -241,7 +267,8 @@ def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[
         "vllm_wheel": pin.wheel,
         "vllm_wheel_sha256": pin.wheel_sha256,
         "upstream_source": pin.source,
-        "upstream_package": UPSTREAM_PACKAGE,
+        "upstream_package": pin.subtree.replace("/", "."),
+        "targets": targets if targets is not None else {UPSTREAM_PACKAGE: "prepare_finalize/"},
         "flashinfer_pin": pin.flashinfer,
         "flashinfer_specifier": target.flashinfer,
         "commit": head_commit(layout.root),
@@ -251,6 +278,7 @@ def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[
 
 
 def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
+    modules = pin.subtree.rsplit("/", 1)[-1]  # prepare_finalize for the head line, fused_moe for older ones
     return f'''[build-system]
 requires = ["{BACKEND}=={BACKEND_VERSION}"]
 build-backend = "hatchling.build"
@@ -258,7 +286,7 @@ build-backend = "hatchling.build"
 [project]
 name = "{PROJECT}"
 version = "{version}"
-description = "vLLM {pin.tag} fused-MoE prepare_finalize with the vllm-fused-moe patch series, activated in place"
+description = "vLLM {pin.tag} fused-MoE {modules} with the vllm-fused-moe patch series, activated in place"
 readme = "README.md"
 license = "Apache-2.0"
 requires-python = ">=3.10"
@@ -279,8 +307,8 @@ def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
     lines = [
         f"# vllm-fused-moe {version}",
         "",
-        f"vLLM {pin.tag}'s `{UPSTREAM_PACKAGE}` with these patches, served under the upstream module",
-        "names by an import hook (`vllm_fused_moe.pth`). `VLLM_FUSED_MOE=off` disables it,",
+        f"vLLM {pin.tag}'s `{pin.subtree.replace('/', '.')}` modules with these patches, served under the",
+        "upstream module names by an import hook (`vllm_fused_moe.pth`). `VLLM_FUSED_MOE=off` disables it,",
         "`VLLM_FUSED_MOE=strict` turns a version mismatch into an error. `vllm-fused-moe info` tells all.",
         "",
     ]

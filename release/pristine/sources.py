@@ -10,22 +10,24 @@ from release.pristine.dir_source import read_dir
 from release.pristine.git_source import read_git
 from release.pristine.tree import UpstreamTree
 from release.pristine.wheel import read_pypi, read_wheel
+from release.queue.lines import Line
 
 DEFAULT_GIT_URL = "https://github.com/vllm-project/vllm.git"
 DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"
 
 
-def fetch(tag: str, source: str) -> UpstreamTree:
+def fetch(tag: str, source: str, line: Line | None = None) -> UpstreamTree:
+    """`tag`'s pristine code: the modules of `line` (default: the head's subtree), keyed below its root."""
     version_of_tag(tag)
     kind, _, rest = source.partition(":")
     if source == "pypi":
-        return read_pypi(tag)
+        return read_pypi(tag, line)
     if kind == "wheel" and rest:
-        return read_wheel(tag, Path(rest), source_label=source)
+        return read_wheel(tag, Path(rest), source, line)
     if kind == "dir" and rest:
-        return read_dir(tag, Path(rest), source)
+        return read_dir(tag, Path(rest), source, line)
     if kind == "git" and rest:
-        return read_git(tag, rest, source)
+        return read_git(tag, rest, source, line)
     if kind == "git+http" or kind == "git+https" or kind == "git+file" or kind == "git+ssh":
-        return read_git(tag, source.removeprefix("git+"), source)
+        return read_git(tag, source.removeprefix("git+"), source, line)
     raise SourceError(f"unknown source {source!r}")

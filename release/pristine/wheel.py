@@ -39,6 +39,7 @@ from release.core.versions import version_of_tag
 from release.pristine.index import IndexFile, note, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
 from release.pristine.tree import UpstreamTree, _flashinfer_pin, _metadata_field
+from release.queue.lines import Line
 
 Want = Callable[[str], bool]
 DIST_INFO_RE = re.compile(r"^[^/]+\.dist-info/(METADATA|RECORD)$")
@@ -352,15 +353,16 @@ def _wheels_for(directory: Path, version: str) -> list[Path]:
     return sorted(p for p in directory.glob("vllm-*.whl") if pattern.match(p.name)) if directory.is_dir() else []
 
 
-def _tree(tag: str, content: WheelContent, source_label: str) -> UpstreamTree:
+def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None = None) -> UpstreamTree:
     version = version_of_tag(tag)
     wheel_version = _metadata_field(content.metadata, "Version")
     if wheel_version and wheel_version != version:
         raise SourceError(f"{content.wheel} is vLLM {wheel_version}, not {tag}")
-    prefix = UPSTREAM_SUBTREE + "/"
+    root = line.root if line else UPSTREAM_SUBTREE
+    prefix = root + "/"
     files = {name[len(prefix) :]: data for name, data in content.files.items()}
     if not files:
-        raise SourceError(f"{content.wheel} has no {UPSTREAM_SUBTREE}/")
+        raise SourceError(f"{content.wheel} has no {' '.join(line.modules) if line else prefix}")
     return UpstreamTree(
         tag=tag,
         source=source_label,
@@ -371,13 +373,14 @@ def _tree(tag: str, content: WheelContent, source_label: str) -> UpstreamTree:
     )
 
 
-def read_pypi(tag: str) -> UpstreamTree:
-    """`--from pypi`: the subtree of `tag`'s release wheel, read lazily or from the cache."""
-    return _tree(tag, pypi_content(version_of_tag(tag), subtree_member), "pypi")
+def read_pypi(tag: str, line: Line | None = None) -> UpstreamTree:
+    """`--from pypi`: the line's modules (default: the subtree) of `tag`'s release wheel, read lazily or cached."""
+    want = line.wants if line else subtree_member
+    return _tree(tag, pypi_content(version_of_tag(tag), want), "pypi", line)
 
 
-def read_wheel(tag: str, wheel: Path, source_label: str) -> UpstreamTree:
-    """`--from wheel:PATH`: the subtree of a local wheel file."""
+def read_wheel(tag: str, wheel: Path, source_label: str, line: Line | None = None) -> UpstreamTree:
+    """`--from wheel:PATH`: the line's modules (default: the subtree) of a local wheel file."""
     if not wheel.is_file():
         raise SourceError(f"no wheel at {wheel}")
-    return _tree(tag, read_local(wheel, subtree_member), source_label)
+    return _tree(tag, read_local(wheel, line.wants if line else subtree_member), source_label, line)

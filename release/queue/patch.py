@@ -41,7 +41,8 @@ class Patch:
     text: str
 
     @classmethod
-    def load(cls, path: Path) -> Patch:
+    def load(cls, path: Path, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> Patch:
+        """Read and validate one patch; `prefixes` are the upstream paths it may touch (its line's modules)."""
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -49,10 +50,10 @@ class Patch:
         except UnicodeDecodeError:
             raise MalformedPatchError(f"{path} is not UTF-8 text") from None
         patch = cls(path.name, text)
-        patch.validate()
+        patch.validate(prefixes)
         return patch
 
-    def validate(self) -> None:
+    def validate(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
         if not self.text.startswith("From "):
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
         if not self.subject:
@@ -63,10 +64,10 @@ class Patch:
         if not hunks:
             raise MalformedPatchError(f"{self.name}: holds no hunk")
         for path in self.files:
-            if not path.startswith(UPSTREAM_SUBTREE_PREFIX):
+            if not any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes):
                 raise MalformedPatchError(
-                    f"{self.name}: touches {path}, outside {UPSTREAM_SUBTREE_PREFIX}",
-                    hint="patches use upstream paths inside the vendored subtree only",
+                    f"{self.name}: touches {path}, outside {', '.join(prefixes)}",
+                    hint="patches use upstream paths inside their release line's modules only (patches/lines.toml)",
                 )
 
     @property

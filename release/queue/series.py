@@ -17,7 +17,8 @@ class Series:
     lines: tuple[str, ...]
 
     @classmethod
-    def load(cls, path: Path) -> Series:
+    def load(cls, path: Path, common: Path | None = None) -> Series:
+        """`common`: where a line's series (patches/lines/<line>/series) finds the patches it shares."""
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -30,8 +31,9 @@ class Series:
             if name in seen:
                 raise MalformedSeriesError(f"{path}: {name!r} is listed twice")
             seen.add(name)
-            if not (path.parent / name).is_file():
-                raise MalformedSeriesError(f"{path} names {name!r}, which is not in {path.parent}")
+            if not (path.parent / name).is_file() and not (common is not None and (common / name).is_file()):
+                where = f"{path.parent}" + (f" nor {common}" if common is not None else "")
+                raise MalformedSeriesError(f"{path} names {name!r}, which is not in {where}")
         return series
 
     @property

@@ -16,7 +16,7 @@ import sys
 from importlib import metadata
 
 from vllm_fused_moe import MODE_ENV, _activate, _meta
-from vllm_fused_moe._finder import TARGET, installed_finder
+from vllm_fused_moe._finder import installed_finder
 
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
@@ -51,7 +51,7 @@ def report() -> Report:
         "would_activate": mode != "off" and vllm_problem is None and installed_finder() is not None,
         "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
-        "subtree": str(_meta.SUBTREE),
+        "subtree": str(_meta.HERE / next(iter(_meta.targets().values())).rstrip("/")),
         "what_to_do": what_to_do(info, vllm_installed, vllm_problem, mode),
     }
 
@@ -74,7 +74,7 @@ def format_report(data: Report) -> str:
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
         f"  vLLM tag        {data['vllm_tag']} ({data['upstream_source']}: {data['vllm_wheel'] or '-'})",
-        f"  overlays        {TARGET}.*",
+        f"  overlays        {', '.join(n + ('.*' if r.endswith('/') else '') for n, r in _meta.targets().items())}",
         f"  from            {data['subtree']}",
         f"  installed vLLM  {data['installed']['vllm'] or 'not installed'}",
         f"  flashinfer      installed {data['installed']['flashinfer-python'] or 'not installed'}, "

@@ -11,6 +11,7 @@ import os
 import sys
 from importlib.machinery import ModuleSpec
 from importlib.util import spec_from_file_location
+from pathlib import Path
 
 from vllm_fused_moe import MODE_ENV, _meta
 from vllm_fused_moe._finder import TARGET
@@ -55,11 +56,11 @@ def decide() -> bool:
 
     patches = ", ".join(p["name"].removesuffix(".patch") for p in info["patches"]) or "none"
     log.info(
-        "vllm-fused-moe %s activated for vLLM %s: %s.* served from %s (patches: %s; flashinfer-python %s, verified %s)",
+        "vllm-fused-moe %s activated for vLLM %s: %s served from %s (patches: %s; flashinfer-python %s, verified %s)",
         info["version"],
         info["vllm_version"],
-        TARGET,
-        _meta.SUBTREE,
+        ", ".join(_meta.targets()),
+        _meta.HERE,
         patches,
         flashinfer or "not installed",
         info["flashinfer_specifier"],
@@ -90,18 +91,25 @@ def activation(
 
 def spec_for(fullname: str) -> ModuleSpec | None:
     """The spec of our file for an upstream module name, or None when we have no such file."""
-    if fullname == TARGET:
-        return spec_from_file_location(
-            fullname, _meta.SUBTREE / "__init__.py", submodule_search_locations=[str(_meta.SUBTREE)]
-        )
-    relative = fullname[len(TARGET) + 1 :].split(".")
-    module_file = _meta.SUBTREE.joinpath(*relative).with_suffix(".py")
-    if module_file.is_file():
-        return spec_from_file_location(fullname, module_file)
-    package = _meta.SUBTREE.joinpath(*relative)
-    if (package / "__init__.py").is_file():
-        return spec_from_file_location(fullname, package / "__init__.py", submodule_search_locations=[str(package)])
+    targets = _meta.targets()
+    rel = targets.get(fullname)
+    if rel is not None:
+        return _spec(fullname, _meta.HERE / rel.rstrip("/"), rel.endswith("/"))
+    for name, rel in targets.items():
+        if rel.endswith("/") and fullname.startswith(name + "."):
+            base = _meta.HERE / rel.rstrip("/")
+            relative = fullname[len(name) + 1 :].split(".")
+            if base.joinpath(*relative).with_suffix(".py").is_file():
+                return _spec(fullname, base.joinpath(*relative).with_suffix(".py"), False)
+            if (base.joinpath(*relative) / "__init__.py").is_file():
+                return _spec(fullname, base.joinpath(*relative), True)
     return None
+
+
+def _spec(fullname: str, path: Path, package: bool) -> ModuleSpec | None:
+    if package:
+        return spec_from_file_location(fullname, path / "__init__.py", submodule_search_locations=[str(path)])
+    return spec_from_file_location(fullname, path) if path.is_file() else None
 
 
 def installed_vllm_version() -> str | None:

@@ -16,19 +16,32 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
+# The head line's package; a build says what it serves in _build_info.json's `targets` (see _meta).
 TARGET = "vllm.model_executor.layers.fused_moe.prepare_finalize"
-_SUBMODULE_PREFIX = TARGET + "."
 
 
 class OverlayFinder:
-    """A `sys.meta_path` finder that answers only for TARGET and its submodules."""
+    """A `sys.meta_path` finder that answers only for this build's target modules (and a target
+    package's submodules): one release line's module set, never a parent package."""
 
     def __init__(self) -> None:
         # None until the subtree is first imported; then the decision holds for the process.
         self.active: bool | None = None
+        # {upstream module name: is a package}; read on the first import under vllm., not at start-up.
+        self.targets: dict[str, bool] | None = None
+
+    def wants(self, fullname: str) -> bool:
+        if not fullname.startswith("vllm."):
+            return False  # the cheap answer for every other import, before anything is read
+        if self.targets is None:
+            self.targets = read_targets()
+        for name, package in self.targets.items():
+            if fullname == name or (package and fullname.startswith(name + ".")):
+                return True
+        return False
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
-        if fullname != TARGET and not fullname.startswith(_SUBMODULE_PREFIX):
+        if not self.wants(fullname):
             return None
         from vllm_fused_moe import _activate
 
@@ -42,6 +55,17 @@ class OverlayFinder:
 
     def invalidate_caches(self) -> None:  # importlib.invalidate_caches() calls this
         pass
+
+
+def read_targets() -> dict[str, bool]:
+    """The module names this build serves (from _meta), each with whether it is a package."""
+    try:
+        from vllm_fused_moe import _meta
+
+        return {name: rel.endswith("/") for name, rel in _meta.targets().items()}
+    except Exception:
+        # Unreadable build facts: the head's package, so that decide() runs and reports the problem.
+        return {TARGET: True}
 
 
 def install() -> None:

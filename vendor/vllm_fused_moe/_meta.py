@@ -36,6 +36,9 @@ class BuildInfo(TypedDict):
     commit: str
     source_date_epoch: int
     patches: list[PatchInfo]
+    # {upstream module name: its path in this package}; a package's path ends in "/". Builds
+    # before release lines had none: then the head's prepare_finalize package (see targets()).
+    targets: dict[str, str]
 
 
 def load() -> BuildInfo:
@@ -44,6 +47,20 @@ def load() -> BuildInfo:
     except FileNotFoundError:
         return _from_source_tree()
     return info
+
+
+_TARGETS: dict[str, str] | None = None
+
+
+def targets() -> dict[str, str]:
+    """What this build serves under vLLM's names: {module name: path below this package}."""
+    global _TARGETS
+    if _TARGETS is None:
+        info = load()
+        found = info.get("targets")
+        package = info.get("upstream_package") or "vllm.model_executor.layers.fused_moe.prepare_finalize"
+        _TARGETS = dict(found) if found else {package: SUBTREE.name + "/"}
+    return _TARGETS
 
 
 def _from_source_tree() -> BuildInfo:
@@ -64,6 +81,7 @@ def _from_source_tree() -> BuildInfo:
         "upstream_source": upstream.get("source", ""),
         "flashinfer_pin": str(upstream.get("flashinfer", "")),
         "upstream_package": str(upstream["subtree"]).replace("/", "."),
+        "targets": {str(upstream["subtree"]).replace("/", "."): SUBTREE.name + "/"},
         "flashinfer_specifier": _range(pin, inside),
         "commit": "",
         "source_date_epoch": 0,
