@@ -7,13 +7,15 @@ import re
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 from release.core.errors import SourceError, UnknownTagError
 from release.core.hashing import file_sha256
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
-from release.pristine.tree import UpstreamTree, _flashinfer_pin, _metadata_field
+from release.pristine import safe
+from release.pristine.tree import UpstreamTree, _flashinfer_pin
 
 
 def cache_dir() -> Path:
@@ -82,23 +84,26 @@ def _wheels_for(directory: Path, version: str) -> list[Path]:
 def read_wheel(tag: str, wheel: Path, source_label: str) -> UpstreamTree:
     if not wheel.is_file():
         raise SourceError(f"no wheel at {wheel}")
-    version = version_of_tag(tag)
     try:
         archive = zipfile.ZipFile(wheel)
     except zipfile.BadZipFile:
         raise SourceError(f"{wheel} is not a wheel (not a zip archive)") from None
     with archive:
         prefix = UPSTREAM_SUBTREE + "/"
-        files = {
-            info.filename[len(prefix) :]: archive.read(info)
-            for info in archive.infolist()
-            if info.filename.startswith(prefix) and not info.is_dir() and "__pycache__" not in info.filename
-        }
-        metadata_name = next((n for n in archive.namelist() if re.match(r"^[^/]+\.dist-info/METADATA$", n)), None)
-        metadata = archive.read(metadata_name).decode("utf-8", "replace") if metadata_name else ""
-    wheel_version = _metadata_field(metadata, "Version")
-    if wheel_version and wheel_version != version:
-        raise SourceError(f"{wheel.name} is vLLM {wheel_version}, not {tag}")
+        try:
+            files = {
+                info.filename[len(prefix) :]: archive.read(info)
+                for info in archive.infolist()
+                if info.filename.startswith(prefix)
+                and not info.is_dir()
+                and "__pycache__" not in info.filename
+                and safe.check_wheel_member(info, wheel.name)
+            }
+            metadata_name = next((n for n in archive.namelist() if re.match(r"^[^/]+\.dist-info/METADATA$", n)), None)
+            metadata_bytes = archive.read(metadata_name) if metadata_name else None
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+            raise SourceError(f"{wheel.name}: its member data is corrupt ({exc})") from None
+    metadata = safe.prove_wheel_version(metadata_bytes, tag, wheel.name)
     if not files:
         raise SourceError(f"{wheel.name} has no {UPSTREAM_SUBTREE}/")
     return UpstreamTree(
