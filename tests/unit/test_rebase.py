@@ -16,7 +16,7 @@ import pytest
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.pristine.sources import fetch
-from tests.conftest import run_release, snapshot
+from tests.conftest import run_release, snapshot, work_leftovers
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
@@ -31,7 +31,7 @@ def reduced_flags(root: Path) -> list[str]:
     for rel in (TWO_SIDED, ONE_SIDED):
         lines = (root / rel).read_text().splitlines()
         at = next(i for i, line in enumerate(lines) if "def output_is_reduced" in line)
-        flags.append(next(l.strip() for l in lines[at + 1 :] if l.strip() and not l.strip().startswith("#")))
+        flags.append(next(x.strip() for x in lines[at + 1 :] if x.strip() and not x.strip().startswith("#")))
     return flags
 
 
@@ -106,10 +106,10 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
     result = run_release(project, "check")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert any(l.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in l for l in lines)
-    assert any(l.startswith("edited") and "batched.py" in l for l in lines)
-    assert any(l.startswith("added") and "extra.py" in l for l in lines)
-    assert any(l.startswith("missing") and "mori.py" in l for l in lines)
+    assert any(x.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in x for x in lines)
+    assert any(x.startswith("edited") and "batched.py" in x for x in lines)
+    assert any(x.startswith("added") and "extra.py" in x for x in lines)
+    assert any(x.startswith("missing") and "mori.py" in x for x in lines)
     assert len(lines) == 4
 
 
@@ -278,11 +278,11 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     before = snapshot(project)
     result = run_release(project, "rebase", *[a.format(**fill) for a in args])
     assert result.returncode == 2, (result.stdout, result.stderr)
-    error_lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    error_lines = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-    assert any(l.startswith("hint: ") for l in result.stderr.splitlines())
+    assert any(x.startswith("hint: ") for x in result.stderr.splitlines())
     assert snapshot(project) == before
-    assert not (project / ".work").exists() or not any((project / ".work").iterdir())
+    assert work_leftovers(project) == []
 
 
 def test_help_documents_sources_and_exit_codes() -> None:
