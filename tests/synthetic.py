@@ -104,7 +104,7 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
     else:
         target.write_text(new)
     work.run("add", "--all")
-    work.run("commit", "-q", "-m", f"{message}\n\nOrigin: vendor, test")
+    work.run("commit", "-q", "-m", f"{message}\n\nOrigin: vendor, test", fixed_date=True)
     mail = work.export(base, project.parent / f"out-{name}")[0]
     (project / "patches" / name).write_text(mail.read_text())
     with (project / "patches" / "series").open("a") as series:
