@@ -21,10 +21,20 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from release.core.errors import BadInputError, BadPatchLevelError, BuildError, ToolMissingError
-from release.core.git import commit_time, head_commit
+from release.core.errors import (
+    BadInputError,
+    BadPatchLevelError,
+    BuildError,
+    DirtyTreeError,
+    OutputNotWritableError,
+    ToolMissingError,
+)
+from release.core.git import commit_time, git, head_commit
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_PACKAGE, Layout
+from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem
+from release.core.lock import repo_lock
+from release.queue.drift import drift
+from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
@@ -38,8 +48,43 @@ BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
-# One line, run by site.py at every interpreter start-up of the environment.
-PTH_LINE = f"import {PACKAGE}._finder; {PACKAGE}._finder.install()\n"
+# Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
+# a traceback for a line that raises, so this never raises: it reads the kill switch before it
+# imports anything of ours (VLLM_FUSED_MOE=off then works whatever state the package is in), and a
+# hook that cannot be installed (a broken or half-removed package) is replaced by a stand-in that
+# only speaks when vLLM imports the subtree: a warning (upstream runs), or in strict mode an
+# ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
+PTH_BOOTSTRAP = f"""\
+import os, sys
+mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
+if mode not in ("off", "0", "false", "no"):
+    try:
+        import {PACKAGE}._finder
+        {PACKAGE}._finder.install()
+    except Exception as exc:
+        why = type(exc).__name__ + ": " + str(exc)
+        target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
+
+        class BrokenOverlay:
+            warned = False
+
+            def find_spec(self, name, path=None, module=None):
+                if name != target and not name.startswith(target + "."):
+                    return None
+                message = "vllm-fused-moe is broken (" + why + ")"
+                if mode == "strict":
+                    raise ImportError(message + " and VLLM_FUSED_MOE=strict")
+                if not BrokenOverlay.warned:
+                    BrokenOverlay.warned = True
+                    sys.stderr.write("WARNING " + message + "; upstream " + target + " runs unpatched "
+                                     "(reinstall vllm-fused-moe, or set VLLM_FUSED_MOE=off)\\n")
+                return None
+
+        if not any(type(finder).__name__ == "BrokenOverlay" for finder in sys.meta_path):
+            sys.meta_path.insert(0, BrokenOverlay())
+"""
+# One line: site.py executes a .pth line that starts with `import`.
+PTH_LINE = f"import sys; exec({PTH_BOOTSTRAP!r}, {{'__name__': '{PACKAGE}_pth'}})\n"
 
 
 @dataclass(frozen=True)
@@ -48,6 +93,7 @@ class BuildPlan:
     out: Path
     patch_level: int | None = None
     isolation: str = "auto"  # auto | on | off
+    allow_dirty: bool = False  # build a tree that is not its commit; the version and build info say so
 
 
 @dataclass(frozen=True)
@@ -61,34 +107,91 @@ class BuildResult:
     isolated: bool
 
 
-def overlay_version(vllm_version: str, patch_level: int) -> str:
+def overlay_version(vllm_version: str, patch_level: int, dirty: bool = False) -> str:
     """`0.20.0+fm.1`: vLLM's version, then our patch level as a PEP 440 local label.
 
     A local label is PEP 440's word for "upstream's release plus downstream patches". Its
     number is a separate dot segment so it compares as an integer (fm.10 > fm.9; fm10 < fm9).
+    A build of a tree that is not its commit (`--allow-dirty`) ends in `.dirty`.
     """
     if patch_level < 1:
         raise BadPatchLevelError(f"patch level {patch_level} is not a positive integer")
-    return f"{vllm_version}+fm.{patch_level}"
+    return f"{vllm_version}+fm.{patch_level}" + (".dirty" if dirty else "")
 
 
 def build(plan: BuildPlan) -> BuildResult:
+    with repo_lock(plan.layout, "build"):
+        return _build(plan)
+
+
+def _build(plan: BuildPlan) -> BuildResult:
     started = time.perf_counter()
+    problem = writable_dir_problem(plan.out)
+    if problem:
+        raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
     pin = Pin.load(plan.layout.upstream_toml)
     patches = active_patches(plan.layout)
+    dirty = dirty_reasons(plan.layout)
+    if dirty and not plan.allow_dirty:
+        shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
     level = plan.patch_level if plan.patch_level is not None else max(len(patches), 1)
-    version = overlay_version(pin.version, level)
+    version = overlay_version(pin.version, level, dirty=bool(dirty))
     epoch = source_date_epoch(plan.layout.root)
     isolated = _use_isolation(plan.isolation)
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         stage = Path(scratch) / "src"
-        stage_package(plan.layout, stage, version, pin, patches, epoch)
+        stage_package(plan.layout, stage, version, pin, patches, epoch, dirty)
         built = run_backend(stage, Path(scratch) / "dist", epoch, isolated)
-        plan.out.mkdir(parents=True, exist_ok=True)
-        target = plan.out / built.name
-        shutil.copyfile(built, target)
+        try:
+            plan.out.mkdir(parents=True, exist_ok=True)
+            target = plan.out / built.name
+            shutil.copyfile(built, target)
+        except OSError as exc:
+            raise OutputNotWritableError(f"cannot write the wheel into {plan.out}: {exc}") from None
     data = target.read_bytes()
     return BuildResult(target, sha256_hex(data), len(data), time.perf_counter() - started, version, epoch, isolated)
+
+
+def dirty_reasons(layout: Layout) -> list[str]:
+    """Why the tree is not exactly its commit + pin + series (empty when it is).
+
+    - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
+    - links anywhere in the overlay or patches/ (never followed, never shipped, even dirty);
+    - in a git checkout, every change to vendor/vllm_fused_moe/ and patches/ that is not
+      committed: hand edits of the hook, a deleted file, an extra file (ignored ones too,
+      since the build would ship them), so the commit in the build info is the truth.
+    """
+    links = [p for top in (layout.overlay, layout.patches) for p in _walk(top) if p.is_symlink()]
+    if links:
+        raise BadInputError(
+            f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
+            hint="replace the link by the file it stands for, or remove it",
+        )
+    reasons = [f"{d.path} ({d.kind})" for d in drift(layout, Queue.load(layout))[0]]
+    toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
+    if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
+        listing = git(
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--",
+            layout.overlay.relative_to(layout.root).as_posix(), layout.patches.relative_to(layout.root).as_posix(),
+            cwd=layout.root,
+        ).stdout  # fmt: skip
+        for entry in listing.decode("utf-8", "replace").split("\0"):
+            code, path = entry[:2], entry[3:]
+            if not entry or "__pycache__" in path.split("/") or path.endswith(".pyc"):
+                continue
+            what = {"??": "not committed", "!!": "ignored by git but would be shipped"}.get(code, "changed")
+            reasons.append(f"{path} ({what})")
+    return reasons
+
+
+def _walk(top: Path) -> list[Path]:
+    found: list[Path] = []
+    if top.is_symlink():
+        return [top]
+    for directory, subdirs, files in os.walk(top):
+        found += [Path(directory) / name for name in [*subdirs, *files]]
+    return found
 
 
 def active_patches(layout: Layout) -> list[Patch]:
@@ -111,7 +214,9 @@ def source_date_epoch(root: Path) -> int:
 # ----------------------------------------------------------------------- staging
 
 
-def stage_package(layout: Layout, stage: Path, version: str, pin: Pin, patches: list[Patch], epoch: int) -> None:
+def stage_package(
+    layout: Layout, stage: Path, version: str, pin: Pin, patches: list[Patch], epoch: int, dirty: list[str]
+) -> None:
     package = stage / PACKAGE
     shutil.copytree(
         layout.overlay, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_build_info.json", "patches")
@@ -120,15 +225,18 @@ def stage_package(layout: Layout, stage: Path, version: str, pin: Pin, patches: 
     shutil.copyfile(layout.series, package / "patches" / "series")
     for patch in patches:
         shutil.copyfile(layout.patches / patch.name, package / "patches" / patch.name)
-    info = build_info(layout, version, pin, patches, epoch)
+    info = build_info(layout, version, pin, patches, epoch, dirty)
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, pin, verified_specifier(layout)), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, pin, patches), encoding="utf-8")
 
 
-def build_info(layout: Layout, version: str, pin: Pin, patches: list[Patch], epoch: int) -> dict:
+def build_info(
+    layout: Layout, version: str, pin: Pin, patches: list[Patch], epoch: int, dirty: list[str] | None = None
+) -> dict:  # type: ignore[type-arg]
     return {
+        "dirty": list(dirty or []),
         "version": version,
         "vllm_tag": pin.tag,
         "vllm_version": pin.version,

@@ -12,6 +12,13 @@ from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
 
 
+def plan(layout: Layout, out: Path, patch_level: int | None = None) -> BuildPlan:
+    """The working tree as it is: on a clean checkout (CI) the clean wheel, on a developer's tree
+    with uncommitted hook edits a `.dirty` one of those edits. Refusing a dirty tree is tested
+    on its own (test_dirty_build.py)."""
+    return BuildPlan(layout, out, patch_level, allow_dirty=True)
+
+
 @pytest.fixture(scope="session")
 def layout() -> Layout:
     return Layout.default()
@@ -19,7 +26,7 @@ def layout() -> Layout:
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> BuildResult:
-    return build(BuildPlan(layout, tmp_path_factory.mktemp("dist")))
+    return build(plan(layout, tmp_path_factory.mktemp("dist")))
 
 
 @pytest.fixture(scope="session")

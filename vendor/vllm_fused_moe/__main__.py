@@ -11,14 +11,15 @@ import argparse
 import json
 import sys
 from importlib import metadata
+from typing import Any
 
 from vllm_fused_moe import MODE_ENV, _activate, _meta
-from vllm_fused_moe._finder import TARGET, installed_finder
+from vllm_fused_moe._finder import TARGET, installed_finder, mode
 
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
 
-def report() -> dict:
+def report() -> dict[str, Any]:
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -26,20 +27,20 @@ def report() -> dict:
         vllm_installed = None
     flashinfer = _activate.flashinfer_version()
     vllm_problem = _activate.vllm_problem(info, vllm_installed) if vllm_installed else "vLLM is not installed"
-    mode = _activate.mode()
+    chosen = mode()
     return {
         **info,
         "installed": {"vllm": vllm_installed, "flashinfer-python": flashinfer},
-        "mode": mode,
+        "mode": chosen,
         "hook_installed": installed_finder() is not None,
-        "would_activate": mode != "off" and vllm_problem is None and installed_finder() is not None,
-        "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
+        "would_activate": chosen != "off" and vllm_problem is None and installed_finder() is not None,
+        "why_not": "disabled by VLLM_FUSED_MOE=off" if chosen == "off" else vllm_problem,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
         "subtree": str(_meta.SUBTREE),
     }
 
 
-def format_report(data: dict) -> str:
+def format_report(data: dict[str, Any]) -> str:
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
@@ -74,7 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="info", choices=["info"])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    data = report()
+    try:
+        data = report()
+    except _meta.BuildInfoError as exc:
+        print(
+            f"error: {exc}\nhint: reinstall vllm-fused-moe; VLLM_FUSED_MOE=off keeps vLLM working meanwhile",
+            file=sys.stderr,
+        )
+        return 1
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
     return 0
 

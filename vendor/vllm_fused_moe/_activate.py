@@ -7,16 +7,14 @@ imported (its parent packages are) and `vllm.__version__` is what we compare.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from importlib.machinery import ModuleSpec
 from importlib.util import spec_from_file_location
+from typing import Any
 
 from vllm_fused_moe import MODE_ENV, _meta
-from vllm_fused_moe._finder import TARGET
+from vllm_fused_moe._finder import LOGGER_NAME, TARGET, mode
 
-# Under "vllm." so vLLM's own handler, format and VLLM_LOGGING_LEVEL apply to our lines.
-LOGGER_NAME = "vllm.vllm_fused_moe"
 MODES = ("on", "off", "strict")
 
 
@@ -24,27 +22,18 @@ class OverlayMismatchError(ImportError):
     """VLLM_FUSED_MOE=strict and the environment is not the one this overlay was verified for."""
 
 
-def mode() -> str:
-    value = os.environ.get(MODE_ENV, "").strip().lower()
-    if value in ("", "1", "true", "yes"):
-        return "on"
-    if value in ("0", "false", "no"):
-        return "off"
-    return value
-
-
 def decide() -> bool:
-    log = logger()
-    info = _meta.load()
     chosen = mode()
+    log = logger()
     if chosen not in MODES:
         log.warning("vllm-fused-moe: %s=%r is not one of %s; treating it as 'on'", MODE_ENV, chosen, "/".join(MODES))
         chosen = "on"
-    if chosen == "off":
-        log.info("vllm-fused-moe %s: disabled by %s=off; upstream %s left in place", info["version"], MODE_ENV, TARGET)
+    if chosen == "off":  # the finder answers off before it imports this module; kept for direct callers
+        log.info("vllm-fused-moe: disabled by %s=off; upstream %s left in place", MODE_ENV, TARGET)
         return False
+    info = _meta.load()
 
-    problem = vllm_problem(info)
+    problem = vllm_problem(info) or files_problem()
     if problem:
         if chosen == "strict":
             raise OverlayMismatchError(f"vllm-fused-moe: {problem} ({MODE_ENV}=strict)")
@@ -70,6 +59,13 @@ def decide() -> bool:
         info["flashinfer_specifier"],
     )
     return True
+
+
+def files_problem() -> str | None:
+    """Why our copy of the subtree cannot be served (a half-removed package), or None."""
+    if not (_meta.SUBTREE / "__init__.py").is_file():
+        return f"the overlay's files are missing ({_meta.SUBTREE / '__init__.py'})"
+    return None
 
 
 def spec_for(fullname: str) -> ModuleSpec | None:
@@ -101,7 +97,7 @@ def installed_vllm_version() -> str | None:
         return None
 
 
-def vllm_problem(info: dict, installed: str | None = None) -> str | None:
+def vllm_problem(info: dict[str, Any], installed: str | None = None) -> str | None:
     """Why this vLLM is not the one the overlay was built for, or None."""
     installed = installed if installed is not None else installed_vllm_version()
     if installed is None:
@@ -159,7 +155,8 @@ def logger() -> logging.Logger:
         # Importing vllm.logger applies vLLM's logging configuration if nothing has yet.
         from vllm.logger import init_logger
 
-        return init_logger(LOGGER_NAME)
+        log: logging.Logger = init_logger(LOGGER_NAME)
+        return log
     except Exception:
         log = logging.getLogger(LOGGER_NAME)
         if not log.handlers and not logging.getLogger().handlers:

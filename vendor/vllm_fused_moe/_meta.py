@@ -15,18 +15,31 @@ BUILD_INFO = HERE / "_build_info.json"
 SUBTREE = HERE / "prepare_finalize"
 
 
+class BuildInfoError(RuntimeError):
+    """_build_info.json (or, in a source checkout, UPSTREAM.toml) cannot be read: the install is damaged."""
+
+
 def load() -> dict[str, Any]:
     try:
-        return json.loads(BUILD_INFO.read_text(encoding="utf-8"))
+        info = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return _from_source_tree()
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON and bad UTF-8 alike
+        raise BuildInfoError(f"{BUILD_INFO} is unreadable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(info, dict) or not all(key in info for key in ("version", "vllm_tag", "vllm_version")):
+        raise BuildInfoError(f"{BUILD_INFO} is not the build info of vllm-fused-moe")
+    return info
 
 
 def _from_source_tree() -> dict[str, Any]:
-    import tomllib  # only a source checkout gets here, and the tooling is 3.11+
+    try:
+        import tomllib  # only a source checkout gets here, and the tooling is 3.11+
 
-    upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
-    verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
+        upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
+        verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
+    except (ImportError, OSError, ValueError, KeyError) as exc:
+        # An installed wheel always has _build_info.json; without it the package was damaged.
+        raise BuildInfoError(f"{BUILD_INFO} is missing and the source files cannot stand in ({exc!r})") from None
     tag = str(upstream["tag"])
     return {
         "version": "source",
