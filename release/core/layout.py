@@ -81,7 +81,9 @@ def write_files(directory: Path, files: dict[str, bytes]) -> None:
         parts = name.split("/")
         # Names come from sources that were checked (release.pristine.safe); this is the last line of defence.
         if name.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in name:
-            raise ValueError(f"refusing to write {name!r}: not a plain relative path")
+            from release.core.errors import UnsafeSourceError
+
+            raise UnsafeSourceError(f"refusing to write {name!r} under {directory}: not a plain relative path")
         target = directory / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)

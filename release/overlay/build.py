@@ -49,39 +49,48 @@ BACKEND_VERSION = "1.33.0"
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
 # Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
-# a traceback for a line that raises, so this never raises: it reads the kill switch before it
-# imports anything of ours (VLLM_FUSED_MOE=off then works whatever state the package is in), and a
-# hook that cannot be installed (a broken or half-removed package) is replaced by a stand-in that
-# only speaks when vLLM imports the subtree: a warning (upstream runs), or in strict mode an
-# ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
+# a traceback for a line that raises, so this never raises. It reads the kill switch before it
+# imports anything of ours, so VLLM_FUSED_MOE=off works whatever state the package is in. When
+# off, or when the hook cannot be installed (a broken or half-removed package), a stand-in finder
+# speaks once, only when vLLM imports the subtree: an INFO line (off), a warning (upstream runs),
+# or in strict mode an ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
 PTH_BOOTSTRAP = f"""\
 import os, sys
 mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
-if mode not in ("off", "0", "false", "no"):
+target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
+why = "off" if mode in ("off", "0", "false", "no") else None
+if why is None:
     try:
         import {PACKAGE}._finder
         {PACKAGE}._finder.install()
     except Exception as exc:
         why = type(exc).__name__ + ": " + str(exc)
-        target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
+if why is not None and not any(type(finder).__name__ == "OverlayStandIn" for finder in sys.meta_path):
 
-        class BrokenOverlay:
-            warned = False
+    class OverlayStandIn:
+        spoke = False
 
-            def find_spec(self, name, path=None, module=None):
-                if name != target and not name.startswith(target + "."):
-                    return None
-                message = "vllm-fused-moe is broken (" + why + ")"
-                if mode == "strict":
-                    raise ImportError(message + " and VLLM_FUSED_MOE=strict")
-                if not BrokenOverlay.warned:
-                    BrokenOverlay.warned = True
-                    sys.stderr.write("WARNING " + message + "; upstream " + target + " runs unpatched "
-                                     "(reinstall vllm-fused-moe, or set VLLM_FUSED_MOE=off)\\n")
+        def find_spec(self, name, path=None, module=None):
+            if name != target and not name.startswith(target + "."):
                 return None
+            if why != "off" and mode == "strict":
+                raise ImportError("vllm-fused-moe is broken (" + why + ") and VLLM_FUSED_MOE=strict")
+            if not OverlayStandIn.spoke:
+                OverlayStandIn.spoke = True
+                try:
+                    import logging
 
-        if not any(type(finder).__name__ == "BrokenOverlay" for finder in sys.meta_path):
-            sys.meta_path.insert(0, BrokenOverlay())
+                    log = logging.getLogger("vllm.vllm_fused_moe")
+                    if why == "off":
+                        log.info("vllm-fused-moe: disabled by VLLM_FUSED_MOE=off; upstream %s left in place", target)
+                    else:
+                        log.warning("vllm-fused-moe is broken (%s); upstream %s runs unpatched (reinstall "
+                                    "vllm-fused-moe, or set VLLM_FUSED_MOE=off)", why, target)
+                except Exception:
+                    pass
+            return None
+
+    sys.meta_path.insert(0, OverlayStandIn())
 """
 # One line: site.py executes a .pth line that starts with `import`.
 PTH_LINE = f"import sys; exec({PTH_BOOTSTRAP!r}, {{'__name__': '{PACKAGE}_pth'}})\n"

@@ -54,6 +54,8 @@ def format_report(data: dict[str, Any]) -> str:
     ]
     if data["would_activate"]:
         lines.append("  status          activates when vLLM imports the subtree")
+    elif data["mode"] == "off":
+        lines.append(f"  status          does not activate: {data['why_not']}")
     elif not data["hook_installed"]:
         lines.append("  status          hook not installed in this interpreter (vllm_fused_moe.pth not processed?)")
     else:
