@@ -6,8 +6,9 @@ import tempfile
 from pathlib import Path
 
 from release.core.errors import SourceError, UnknownTagError
-from release.core.git import files_at, git
+from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
+from release.pristine import safe
 from release.pristine.tree import UpstreamTree, _flashinfer_pin
 
 
@@ -26,7 +27,9 @@ def read_git(tag: str, url_or_path: str, source: str) -> UpstreamTree:
             if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
                 raise UnknownTagError(f"{source} has no tag {tag}")
             raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
+        # The tag, fetched by its exact name, is this source's proof of the version.
         commit = git("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=repo).out.strip()
+        safe.check_git_entries(ls_tree(repo, commit, UPSTREAM_SUBTREE), source)
         files = files_at(repo, commit, UPSTREAM_SUBTREE)
         if not files:
             raise SourceError(f"{source} at {tag} has no {UPSTREAM_SUBTREE}/")

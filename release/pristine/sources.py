@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.core.errors import SourceError
-from release.core.versions import version_of_tag
+from release.core.versions import canonical_tag
+from release.pristine import safe
 from release.pristine.dir_source import read_dir
 from release.pristine.git_source import read_git
 from release.pristine.tree import UpstreamTree
@@ -16,7 +17,17 @@ DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"
 
 
 def fetch(tag: str, source: str) -> UpstreamTree:
-    version_of_tag(tag)
+    """One tag's pristine subtree from `source`, proven to be that tag and to stay inside the subtree.
+
+    Each reader proves the version and refuses links where it reads (release.pristine.safe);
+    the names of every tree are checked here, for every kind of source, before anyone writes them.
+    """
+    tree = _read(canonical_tag(tag), source)
+    safe.check_tree(tree.files, source)
+    return tree
+
+
+def _read(tag: str, source: str) -> UpstreamTree:
     kind, _, rest = source.partition(":")
     if source == "pypi":
         return read_pypi(tag)

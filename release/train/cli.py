@@ -25,8 +25,10 @@ from release.core.errors import (
     UnknownTrainTagError,
 )
 from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.core.versions import version_of_tag
+from release.core.lock import repo_lock
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
 from release.queue.drift import drift
 from release.queue.load import Queue
@@ -94,6 +96,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     action: str = args.action
+    if action in ("add", "remove", "watch"):
+        # They write patches/train.toml: one writer of the repository at a time (release.core.lock).
+        with repo_lock(layout, f"train {action}"):
+            return _run(args, layout, action)
+    # Readers: they finish a swap a killed command left (and say so), and never wait for a writer.
+    with repo_lock(layout, f"train {action}", shared=True):
+        return _run(args, layout, action)
+
+
+def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
     if action == "add":
         if args.all == bool(args.tags):
             raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
@@ -139,8 +151,7 @@ def replay_for_add(layout: Layout, queue: Queue, base: dict[str, bytes], tag: st
 
 def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
-    for tag in tags:
-        version_of_tag(tag)
+    tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
@@ -182,13 +193,8 @@ def record(train: Train, replay: TagReplay, source: str) -> Train:
 
 
 def save(layout: Layout, train: Train) -> None:
-    """Replace patches/train.toml in one rename, so a reader never sees half a file."""
-    partial = layout.train.with_name(f".{layout.train.name}.{os.getpid()}.tmp")
-    try:
-        partial.write_text(train.dumps(), encoding="utf-8")
-        partial.replace(layout.train)
-    finally:
-        partial.unlink(missing_ok=True)
+    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
+    write_atomic(layout.train, train.dumps().encode("utf-8"))
 
 
 def where(entry: TrainEntry) -> str:
@@ -203,7 +209,7 @@ def where(entry: TrainEntry) -> str:
 
 
 def run_remove(layout: Layout, tag: str) -> int:
-    version_of_tag(tag)
+    tag = canonical_tag(tag)
     train = Train.load(layout.train)
     if train.get(tag) is None:
         raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
