@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, work_leftovers
+from helpers.index_server import LoopbackIndex
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_dir, make_git, make_wheel, next_tree, version_file
 from release.core.git import WorkRepo
+from release.pristine.index import INDEX_ENV
 
 VERSION = NEXT_TAG.removeprefix("v")
 # Far enough up from .work/rebase-TAG/repo/vllm/model_executor/layers/fused_moe/prepare_finalize/
@@ -192,3 +194,41 @@ def test_a_source_never_reads_through_a_link_even_to_a_vllm_file(project: Path, 
     os.symlink(copy, subtree / "mori.py")
     result = run_release(project, "rebase", NEXT_TAG, "--from", source)
     assert result.returncode == 2 and "is a symbolic link" in result.stderr, result.stderr
+
+
+# The same attacks through `--from pypi`: the wheel is read lazily over range requests from a real
+# index on 127.0.0.1 (then a second time from the members cache that read left, if it left one).
+PYPI_BAD = [
+    ("dotdot", "`..` component"),
+    ("symlink", "is a symbolic link"),
+    ("no-metadata", "has no .dist-info/METADATA"),
+    ("other-version", "is vLLM 0.20.0, not v0.20.99"),
+]
+
+
+@pytest.mark.parametrize(("kind", "message"), PYPI_BAD, ids=[k for k, _ in PYPI_BAD])
+def test_a_lazily_read_index_wheel_gets_the_same_checks(project: Path, tmp_path: Path, kind: str, message: str) -> None:
+    wheel = Path(wheel_source(kind, project, tmp_path / "src").removeprefix("wheel:"))
+    before = snapshot(project)
+    with LoopbackIndex([wheel]) as index:
+        env = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "cache"), INDEX_ENV: index.url}
+        for _ in range(2):
+            result = run_release(
+                project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env
+            )
+            assert result.returncode == 2, (result.stdout, result.stderr)
+            errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+            assert len(errors) == 1 and message in errors[0], result.stderr
+            assert "Traceback" not in result.stderr
+    assert index.served.file_requests and all(status == 206 for status, _ in index.served.file_requests)
+    assert snapshot(project) == before
+    assert work_leftovers(project) == []
+
+
+def test_a_well_formed_index_wheel_goes_through_lazily(project: Path, tmp_path: Path) -> None:
+    wheel = Path(wheel_source("good", project, tmp_path / "src").removeprefix("wheel:"))
+    with LoopbackIndex([wheel]) as index:
+        env = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "cache"), INDEX_ENV: index.url}
+        result = run_release(project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert f'tag = "{NEXT_TAG}"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
