@@ -7,6 +7,7 @@ run; the lock is the operating system's, so a killed holder frees it by itself.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,3 +110,25 @@ def test_a_bad_timeout_is_one_line_exit_2(project: Path, value: str) -> None:
     with repo_lock(Layout(project), "holder"):
         result = run_release(project, "build", "--out", str(project / "dist"), env={TIMEOUT_ENV: value})
     assert result.returncode == 2 and TIMEOUT_ENV in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("train", "remove", "{other}"), ("train", "add", "{other}"), ("build", "--all", "--out", "{dist}")],
+    ids=["train-remove", "train-add", "build-all"],
+)
+def test_train_writers_and_build_all_hold_the_repository_lock(
+    project: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    train = (project / "patches" / "train.toml").read_text()
+    head = (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    other = next(t for t in re.findall(r'tag = "(v[^"]+)"', train) if f'tag = "{t}"' not in head)
+    argv = [a.format(other=other, dist=tmp_path / "dist") for a in args]
+    before = snapshot(project)
+    with repo_lock(Layout(project), "a test holding the lock"):
+        result = run_release(project, *argv, env={TIMEOUT_ENV: "0"})
+    assert result.returncode == 2, result.stderr
+    assert "`a test holding the lock`" in result.stderr and "still holds the repository" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(project) == before
+    assert not (tmp_path / "dist").exists()
