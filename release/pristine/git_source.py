@@ -6,8 +6,9 @@ import tempfile
 from pathlib import Path
 
 from release.core.errors import SourceError, UnknownTagError
-from release.core.git import files_at, git
+from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
+from release.pristine import safe
 from release.pristine.tree import UpstreamTree, _flashinfer_pin
 from release.queue.lines import Line
 
@@ -27,8 +28,10 @@ def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) 
             if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
                 raise UnknownTagError(f"{source} has no tag {tag}")
             raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
+        # The tag, fetched by its exact name, is this source's proof of the version.
         commit = git("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=repo).out.strip()
         root = line.root if line else UPSTREAM_SUBTREE
+        safe.check_git_entries(ls_tree(repo, commit, root), source)
         files = files_at(repo, commit, root)
         if line is not None:
             files = line.relative({f"{root}/{name}": data for name, data in files.items()})

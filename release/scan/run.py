@@ -25,6 +25,7 @@ from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
+from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.tree import _flashinfer_pin
@@ -165,6 +166,7 @@ def scan_release(
     started = time.monotonic()
     version = str(release.version)
     content = pypi_content(version, lambda name: any(line.wants(name) for line in lines))
+    safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
     line = next((line for line in lines if line.present(content.names, content.files)), None)
     own = (variants or {}).get(line.name) if line else None
     if line is None or own is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from release.core.errors import ReleaseError, UnknownTrainTagError
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
 from release.queue.lines import Line, read_lines
 from release.queue.load import Queue, line_patches
@@ -55,7 +56,7 @@ def select(train: Train, tags: list[str] | None) -> list[TrainEntry]:
         return list(train.entries)
     chosen = []
     for tag in tags:
-        entry = train.get(tag)
+        entry = train.get(canonical_tag(tag))
         if entry is None:
             raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
         chosen.append(entry)

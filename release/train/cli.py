@@ -26,8 +26,10 @@ from release.core.errors import (
     UnknownTrainTagError,
 )
 from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.core.versions import version_of_tag
+from release.core.lock import repo_lock
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
@@ -104,6 +106,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     action: str = args.action
+    if action in ("add", "remove", "watch"):
+        # They write patches/train.toml: one writer of the repository at a time (release.core.lock).
+        with repo_lock(layout, f"train {action}"):
+            return _run(args, layout, action)
+    # Readers: they finish a swap a killed command left (and say so), and never wait for a writer.
+    with repo_lock(layout, f"train {action}", shared=True):
+        return _run(args, layout, action)
+
+
+def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
     if action == "add":
         if args.all == bool(args.tags):
             raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
@@ -179,8 +191,7 @@ def replay_for_add(
 
 def run_add(layout: Layout, tags: list[str], source: str | None, line: str | None = None) -> int:
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
-    for tag in tags:
-        version_of_tag(tag)
+    tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
@@ -228,13 +239,8 @@ def record(train: Train, replay: TagReplay, source: str, line: str = DEFAULT_LIN
 
 
 def save(layout: Layout, train: Train) -> None:
-    """Replace patches/train.toml in one rename, so a reader never sees half a file."""
-    partial = layout.train.with_name(f".{layout.train.name}.{os.getpid()}.tmp")
-    try:
-        partial.write_text(train.dumps(), encoding="utf-8")
-        partial.replace(layout.train)
-    finally:
-        partial.unlink(missing_ok=True)
+    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
+    write_atomic(layout.train, train.dumps().encode("utf-8"))
 
 
 def where(entry: TrainEntry) -> str:
@@ -249,7 +255,7 @@ def where(entry: TrainEntry) -> str:
 
 
 def run_remove(layout: Layout, tag: str) -> int:
-    version_of_tag(tag)
+    tag = canonical_tag(tag)
     train = Train.load(layout.train)
     if train.get(tag) is None:
         raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")

@@ -101,6 +101,6 @@ def replay_tag(
             repo.commit_subtree(base, "head pristine: the pre-image blobs for --3way")
         repo.commit_subtree(upstream.files, f"vllm {upstream.tag} (pristine)")
         replay = Replay()
-        replay_series(repo, work, patches, replay)
+        replay_series(repo, work, patches, replay, upstream)
         files = repo.subtree_files()
     return TagReplay(upstream, files, replay.outcomes, len(patches))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import private_cache, run_release, snapshot
+from helpers import private_cache, run_release, snapshot, work_leftovers
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.pristine.sources import fetch
@@ -289,7 +289,7 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
     assert any(line.startswith("hint: ") for line in result.stderr.splitlines())
     assert snapshot(project) == before
-    assert not (project / ".work").exists() or not any((project / ".work").iterdir())
+    assert work_leftovers(project) == []
 
 
 def test_help_documents_sources_and_exit_codes() -> None:

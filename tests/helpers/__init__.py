@@ -75,3 +75,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
             if path.is_file() and "__pycache__" not in path.parts:
                 files[str(path.relative_to(root))] = path.read_bytes()
     return files
+
+
+def work_leftovers(root: Path) -> list[str]:
+    """What .work/ holds besides the repository lock (release.core.lock), which stays by design."""
+    work = root / ".work"
+    return sorted(p.name for p in work.iterdir() if not p.name.startswith("repo.lock")) if work.is_dir() else []

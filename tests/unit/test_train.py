@@ -15,6 +15,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from helpers import REPO, run_release, snapshot
+from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
 from release.pristine.sources import fetch
 from release.queue.load import Queue
@@ -147,6 +148,8 @@ def test_add_refuses_a_tag_where_a_patch_conflicts(project: Path, tmp_path: Path
     text = target.read_text()
     assert text.count("        return False\n") >= 1
     target.write_text(text.replace("        return False\n", "        return bool(0)\n"))
+    # A dir: source proves its version as an installed vLLM does (setuptools-scm's _version.py).
+    (source / "vllm" / "_version.py").write_bytes(version_file(tag.removeprefix("v")))
     before = snapshot(project)
     result = run_release(project, "train", "add", tag, "--from", f"dir:{source}")
     assert result.returncode == 2, result.stdout + result.stderr
