@@ -10,6 +10,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
+import tag_facts
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -107,7 +108,7 @@ def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, lay
             str(tmp_path / "got"),
             "--index-url",
             (index / "simple").as_uri(),
-            "vllm-fused-moe==0.20.0",
+            f"vllm-fused-moe=={tag_facts.head().version}",
         ],
         check=True,
         env=pip_env(),
