@@ -7,9 +7,9 @@ GPU and VERIFIED.toml records which FlashInfer versions passed.
 """
 
 import ast
-import importlib.metadata
 
 import pytest
+import tag_facts
 import torch
 from moe_contract.checks import RELATIVE_TOLERANCE, worst_row_error
 from moe_contract.flashinfer_two_sided import (
@@ -30,24 +30,29 @@ from packaging.version import Version
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_installed_flashinfer_is_a_verified_version() -> None:
-    verified = read_verified_flashinfer()
+def test_installed_flashinfer_is_the_one_the_installed_vllm_pins_and_verified() -> None:
+    pinned = tag_facts.pinned_version(tag_facts.installed_vllm_flashinfer_requirement())
     installed = installed_flashinfer_version()
-    assert Version(installed) in verified.specifier, (
-        f"flashinfer-python {installed} is outside VERIFIED.toml's {verified.specifier}; "
-        "follow docs/contract.md before widening it"
+    assert installed == pinned, f"vLLM {tag_facts.installed_vllm()} pins flashinfer-python {pinned}, not {installed}"
+    assert installed in read_verified_flashinfer().versions, (
+        f"flashinfer-python {installed} is not in VERIFIED.toml's verified list; "
+        "follow docs/contract.md before adding it"
     )
-    assert installed in verified.versions
 
 
-def test_verified_versions_lie_inside_the_specifier() -> None:
+def test_the_heads_flashinfer_pin_is_verified() -> None:
+    pinned = tag_facts.pinned_version(tag_facts.head().flashinfer)
+    assert pinned in read_verified_flashinfer().versions
+
+
+def test_the_specifier_admits_only_verified_versions() -> None:
     verified = read_verified_flashinfer()
-    assert verified.versions
-    assert all(Version(v) in verified.specifier for v in verified.versions)
-
-
-def test_vllm_under_test_is_the_pinned_tag() -> None:
-    assert importlib.metadata.version("vllm") == "0.20.0"
+    admitted = [v for v in verified.versions if Version(v) in verified.specifier]
+    assert admitted, f"VERIFIED.toml's specifier {verified.specifier} admits none of {verified.versions}"
+    # An exact pin must name a verified version.
+    for spec in verified.specifier:
+        if spec.operator in ("==", "==="):
+            assert spec.version in verified.versions
 
 
 @pytest.mark.parametrize("payload_dtype", PAYLOAD_DTYPES)
