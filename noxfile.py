@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -20,9 +22,48 @@ def group(name: str) -> list[str]:
     return nox.project.dependency_groups(PYPROJECT, name)
 
 
-def pinned_vllm() -> str:
-    pin = tomllib.loads(Path("vendor/vllm_fused_moe/UPSTREAM.toml").read_text(encoding="utf-8"))
-    return str(pin["upstream"]["tag"]).removeprefix("v")
+def toml(path: str) -> dict[str, Any]:
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def head() -> dict[str, str]:
+    """The tag vendor/ was built from (the head of the train) and its FlashInfer pin."""
+    return dict(toml("vendor/vllm_fused_moe/UPSTREAM.toml")["upstream"])
+
+
+def train() -> dict[str, dict[str, Any]]:
+    return {entry["tag"]: entry for entry in toml("patches/train.toml").get("release", [])}
+
+
+def contract_tags() -> list[str]:
+    """One train tag per group of tests/contract/groups.toml, leaving out the head's group (`test` runs it)."""
+    tags, head_tag = train(), head()["tag"]
+    chosen = []
+    for group in toml("tests/contract/groups.toml")["group"]:
+        members = [tag for tag in group["tags"] if tag in tags]
+        if members and head_tag not in group["tags"]:
+            chosen.append(members[-1])
+    return chosen
+
+
+def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
+    """torch CPU, what vLLM's code under test imports, then vLLM `tag` and its FlashInfer without deps."""
+    session.install(*group("test"))
+    session.install("-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt")
+    # The release wheel our tooling reads (and caches) is the one installed: one download.
+    wheel = Path(
+        str(
+            session.run(
+                "python",
+                "-c",
+                f"from release.pristine.wheel import pypi_wheel; print(pypi_wheel({tag!r}))",
+                silent=True,
+            )
+        ).strip()
+    )
+    # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
+    session.install("--no-deps", str(wheel), flashinfer)
+    return wheel
 
 
 def release(session: nox.Session, *args: str) -> None:
@@ -42,12 +83,33 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def test(session: nox.Session) -> None:
-    """The CPU suite: tooling, reduce contract, overlay wheel, GSM8K harness, workflows."""
-    session.install(*group("test"))
-    session.install("-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt")
-    # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
-    session.install("--no-deps", f"vllm=={pinned_vllm()}", "flashinfer-python==0.6.8.post1")
+    """The CPU suite with the head's vLLM, then `contract` against every other group of train tags."""
+    pin = head()
+    cpu_vllm(session, pin["tag"], pin["flashinfer"])
+    session.install("-r", "tests/requirements-vllm-cli-cpu.txt")
+    if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection
+        for tag in contract_tags():
+            session.notify(f"contract(vllm={tag!r})")
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("vllm", contract_tags())
+def contract(session: nox.Session, vllm: str) -> None:
+    """The reduce contract and the FlashInfer combine on another train tag: nox -s "contract(vllm='v0.19.1')".
+
+    A scratch copy of vendor/ and patches/ is rebased onto the tag, so the suite sees that
+    tag's pristine and patched files next to its own vLLM and FlashInfer pin.
+    """
+    cpu_vllm(session, vllm, train()[vllm]["flashinfer"])
+    checkout = Path(session.create_tmp()) / "checkout"
+    shutil.rmtree(checkout, ignore_errors=True)
+    for name in ("vendor", "patches"):
+        shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+    session.run("python", "-m", "release", "--root", str(checkout), "rebase", vllm, "--from", "pypi", silent=True)
+    session.run(
+        "python", "-m", "pytest", "tests/contract", *session.posargs, env={"VLLM_FUSED_MOE_ROOT": str(checkout)}
+    )
 
 
 @nox.session
@@ -76,9 +138,31 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(venv_params=["--system-site-packages"])
 def kernel(session: nox.Session) -> None:
-    """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch)."""
-    session.install(*group("kernel"), "flashinfer-python==0.6.8.post1")
-    session.run("python", "-m", "pytest", "-m", "gpu", "tests/kernel", "-v", *session.posargs)
+    """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch).
+
+    nox -s kernel [-- --flashinfer VERSION] [PYTEST ARGS]: VERSION defaults to the head's pin;
+    another version is a verification run (tests/kernel/test_kernel_probe.py says so).
+    """
+    args = list(session.posargs)
+    flashinfer = head()["flashinfer"].removeprefix("flashinfer-python==")
+    if "--flashinfer" in args:
+        at = args.index("--flashinfer")
+        if at + 1 >= len(args):
+            session.error("--flashinfer needs a version, e.g. --flashinfer 0.6.6")
+        flashinfer = args.pop(at + 1)
+        args.pop(at)
+    session.install(*group("kernel"), f"flashinfer-python=={flashinfer}")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "tests/kernel",
+        "-v",
+        *args,
+        env={"VLLM_FUSED_MOE_FLASHINFER": flashinfer},
+    )
 
 
 @nox.session
