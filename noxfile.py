@@ -31,16 +31,17 @@ def head() -> dict[str, str]:
     return dict(toml("vendor/vllm_fused_moe/UPSTREAM.toml")["upstream"])
 
 
-def train() -> dict[str, dict[str, Any]]:
-    return {entry["tag"]: entry for entry in toml("patches/train.toml").get("release", [])}
+def train_entries() -> dict[str, dict[str, Any]]:
+    """patches/train.toml by vLLM version (the tag without its "v")."""
+    return {entry["tag"].removeprefix("v"): entry for entry in toml("patches/train.toml").get("release", [])}
 
 
-def contract_tags() -> list[str]:
+def contract_versions() -> list[str]:
     """One train tag per group of tests/contract/groups.toml, leaving out the head's group (`test` runs it)."""
-    tags, head_tag = train(), head()["tag"]
+    entries, head_tag = train_entries(), head()["tag"]
     chosen = []
     for group in toml("tests/contract/groups.toml")["group"]:
-        members = [tag for tag in group["tags"] if tag in tags]
+        members = [tag.removeprefix("v") for tag in group["tags"] if tag.removeprefix("v") in entries]
         if members and head_tag not in group["tags"]:
             chosen.append(members[-1])
     return chosen
@@ -88,25 +89,28 @@ def test(session: nox.Session) -> None:
     cpu_vllm(session, pin["tag"], pin["flashinfer"])
     session.install("-r", "tests/requirements-vllm-cli-cpu.txt")
     if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection
-        for tag in contract_tags():
-            session.notify(f"contract(vllm={tag!r})")
+        for version in contract_versions():
+            session.notify(f"contract(vllm={version!r})")
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
 
 
 @nox.session
-@nox.parametrize("vllm", contract_tags())
+@nox.parametrize("vllm", contract_versions())
 def contract(session: nox.Session, vllm: str) -> None:
-    """The reduce contract and the FlashInfer combine on another train tag: nox -s "contract(vllm='v0.19.1')".
+    """The reduce contract and the FlashInfer combine on another train tag: nox -s "contract(vllm='0.19.1')".
 
     A scratch copy of vendor/ and patches/ is rebased onto the tag, so the suite sees that
     tag's pristine and patched files next to its own vLLM and FlashInfer pin.
     """
-    cpu_vllm(session, vllm, train()[vllm]["flashinfer"])
+    entry = train_entries()[vllm]
+    cpu_vllm(session, entry["tag"], entry["flashinfer"])
     checkout = Path(session.create_tmp()) / "checkout"
     shutil.rmtree(checkout, ignore_errors=True)
     for name in ("vendor", "patches"):
         shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
-    session.run("python", "-m", "release", "--root", str(checkout), "rebase", vllm, "--from", "pypi", silent=True)
+    session.run(
+        "python", "-m", "release", "--root", str(checkout), "rebase", entry["tag"], "--from", "pypi", silent=True
+    )
     session.run(
         "python", "-m", "pytest", "tests/contract", *session.posargs, env={"VLLM_FUSED_MOE_ROOT": str(checkout)}
     )
@@ -125,8 +129,20 @@ def check(session: nox.Session) -> None:
 
 
 @nox.session
+def scan(session: nox.Session) -> None:
+    """Classify every vLLM release on the index for each patch: nox -s scan -- [--since TAG] [--until TAG]."""
+    release(session, "scan")
+
+
+@nox.session
+def train(session: nox.Session) -> None:
+    """The release train: nox -s train -- add TAG... | remove TAG | list [--json] | check [TAG...]."""
+    release(session, "train")
+
+
+@nox.session
 def build(session: nox.Session) -> None:
-    """Build the overlay wheel into dist/ (reproducible)."""
+    """Build the overlay wheel into dist/ (reproducible): the head, or `-- --all` for one per train tag."""
     release(session, "build")
 
 

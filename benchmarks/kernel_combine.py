@@ -18,9 +18,12 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kernel"))
+# A script, never imported: it reaches the kernel scripts and the checkout's `release` (which
+# kernel_probe reads VERIFIED.toml with) the way pytest's pythonpath would.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "kernel"), str(ROOT)]
 
-import kernel_probe
+import kernel_probe  # noqa: E402  (found through the sys.path set just above)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark not run: {reason}")
         return 0
 
-    import kernel_contract as kc
     import torch
     import torch.distributed as dist
+
+    import kernel_contract as kc
 
     ctx = kc.ep_context()
     max_tokens = max(args.tokens)

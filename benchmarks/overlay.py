@@ -4,7 +4,7 @@ wheel we would otherwise fork, and the import-time cost of activation against a 
 
     python benchmarks/overlay.py [--runs 5]
 
-Needs the test environment (tests/overlay/freshvenv.py: torch and vLLM's import deps come from it).
+Needs the test environment (tests/helpers/freshvenv.py: torch and vLLM's import deps come from it).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# A script, never imported: the checkout's `release` and the tests' helpers, as pytest's pythonpath has them.
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from helpers.freshvenv import create, site_packages  # noqa: E402
 from release.core.layout import Layout  # noqa: E402
 from release.overlay.build import PTH_NAME, BuildPlan, build  # noqa: E402
 from release.overlay.index import publish  # noqa: E402
 from release.pristine.wheel import pypi_wheel  # noqa: E402
-from tests.overlay.freshvenv import create, site_packages  # noqa: E402
 
 # One process: plain `import vllm`, then the import that makes vLLM load the subtree (where the
 # hook decides and serves files), then the hook's own pieces timed directly.

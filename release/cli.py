@@ -1,9 +1,10 @@
 """The command line: `python -m release COMMAND`.
 
 One registry (`COMMANDS`) names every command, the module that configures and runs it,
-and the exit codes it can return; `--help` of each command lists exactly those. Errors
-are caught here once, printed as one `error:` line plus a `hint:` line, and turned into
-their exit code (release.core.errors).
+and the exit codes it can return; `--help` of each command lists exactly those, and
+docs/architecture.md holds the table of all of them (`exit_code_table()`, checked by a test).
+Errors are caught here once, printed as one `error:` line plus a `hint:` line, and turned
+into their exit code (release.core.errors).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -43,6 +45,9 @@ class Runner(Protocol):
     def __call__(self, args: argparse.Namespace, layout: Layout) -> int: ...
 
 
+Configure = Callable[[argparse.ArgumentParser], None]
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
@@ -50,59 +55,94 @@ class Command:
     help: str
     exit_codes: tuple[int, ...]
     suffix: str = ""  # for modules that hold several commands (queue.cli: check, status)
+    # What a code means for this command, where that says more than EXIT_MEANINGS.
+    exit_texts: tuple[tuple[int, str], ...] = ()
 
-    def load(self) -> tuple[object, Runner]:
+    def load(self) -> tuple[Configure, Runner]:
         loaded = importlib.import_module(self.module)
         end = f"_{self.suffix}" if self.suffix else ""
         return getattr(loaded, f"configure{end}"), getattr(loaded, f"run{end}")
 
+    def meaning(self, code: int) -> str:
+        return dict(self.exit_texts).get(code, EXIT_MEANINGS[code])
+
 
 _COMMON = (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED)
+_GSM8K_EXITS = (
+    (EXIT_OK, "the gated run scored at or above --threshold (and, for a fixed run, the fix is active)"),
+    (EXIT_FAILED, "below --threshold, or the fixed wheel's fix is not active (the report says which)"),
+    (EXIT_BAD_INPUT, "bad input (options, --data, --index, --venv); nothing was run"),
+    (EXIT_INFRASTRUCTURE, "nothing was measured: install failed, the server exited or never became healthy, "
+     "requests kept failing, or lm-eval failed (logs are in the report directory)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the server was stopped"),
+)  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
     Command("rebase", "release.rebase.cli", "move vendor/ and patches/ onto another vLLM tag",
             (*_COMMON, EXIT_CONFLICT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
+    Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship", _COMMON),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _COMMON),
+    Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _COMMON),
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
     Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
     Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
+    Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
+            _COMMON),
     Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",
-            (*_COMMON, EXIT_INFRASTRUCTURE)),
+            (*_COMMON, EXIT_INFRASTRUCTURE), exit_texts=_GSM8K_EXITS),
 )  # fmt: skip
 
 
-def exit_codes_text(codes: tuple[int, ...]) -> str:
-    return "exit codes:\n" + "\n".join(f"  {code}  {EXIT_MEANINGS[code]}" for code in sorted(codes))
+def exit_codes_text(meanings: dict[int, str]) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code}  {meanings[code]}" for code in sorted(meanings))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    every = tuple(sorted({code for command in COMMANDS for code in command.exit_codes}))
+def exit_code_table() -> str:
+    """The Markdown table of every command's exit codes that docs/architecture.md holds."""
+    rows = ["| code | meaning | returned by |", "| --- | --- | --- |"]
+    for code in sorted({code for command in COMMANDS for code in command.exit_codes}):
+        names = [command.name for command in COMMANDS if code in command.exit_codes]
+        by = "every command" if len(names) == len(COMMANDS) else ", ".join(f"`{name}`" for name in names)
+        rows.append(f"| {code} | {EXIT_MEANINGS[code]} | {by} |")
+    return "\n".join(rows) + "\n"
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `argv`, only the commands it names are configured.
+
+    Configuring a command imports its module, and some pull in heavy libraries (the wheel reader
+    imports requests): `python -m release check` should not pay for them. The list of commands
+    and their help come from the registry either way.
+    """
+    every = {code: EXIT_MEANINGS[code] for command in COMMANDS for code in command.exit_codes}
     parser = argparse.ArgumentParser(
         prog="python -m release",
         description="Maintain the vendored vLLM fused-MoE code, its patch series and the overlay wheels.",
-        epilog=exit_codes_text(every),
+        epilog=exit_codes_text(every) + "\n\nwhat each code means for one command: python -m release COMMAND --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        configure, runner = command.load()
         sub = commands.add_parser(
             command.name,
             help=command.help,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        configure(sub)  # type: ignore[operator]
+        if argv is None or command.name in argv:
+            configure, runner = command.load()
+            configure(sub)
+            sub.set_defaults(func=runner)
         # A command may write its own epilog (sources, notes); the exit codes always end it.
-        sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + exit_codes_text(command.exit_codes)
-        sub.set_defaults(func=runner)
+        own = exit_codes_text({code: command.meaning(code) for code in command.exit_codes})
+        sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + own
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     layout = Layout(args.root.resolve()) if args.root else Layout.default()
     try:
         return int(args.func(args, layout))

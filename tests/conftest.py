@@ -1,16 +1,12 @@
-"""Fixtures shared by the suites: a throw-away copy of the project to run the tooling on."""
+"""Hooks and fixtures of every suite; shared functions live in tests/helpers/ (`import helpers`)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import copy_project
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -22,30 +18,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A copy of vendor/ and patches/ that a test may rebase, break and inspect."""
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in ("vendor", "patches"):
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-    return root
-
-
-def run_release(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a real process, pointed at `root`."""
-    return subprocess.run(
-        [sys.executable, "-m", "release", "--root", str(root), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every byte under vendor/ and patches/, to prove a failed command changed nothing."""
-    files = {}
-    for top in ("vendor", "patches"):
-        for path in sorted((root / top).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                files[str(path.relative_to(root))] = path.read_bytes()
-    return files
+    return copy_project(tmp_path)

@@ -1,4 +1,8 @@
-"""One exception type per failure kind; the CLI maps each to an exit code and a hint."""
+"""One exception type per failure kind; the CLI maps each to an exit code and a hint.
+
+First the families, one per exit code (ReleaseError is 1); then the kinds, each derived from
+its family, with a docstring saying when it is raised and the one-line hint the CLI prints.
+"""
 
 from __future__ import annotations
 
@@ -29,37 +33,57 @@ class BadInputError(ReleaseError):
     exit_code = EXIT_BAD_INPUT
 
 
-class UnknownTagError(BadInputError):
-    default_hint = "list release tags with `git ls-remote --tags https://github.com/vllm-project/vllm` or `pip index versions vllm`"
-
-
-class SourceError(BadInputError):
-    default_hint = "--from takes git+URL, git:PATH, dir:PATH, wheel:PATH or pypi"
-
-
-class MalformedPatchError(BadInputError):
-    default_hint = "re-export the patch with `git format-patch` (see docs/adding-a-patch.md)"
-
-
-class MalformedSeriesError(BadInputError):
-    default_hint = "patches/series names one patch file a line; `#` starts a comment"
-
-
-class DirtyVendorError(BadInputError):
-    default_hint = "run `python -m release check` to see the hand edits; move them into a patch or discard them"
-
-
-class ConfigError(BadInputError):
-    default_hint = "vendor/vllm_fused_moe/UPSTREAM.toml is written by `python -m release rebase`; restore it from git"
-
-
 class ConflictError(ReleaseError):
     """A patch neither applies nor is already upstream; the half-done state is kept."""
 
     exit_code = EXIT_CONFLICT
 
 
+class InfrastructureError(ReleaseError):
+    """The smoke could not measure anything: install, server or transport broke."""
+
+    exit_code = EXIT_INFRASTRUCTURE
+
+
+class UnknownTagError(BadInputError):
+    """A well-formed tag that the source does not have, or a tag that is no vLLM release."""
+
+    default_hint = "`python -m release tags` lists the releases newer than the pin; `pip index versions vllm`, all"
+
+
+class SourceError(BadInputError):
+    """`--from SOURCE` names no source we read, or the source cannot be read."""
+
+    default_hint = "--from takes git+URL, git:PATH, dir:PATH, wheel:PATH or pypi"
+
+
+class MalformedPatchError(BadInputError):
+    """A file in patches/ is not a `git format-patch` mail of the vendored subtree."""
+
+    default_hint = 're-export the patch with `git format-patch` (docs/patch-queue.md, "Add a patch")'
+
+
+class MalformedSeriesError(BadInputError):
+    """patches/series names a missing file, or one twice."""
+
+    default_hint = "patches/series names one patch file a line; `#` starts a comment"
+
+
+class DirtyVendorError(BadInputError):
+    """vendor/ is not pristine + series, so a rebase or a PR would lose hand edits."""
+
+    default_hint = "run `python -m release check` to see the hand edits; move them into a patch or discard them"
+
+
+class ConfigError(BadInputError):
+    """UPSTREAM.toml, VERIFIED.toml or the train file is missing or malformed."""
+
+    default_hint = "vendor/vllm_fused_moe/UPSTREAM.toml is written by `python -m release rebase`; restore it from git"
+
+
 class ToolMissingError(ReleaseError):
+    """A program the tooling runs (git, PyPA build) is not installed."""
+
     default_hint = "run through nox (`nox -s test`), which installs what the tooling needs"
 
 
@@ -70,32 +94,44 @@ class GitError(ReleaseError):
 
 
 class DriftError(ReleaseError):
-    """vendor/ differs from pristine + series (reported by `check`)."""
+    """vendor/ differs from pristine + series (`check`, after listing each file on stdout)."""
 
-    default_hint = "a hand edit belongs in a patch: docs/adding-a-patch.md"
+    default_hint = 'a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"'
 
 
 class UnknownPatchError(BadInputError):
-    default_hint = "name a patch by path, by file name in patches/, or by its number (`0001`); `python -m release status` lists them"
+    """`upstream-pr PATCH` names no patch of the queue."""
+
+    default_hint = "name a patch by path, file name or number (`0001`); `python -m release status` lists them"
 
 
 class AlreadyUpstreamError(BadInputError):
+    """`upstream-pr` was asked for a patch that upstream already took."""
+
     default_hint = "a retired patch has nothing left to send; see patches/retired/ and its Applied-Upstream trailer"
 
 
 class PatchDoesNotApplyError(BadInputError):
+    """A patch does not apply, on its own and without fuzz, to the pristine pinned tag."""
+
     default_hint = "the patch must apply to the pristine pinned tag on its own; re-export it (docs/maintainers.md)"
 
 
 class CloneError(BadInputError):
+    """`--vllm PATH` is not a usable vLLM clone (not git, or without the pinned tag)."""
+
     default_hint = "--vllm takes a clone of https://github.com/vllm-project/vllm with the pinned tag fetched"
 
 
 class DirtyCloneError(BadInputError):
+    """The vLLM clone has uncommitted changes that a new branch would carry along."""
+
     default_hint = "commit, stash or discard the changes in the clone first (`git -C PATH status`)"
 
 
 class BranchExistsError(BadInputError):
+    """The PR branch already exists in the clone; it is never overwritten."""
+
     default_hint = "delete it (`git -C PATH branch -D BRANCH`) to regenerate it, or push the one you have"
 
 
@@ -106,6 +142,8 @@ class RemoteError(ReleaseError):
 
 
 class BadTagError(BadInputError):
+    """A pin given to `tags` is not a final vLLM release tag."""
+
     default_hint = "a release tag looks like v0.21.0 or v0.21.0.post1"
 
 
@@ -116,26 +154,26 @@ class BuildError(ReleaseError):
 
 
 class BadPatchLevelError(BadInputError):
+    """`build --patch-level` is not a positive integer."""
+
     default_hint = "--patch-level is a positive integer; raise it whenever a release changes the wheel's contents"
 
 
 class DataNotFoundError(BadInputError):
-    default_hint = (
-        "pass --data DIR holding test.jsonl and train.jsonl (CI keeps a copy in ../shared/data/gsm8k/ beside the clone)"
-    )
+    """The GSM8K data files are not where --data (or the default) says."""
+
+    default_hint = "pass --data DIR holding test.jsonl and train.jsonl (CI keeps them in ../shared/data/gsm8k/)"
 
 
 class MalformedDataError(BadInputError):
+    """A GSM8K jsonl line is not a question/answer object."""
+
     default_hint = 'each line must be a JSON object {"question": ..., "answer": "... #### N"}'
 
 
-class InfrastructureError(ReleaseError):
-    """The smoke could not measure anything: install, server or transport broke."""
-
-    exit_code = EXIT_INFRASTRUCTURE
-
-
 class InstallError(InfrastructureError):
+    """Installing vLLM or the overlay into a serving venv failed."""
+
     default_hint = "check --index (a PEP 503 directory with simple/) and that the wheel was published there"
 
 
@@ -164,29 +202,94 @@ class CompletionRequestError(InfrastructureError):
 
 
 class LmEvalError(InfrastructureError):
+    """lm-eval is missing, failed, or wrote no GSM8K result."""
+
     default_hint = "run with --scorer builtin to score from the local data copy instead"
 
 
 class BadWheelError(BadInputError):
+    """`publish` was given something that is not a well-formed wheel."""
+
     default_hint = "publish only wheels built by `python -m release build` or downloaded from a package index"
 
 
 class IndexClashError(BadInputError):
-    default_hint = (
-        "a published file is never replaced: raise the version (`release build --patch-level N`) and publish again"
-    )
+    """A wheel of that name, with other bytes, is already in the index."""
+
+    default_hint = "a published file is never replaced: build with a higher `--patch-level N` and publish that"
 
 
 class IndexNotWritableError(BadInputError):
+    """The index directory (or its parent) cannot be written."""
+
     default_hint = "publish into a directory you may write (the index was left as it was)"
 
 
 class IndexCorruptError(BadInputError):
-    default_hint = (
-        "the index directory is half-written or was edited by hand; compare simple/<project>/ with its "
-        "index.html, remove stray files, and publish again"
-    )
+    """The index holds leftovers of an interrupted publish or files it does not list."""
+
+    default_hint = "compare simple/<project>/ with its index.html, remove what it does not list, publish again"
 
 
 class PublishError(ReleaseError):
+    """Writing into the index failed midway; what was written is rolled back."""
+
     default_hint = "the index was restored to what it was before; check the disk and publish again"
+
+
+class WheelIntegrityError(BadInputError):
+    """A release wheel (from the index or a local file) is not what its RECORD or the index says."""
+
+    default_hint = (
+        "the wheel's bytes differ from its RECORD or from the index's sha256; nothing was used. "
+        "Retry (a cached copy is re-read), or pass --from git+URL to read the tag from git instead"
+    )
+
+
+class PackageIndexError(BadInputError):
+    """The package index could not be read (network, URL, or an answer we cannot parse)."""
+
+    default_hint = (
+        "check the network to the package index, or set VLLM_FUSED_MOE_INDEX_URL to a PEP 503/691 simple index; "
+        "wheels already in the cache are read offline"
+    )
+
+
+class UnverifiedFlashInferError(BadInputError):
+    """A tag's own FlashInfer pin admits none of the versions in VERIFIED.toml."""
+
+    default_hint = (
+        "verify that version first (docs/contract.md: the CPU contract, then `nox -s kernel` on a GPU) and add it "
+        "to vendor/vllm_fused_moe/VERIFIED.toml; `python -m release train list` shows each tag's range"
+    )
+
+
+class UnknownTrainTagError(BadInputError):
+    default_hint = "`python -m release train list` names the tags of the train; `train add TAG` adds one"
+
+
+class TrainRefusedError(BadInputError):
+    """`train add`: the series does not replay on the tag as it stands; the train is unchanged."""
+
+    default_hint = (
+        "a conflicting patch needs a release line of its own (docs/patch-queue.md); a fix already upstream "
+        "needs no overlay for that tag"
+    )
+
+
+class TrainDriftError(ReleaseError):
+    """`train check`: a tag does not reproduce what patches/train.toml records for it."""
+
+    default_hint = (
+        "recorded hashes change only through `python -m release train add TAG` (it re-records the tag); "
+        "an edit to patches/ that was meant goes with re-recording every tag (docs/patch-queue.md)"
+    )
+
+
+class DoctorError(BadInputError):
+    """`release doctor` got no report from the interpreter it asked: exit 2, the doctor's "cannot tell"."""
+
+    default_hint = (
+        "--python must be a Python 3.10+ interpreter of the environment to check (e.g. /opt/venv/bin/python); "
+        "run it with vendor/vllm_fused_moe/doctor.py by hand to see its own error"
+    )

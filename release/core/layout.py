@@ -52,6 +52,19 @@ class Layout:
         return self.patches / "retired"
 
     @property
+    def lines(self) -> Path:
+        return self.patches / "lines.toml"
+
+    @property
+    def affected_json(self) -> Path:
+        # Inside the overlay package, so every wheel ships it (doctor reads it).
+        return self.overlay / "affected-releases.json"
+
+    @property
+    def affected_md(self) -> Path:
+        return self.root / "docs" / "affected-releases.md"
+
+    @property
     def work(self) -> Path:
         # Half-done rebases live here so a conflict never touches vendor/ or patches/.
         return self.root / ".work"

@@ -2,6 +2,6 @@
 
 One module per job: dataset (jsonl), prompts (lm-eval's 5-shot format), extract and
 scoring (lm-eval's gsm8k filters and exact match), client (completions over HTTP),
-server (process lifecycle), install (venvs from our index), lm_eval_runner (the
-upstream report's command), report (Markdown + JSON), smoke (one run), cli.
+server (process lifecycle), venvs (serving venvs from our index), lm_eval_runner (the
+upstream report's command), results (Markdown + JSON), smoke (one run), cli.
 """

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED, BadInputError, ReleaseError
+from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INTERRUPTED, BadInputError, ReleaseError
 from release.core.layout import Layout
 from release.gsm8k import dataset
 from release.gsm8k.progress import note
@@ -25,15 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.90
 DEFAULT_CONCURRENCY = 32  # the upstream report's num_concurrent
 
-EXIT_CODES_HELP = f"""\
-exit codes:
-  0    the gated run scored at or above --threshold (and, for a fixed run, the fix is active)
-  {EXIT_BELOW_THRESHOLD}    below --threshold, or the fixed wheel's fix is not active (the report says which)
-  2    bad input (options, --data, --index, --venv); nothing was run
-  {EXIT_INFRASTRUCTURE}    nothing was measured: install failed, the server exited or never became
-       healthy, requests kept failing, or lm-eval failed (logs are in the report directory)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C or SIGTERM); the server was stopped
-
+# The exit codes follow (release/cli.py's registry says what each means for gsm8k).
+GATED_RUN_HELP = """\
 The gated run is the --without-patches run when that is given, else the run with the fix
 (also under --compare, where the run without the fix is evidence, not gated).
 """
@@ -44,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "GSM8K 5-shot smoke: serve MODEL with `vllm serve` and a FlashInfer NVLink all2all backend, "
         "score it the way lm-eval's gsm8k task does, gate on a threshold and write a report."
     )
-    parser.epilog = EXIT_CODES_HELP
+    parser.epilog = GATED_RUN_HELP
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
     what = parser.add_argument_group("what to serve")

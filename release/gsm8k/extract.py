@@ -28,7 +28,8 @@ def _regex_filter(pattern: re.Pattern[str], text: str, group_select: int) -> str
     matches = pattern.findall(text)
     if not matches:
         return INVALID
-    chosen = matches[group_select]
+    # findall gives strings for a pattern with at most one group, tuples for several.
+    chosen: str | tuple[str, ...] = matches[group_select]
     if isinstance(chosen, tuple):
         non_empty = [group for group in chosen if group]
         chosen = non_empty[0] if non_empty else INVALID

@@ -6,6 +6,7 @@ The lifecycle takes any argv, so tests drive it with a test double of the model 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -145,7 +146,8 @@ class ManagedServer:
     def is_healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as response:
-                return 200 <= response.status < 300
+                status: int = response.status
+                return 200 <= status < 300
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             return False
 
@@ -183,23 +185,17 @@ class ManagedServer:
             return None
         pgid = process.pid  # == the group id, because of start_new_session
         if _group_alive(pgid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         # The leader may be gone while forked workers linger in the group: kill the rest.
         deadline = time.monotonic() + self.stop_grace_s
         while _group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
         if _group_alive(pgid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         return process.wait()
 
     def __enter__(self) -> ManagedServer:

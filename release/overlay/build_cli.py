@@ -1,4 +1,4 @@
-"""`python -m release build`: the overlay wheel into dist/."""
+"""`python -m release build`: the overlay wheel(s) into dist/."""
 
 from __future__ import annotations
 
@@ -6,15 +6,32 @@ import argparse
 from pathlib import Path
 
 from release.core.layout import Layout
-from release.overlay.build import BuildPlan, build
+from release.overlay.build import BuildPlan, BuildResult, build, build_train
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Build the pure-Python wheel vllm-fused-moe (vendor/vllm_fused_moe/ plus the import hook) "
-        "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time."
+        "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
+        "Without --all or --tag: the head of the train, from vendor/. Each wheel requires "
+        "vllm==<its tag> and flashinfer-python in (its tag's own pin ∩ VERIFIED.toml); a tag "
+        "whose pin admits no verified version is refused (exit 2) and nothing is built."
     )
-    parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheel goes (default: dist/)")
+    parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--all",
+        action="store_true",
+        help="one wheel per tag of patches/train.toml; every tag is first reproduced from its pristine "
+        "source + series and held to its recorded hashes (`train check`)",
+    )
+    which.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        metavar="TAG",
+        help="build the wheel of this train tag (repeatable), reproduced like --all",
+    )
     parser.add_argument(
         "--patch-level",
         type=int,
@@ -32,11 +49,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    result = build(BuildPlan(layout, args.out, args.patch_level, args.isolation))
+    plan = BuildPlan(layout, args.out, args.patch_level, args.isolation)
+    if args.all or args.tags:
+        results = build_train(plan, None if args.all else args.tags)
+    else:
+        results = [build(plan)]
+    for result in results:
+        show(result)
+    if len(results) > 1:
+        print(f"{len(results)} wheels in {args.out}: {sum(r.seconds for r in results):.1f} s in all")
+    return 0
+
+
+def show(result: BuildResult) -> None:
     print(f"{result.wheel}")
     print(
-        f"  version {result.version}  sha256 {result.sha256}  {result.size} bytes  "
+        f"  vLLM {result.tag}  version {result.version}  sha256 {result.sha256}  {result.size} bytes  "
         f"{result.seconds:.1f} s  SOURCE_DATE_EPOCH={result.source_date_epoch}  "
         f"{'isolated' if result.isolated else 'no isolation'}"
     )
-    return 0

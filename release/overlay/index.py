@@ -177,7 +177,7 @@ def _apply(added: list[Wheel], simple: Path) -> None:
         raise PublishError(f"publishing into {simple.parent} failed: {exc}") from None
     # Everything is written; only renames are left: wheels first, so no page ever links a missing file.
     for temporary, final in renames:
-        os.replace(temporary, final)
+        temporary.replace(final)
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -9,7 +9,7 @@ from release.core.versions import version_of_tag
 from release.pristine.dir_source import read_dir
 from release.pristine.git_source import read_git
 from release.pristine.tree import UpstreamTree
-from release.pristine.wheel import pypi_wheel, read_wheel
+from release.pristine.wheel import read_pypi, read_wheel
 
 DEFAULT_GIT_URL = "https://github.com/vllm-project/vllm.git"
 DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"
@@ -19,8 +19,7 @@ def fetch(tag: str, source: str) -> UpstreamTree:
     version_of_tag(tag)
     kind, _, rest = source.partition(":")
     if source == "pypi":
-        wheel = pypi_wheel(tag)
-        return read_wheel(tag, wheel, source_label="pypi")
+        return read_pypi(tag)
     if kind == "wheel" and rest:
         return read_wheel(tag, Path(rest), source_label=source)
     if kind == "dir" and rest:

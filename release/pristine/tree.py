@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from release.core.hashing import sha256_hex
 
@@ -21,7 +21,6 @@ class UpstreamTree:
     wheel: str = ""
     wheel_sha256: str = ""
     commit: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
     def file_hashes(self) -> dict[str, str]:
         return {name: sha256_hex(data) for name, data in sorted(self.files.items())}

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from release.core.errors import EXIT_FAILED, EXIT_OK
+from release.core.errors import EXIT_OK, DriftError
 from release.core.layout import Layout
 
 
@@ -23,8 +22,7 @@ def run_check(args: argparse.Namespace, layout: Layout) -> int:
     for d in found:
         print(d.line())
     if found:
-        print(f"vendor/ drifted from pristine + series in {len(found)} file(s)", file=sys.stderr)
-        return EXIT_FAILED
+        raise DriftError(f"vendor/ drifted from pristine + series in {len(found)} file(s)")
     print("vendor/ is pristine(UPSTREAM.toml) + series")
     return EXIT_OK
 

@@ -25,14 +25,6 @@ class Hunk:
     lines: tuple[str, ...]  # each starts with ' ', '-' or '+'
 
     @property
-    def pre_image(self) -> list[str]:
-        return [line[1:] for line in self.lines if line[:1] in (" ", "-")]
-
-    @property
-    def post_image(self) -> list[str]:
-        return [line[1:] for line in self.lines if line[:1] in (" ", "+")]
-
-    @property
     def removed(self) -> list[str]:
         return [line[1:] for line in self.lines if line.startswith("-")]
 
@@ -164,7 +156,7 @@ class Patch:
         replaced = [line if TRAILER_RE.match(t) and t.split(":", 1)[0] == key else t for t in trailer_lines]
         if replaced == trailer_lines:
             replaced.append(line)
-        new_message = "\n\n".join(paragraphs[:-1] + ["\n".join(replaced)])
+        new_message = "\n\n".join([*paragraphs[:-1], "\n".join(replaced)])
         return replace(self, text=self.text.replace(message, new_message, 1))
 
     @property

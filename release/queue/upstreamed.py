@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
+from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
 from release.queue.patch import Hunk, Patch
 
@@ -32,8 +35,8 @@ def _core(hunk: Hunk) -> tuple[list[str], list[str]]:
     lead = _normalise(before)[-1:]
     tail = _normalise(after)[:1]
     middle = lines[first : last + 1]
-    pre = lead + _normalise([l[1:] for l in middle if l[:1] in " -"]) + tail
-    post = lead + _normalise([l[1:] for l in middle if l[:1] in " +"]) + tail
+    pre = lead + _normalise([line[1:] for line in middle if line[:1] in " -"]) + tail
+    post = lead + _normalise([line[1:] for line in middle if line[:1] in " +"]) + tail
     return pre, post
 
 
@@ -60,3 +63,32 @@ def effect_present(patch: Patch, files: dict[str, bytes]) -> bool:
 def hunk_label(hunk: Hunk) -> str:
     match = re.match(r"(@@ [^@]+ @@)", hunk.header)
     return match.group(1) if match else hunk.header
+
+
+# ------------------------------------------------------------ one classifier
+
+
+@dataclass(frozen=True)
+class Classification:
+    status: str  # "applied", "upstream" or "conflict"
+    how: str
+
+
+def classify(repo: WorkRepo, patch: Patch, patch_file: Path) -> Classification:
+    """Is `patch` applicable, already upstream, or in conflict on the tree at `repo`'s HEAD?
+
+    The one decision `rebase` and `scan` share. An applicable patch is committed with
+    `git am --3way` (so the next patch sees it); on a conflict the `am` is left in progress
+    for the caller to describe (rebase) or abort (scan).
+    """
+    if repo.apply_check(patch_file).ok:
+        how = "applies as it is"
+    elif repo.apply_check(patch_file, reverse=True).ok:
+        return Classification("upstream", "reverse-applies cleanly: already upstream")
+    elif effect_present(patch, repo.subtree_files()):
+        return Classification("upstream", "its change is present and its pre-image gone (semantic check)")
+    else:
+        how = "3-way merge"
+    if not repo.am(patch_file).ok:
+        return Classification("conflict", "neither applies nor 3-way merges cleanly")
+    return Classification("applied", how)

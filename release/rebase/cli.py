@@ -14,9 +14,15 @@ SOURCES = f"""sources (--from):
              the subtree's (default: {DEFAULT_SOURCE})
   git:PATH   a local clone (read with ls-tree/cat-file, never checked out)
   dir:PATH   a tree laid out like vLLM's (PATH/vllm/model_executor/...)
-  wheel:PATH a vLLM release wheel (only the subtree is read)
-  pypi       the release wheel of TAG from the package index, downloaded once with pip
-             into $VLLM_FUSED_MOE_CACHE (default ~/.cache/vllm-fused-moe/wheels)
+  wheel:PATH a vLLM release wheel (only the subtree is read, each file checked
+             against the wheel's RECORD)
+  pypi       the release wheel of TAG on the package index ($VLLM_FUSED_MOE_INDEX_URL,
+             default PyPI), read with HTTP range requests: only the zip's central
+             directory, the subtree, METADATA and RECORD (a few hundred kB), each member
+             checked against RECORD; kept in $VLLM_FUSED_MOE_CACHE (default
+             ~/.cache/vllm-fused-moe/wheels). A whole wheel already there is read locally
+             once its sha256 matches the index's (a corrupt one is downloaded again); a
+             server that refuses ranges gets the whole wheel downloaded.
 """
 
 DESCRIPTION = (

@@ -69,7 +69,8 @@ class RebaseReport:
             + (
                 ""
                 if _pin_within(self.flashinfer_new, self.flashinfer_verified)
-                else " — **outside the verified range: run `nox -s kernel` before release**"
+                else " — **outside the verified range: this tag's wheel is not built until that version "
+                "is verified (docs/contract.md)**"
             ),
             "",
             "## Patches",
@@ -103,7 +104,8 @@ class RebaseReport:
                 "",
                 f"The half-done state is in `{self.work_dir}`; vendor/ and patches/ are unchanged.",
                 "",
-                f"- resolve: edit the files named above in `{self.work_dir}/repo`, `git -C {self.work_dir}/repo add <file>`, then",
+                f"- resolve: edit the files named above in `{self.work_dir}/repo`, "
+                f"`git -C {self.work_dir}/repo add <file>`, then",
                 f"- continue: `{self.continue_command}`",
                 f"- or abort: `{self.abort_command}`",
             ]
@@ -125,14 +127,16 @@ class RebaseReport:
         return md, js
 
 
-def _pin_within(pin: str, specifier: str) -> bool:
+def _pin_within(pin: str, verified: str) -> bool:
+    """Is vLLM's exact FlashInfer pin one of the verified versions ("0.6.6, 0.6.8.post1")?"""
     from packaging.requirements import Requirement
-    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-        return bool(pinned) and all(SpecifierSet(specifier).contains(v, prereleases=True) for v in pinned)
+        versions = [Version(v.strip()) for v in verified.split(",") if v.strip()]
+        return bool(pinned) and all(Version(v) in versions for v in pinned)
     except Exception:
         return False
 
@@ -145,8 +149,8 @@ def upstream_changes(old: dict[str, bytes], new: dict[str, bytes]) -> list[FileC
         if name in old and name in new and a == b:
             continue
         diff = list(difflib.unified_diff(a, b, lineterm="", n=0))
-        plus = sum(1 for l in diff if l.startswith("+") and not l.startswith("+++"))
-        minus = sum(1 for l in diff if l.startswith("-") and not l.startswith("---"))
+        plus = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
+        minus = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
         kind = "added" if name not in old else "removed" if name not in new else "modified"
         changes.append(FileChange(name, kind, plus, minus))
     return changes

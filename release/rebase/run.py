@@ -12,8 +12,9 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from release.core.errors import BadInputError, ConflictError, DirtyVendorError
 from release.core.git import WorkRepo
@@ -25,12 +26,47 @@ from release.queue.drift import drift
 from release.queue.load import Queue
 from release.queue.patch import Patch
 from release.queue.pin import Pin
-from release.queue.upstreamed import effect_present, hunk_label
-from release.queue.verified import verified_specifier
-from release.rebase.report import Conflict, PatchOutcome, RebaseReport, upstream_changes
+from release.queue.verified import verified_versions_text
+from release.rebase.replay import Replay, replay_series
+from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
+from release.train.head import move_head
 
 STATE = "state.json"
+
+
+class UpstreamState(TypedDict):
+    flashinfer: str
+    wheel: str
+    wheel_sha256: str
+    commit: str
+
+
+class OutcomeState(TypedDict):
+    """A PatchOutcome as saved in the state file."""
+
+    name: str
+    subject: str
+    status: str
+    how: str
+    refreshed: bool
+    conflicts: list[dict[str, object]]
+
+
+class RebaseState(TypedDict):
+    """The work directory's state.json: what `rebase --continue` needs to finish the run."""
+
+    tag: str
+    source: str
+    dry_run: bool
+    report_dir: str
+    fingerprint: str
+    upstream: UpstreamState
+    conflicted: str
+    remaining: list[str]
+    applied: list[str]
+    retired: list[str]
+    outcomes: list[OutcomeState]
 
 
 @dataclass
@@ -40,15 +76,6 @@ class RebaseOptions:
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
-
-
-@dataclass
-class Replay:
-    """What replaying the series produced so far; saved to the work dir on a conflict."""
-
-    outcomes: list[PatchOutcome] = field(default_factory=list)
-    applied: list[str] = field(default_factory=list)  # names, in the order of their commits
-    retired: list[str] = field(default_factory=list)
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
@@ -94,75 +121,6 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
     return work
 
 
-def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay) -> Patch | None:
-    """Classify each patch in order; returns the patch that conflicts, if any."""
-    for patch in patches:
-        patch_file = work / "patches" / patch.name
-        patch_file.parent.mkdir(parents=True, exist_ok=True)
-        patch_file.write_text(patch.text, encoding="utf-8")
-        if repo.apply_check(patch_file).ok:
-            status, how = "applied", "applies as it is"
-        elif repo.apply_check(patch_file, reverse=True).ok:
-            status, how = "upstream", "reverse-applies cleanly: already upstream"
-        elif effect_present(patch, repo.subtree_files()):
-            status, how = "upstream", "its change is present and its pre-image gone (semantic check)"
-        else:
-            status, how = "applied", "3-way merge"
-        if status == "upstream":
-            replay.retired.append(patch.name)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", how))
-            continue
-        result = repo.am(patch_file)
-        if not result.ok:
-            replay.outcomes.append(
-                PatchOutcome(
-                    patch.name,
-                    patch.subject,
-                    "conflict",
-                    "neither applies nor 3-way merges cleanly",
-                    conflicts=describe_conflict(repo, patch),
-                )
-            )
-            return patch
-        replay.applied.append(patch.name)
-        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", how))
-    return None
-
-
-def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
-    conflicts = []
-    unmerged = repo.unmerged_paths()
-    paths = unmerged or [p for p in patch.files]
-    for path in paths:
-        hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
-        ours, theirs = _conflict_sides(repo.path / path)
-        if not unmerged:
-            theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)
-            ours = "(the pre-image blob of this patch is unknown here, so no 3-way merge was possible)"
-        conflicts.append(Conflict(path, hunks, ours, theirs))
-    return conflicts
-
-
-def _conflict_sides(path: Path) -> tuple[str, str]:
-    if not path.is_file():
-        return "(file deleted upstream)", ""
-    ours: list[str] = []
-    theirs: list[str] = []
-    side = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("<<<<<<<"):
-            side = ours
-        elif line.startswith("=======") and side is ours:
-            side = theirs
-        elif line.startswith(">>>>>>>"):
-            side = None
-            ours.append("...")
-            theirs.append("...")
-        elif side is not None:
-            side.append(line)
-    return "\n".join(ours), "\n".join(theirs)
-
-
 # ---------------------------------------------------------------- stop / finish
 
 
@@ -188,7 +146,7 @@ def stop_on_conflict(
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", "not-reached", "after the conflict"))
-    state = {
+    state: RebaseState = {
         "tag": options.tag,
         "source": options.source,
         "dry_run": options.dry_run,
@@ -204,7 +162,17 @@ def stop_on_conflict(
         "remaining": remaining,
         "applied": replay.applied,
         "retired": replay.retired,
-        "outcomes": [o.__dict__ | {"conflicts": [c.__dict__ for c in o.conflicts]} for o in replay.outcomes],
+        "outcomes": [
+            OutcomeState(
+                name=o.name,
+                subject=o.subject,
+                status=o.status,
+                how=o.how,
+                refreshed=o.refreshed,
+                conflicts=[asdict(c) for c in o.conflicts],
+            )
+            for o in replay.outcomes
+        ],
     }
     (work / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     report = make_report(options, queue, upstream, old_pristine, replay, "conflict")
@@ -228,7 +196,7 @@ def finish(
     exported = repo.export(base, work / "export")
     if len(exported) != len(replay.applied):
         raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
-    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported)}
+    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported, strict=True)}
     by_name = {p.name: p for p in queue.patches}
     for outcome in replay.outcomes:
         if outcome.status == "applied":
@@ -249,10 +217,12 @@ def finish(
         commit=upstream.commit,
         files=upstream.file_hashes(),
     )
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
         and not any(o.refreshed for o in replay.outcomes)
+        and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
     if not options.dry_run:
@@ -264,7 +234,15 @@ def finish(
                 retired=retired,
                 series=series.dumps(),
                 pin=pin.dumps(),
+                train=head.text,
             ),
+        )
+    if head.stranded:
+        print(
+            f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
+            f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
+            "until they are removed (`train remove TAG`) or the patch returns to the series",
+            file=sys.stderr,
         )
     shutil.rmtree(work, ignore_errors=True)
     write_report(options, report)
@@ -288,7 +266,7 @@ def make_report(
         commit=upstream.commit,
         flashinfer_old=queue.pin.flashinfer,
         flashinfer_new=upstream.flashinfer,
-        flashinfer_verified=verified_specifier(options.layout),
+        flashinfer_verified=verified_versions_text(options.layout),
         dry_run=options.dry_run,
         result=result,
         patches=replay.outcomes,
@@ -305,11 +283,12 @@ def write_report(options: RebaseOptions, report: RebaseReport) -> None:
 # ------------------------------------------------------------- continue / abort
 
 
-def load_state(work: Path) -> dict:
+def load_state(work: Path) -> RebaseState:
     state_file = work / STATE
     if not state_file.is_file():
         raise BadInputError(f"{work} holds no rebase in progress", hint="the conflict report names the work directory")
-    return json.loads(state_file.read_text(encoding="utf-8"))
+    state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
+    return state
 
 
 def abort(layout: Layout, work: Path) -> None:

@@ -6,10 +6,9 @@ any of them fails, so a rebase leaves either the old state or the new one.
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.layout import Layout, write_files
@@ -22,7 +21,7 @@ class Outputs:
     retired: dict[str, str]  # patch name -> text with Applied-Upstream set
     series: str
     pin: str
-    extra: dict[str, str] = field(default_factory=dict)
+    train: str | None = None  # patches/train.toml with the head's entry moved; None: no train here
 
 
 def install(layout: Layout, outputs: Outputs) -> None:
@@ -39,6 +38,9 @@ def install(layout: Layout, outputs: Outputs) -> None:
             (new_patches / "retired" / name).write_text(text, encoding="utf-8")
             (new_patches / name).unlink()
         (new_patches / "series").write_text(outputs.series, encoding="utf-8")
+        if outputs.train is not None:
+            # train.toml lives in patches/, so it moves in the same rename as the series.
+            (new_patches / "train.toml").write_text(outputs.train, encoding="utf-8")
         new_pin = stage / "UPSTREAM.toml"
         new_pin.write_text(outputs.pin, encoding="utf-8")
         _swap(
@@ -55,12 +57,12 @@ def _swap(layout: Layout, pairs: list[tuple[Path, Path]], stage: Path) -> None:
     try:
         for new, target in pairs:
             backup = stage / f"old-{target.name}"
-            os.replace(target, backup)
+            target.replace(backup)
             done.append((target, backup))
-            os.replace(new, target)
+            new.replace(target)
     except BaseException:
         for target, backup in reversed(done):
             if target.exists():
                 shutil.rmtree(target) if target.is_dir() else target.unlink()
-            os.replace(backup, target)
+            backup.replace(target)
         raise

@@ -86,11 +86,6 @@ def newer_than(pin_tag: str, tags: list[RemoteTag]) -> list[Version]:
     return sorted((v for v in releases(tags) if v.key > pin.key), key=lambda v: v.key)
 
 
-def newest_after(pin_tag: str, tags: list[RemoteTag]) -> Version | None:
-    newer = newer_than(pin_tag, tags)
-    return newer[-1] if newer else None
-
-
 def ls_remote(url: str) -> str:
     """The raw `git ls-remote --tags URL` text; a failure is a RemoteError naming git's message."""
     try:

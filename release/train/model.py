@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.core.errors import ConfigError
@@ -119,13 +119,13 @@ def _entry(path: Path, index: int, item: object) -> TrainEntry:
             raise ConfigError(f"{where}: `{key}` is missing")
     tag = item["tag"]
     version_of_tag(tag)  # a malformed tag is bad input with its own message
-    texts = {}
+    texts: dict[str, str] = {}
     for key in ("line", "wheel", "wheel_sha256", "commit", "flashinfer"):
         value = item.get(key, DEFAULT_LINE if key == "line" else "")
         if not isinstance(value, str):
             raise ConfigError(f"{where} ({tag}): `{key}` must be a string")
         texts[key] = value
-    tables = {}
+    tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
         if not isinstance(table, dict) or not table:
@@ -136,7 +136,17 @@ def _entry(path: Path, index: int, item: object) -> TrainEntry:
             if name.startswith("/") or ".." in name.split("/"):
                 raise ConfigError(f"{where} ({tag}): {key} {name!r} leaves the subtree")
         tables[key] = dict(sorted(table.items()))
-    return replace(TrainEntry(tag=tag, source=item["source"]), **texts, **tables)
+    return TrainEntry(
+        tag=tag,
+        source=item["source"],
+        line=texts["line"],
+        wheel=texts["wheel"],
+        wheel_sha256=texts["wheel_sha256"],
+        commit=texts["commit"],
+        flashinfer=texts["flashinfer"],
+        pristine=tables["pristine"],
+        patched=tables["patched"],
+    )
 
 
 def _toml_str(value: str) -> str:

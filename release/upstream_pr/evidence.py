@@ -15,6 +15,7 @@ import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 GSM8K_SCHEMA = "vllm-fused-moe/gsm8k-smoke/1"
 GSM8K_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
@@ -114,7 +115,7 @@ def kernel_evidence(reports: Path, root: Path) -> Evidence:
     return _generic("FlashInfer kernel contract (GPU)", KERNEL_COMMAND, reports / "kernel", root)
 
 
-def _metric(metric: dict) -> str:
+def _metric(metric: dict[str, Any]) -> str:
     value, stderr = metric.get("value"), metric.get("stderr")
     if not isinstance(value, (int, float)):
         return "?"
@@ -123,7 +124,8 @@ def _metric(metric: dict) -> str:
 
 def gsm8k_evidence(reports: Path, root: Path) -> Evidence:
     evidence = Evidence("GSM8K 5-shot, with and without the fix", [gsm8k_command(b) for b in BACKENDS])
-    newest: dict[str, tuple[str, Path, dict]] = {}
+    # A report is JSON we did not write in this process: any value may be anything.
+    newest: dict[str, tuple[str, Path, dict[str, Any]]] = {}
     for path in (reports / "gsm8k").glob("*/report.json") if (reports / "gsm8k").is_dir() else []:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -144,7 +146,8 @@ def gsm8k_evidence(reports: Path, root: Path) -> Evidence:
         _, path, data = newest[backend]
         rel = _rel(path, root)
         evidence.sources.append(rel)
-        gate = f"{'PASS' if data.get('passed') else 'FAIL'} ({data.get('gate_metric', '?')} ≥ {data.get('threshold', '?')})"
+        verdict = "PASS" if data.get("passed") else "FAIL"
+        gate = f"{verdict} ({data.get('gate_metric', '?')} ≥ {data.get('threshold', '?')})"
         for run in data.get("runs", []):
             metrics = run.get("metrics", {})
             strict, flexible = metrics.get("strict-match", {}), metrics.get("flexible-extract", {})

@@ -16,7 +16,7 @@ from pathlib import Path
 from release.core.git import WorkRepo
 from release.queue.patch import TRAILER_RE, Patch
 
-# DEP-3 fields and our own; see DESIGN.md "A patch file".
+# DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(
     {
         "Origin",
@@ -67,4 +67,4 @@ def applies_to(files: dict[str, bytes], mail: Patch) -> tuple[bool, str]:
         mail_file = Path(tmp) / mail.name
         mail_file.write_text(mail.text, encoding="utf-8")
         result = repo.apply_check(mail_file)
-    return result.ok, result.stderr.strip()
+    return result.ok, result.err.strip()

@@ -1,11 +1,6 @@
 """Fixtures for the reduce-contract suite: source variants and one multi-process run per layout."""
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from moe_contract.cases import LAYOUTS, problems_for
 from moe_contract.launcher import ContractRun, run_contract

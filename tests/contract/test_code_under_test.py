@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tag_facts
+
+from helpers import tag_facts
 from moe_contract.code_under_test import (
     differing_functions,
     flashinfer_module_files,
@@ -18,7 +19,6 @@ from moe_contract.code_under_test import (
 )
 from moe_contract.launcher import ContractRun
 from moe_contract.vllm_layer import reduce_site
-
 from release.pristine.wheel import pypi_wheel
 
 pytestmark = pytest.mark.timeout(300)

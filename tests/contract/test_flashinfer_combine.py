@@ -9,8 +9,10 @@ GPU and VERIFIED.toml records which FlashInfer versions passed.
 import ast
 
 import pytest
-import tag_facts
 import torch
+from packaging.version import Version
+
+from helpers import tag_facts
 from moe_contract.checks import RELATIVE_TOLERANCE, worst_row_error
 from moe_contract.flashinfer_two_sided import (
     COMBINE_FUNCTION,
@@ -25,7 +27,6 @@ from moe_contract.flashinfer_two_sided import (
 from moe_contract.one_sided_kernel_order import one_sided_topk_sum
 from moe_contract.problem import PAYLOAD_DTYPES
 from moe_contract.verified import read_verified_flashinfer
-from packaging.version import Version
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,14 +46,15 @@ def test_the_heads_flashinfer_pin_is_verified() -> None:
     assert pinned in read_verified_flashinfer().versions
 
 
-def test_the_specifier_admits_only_verified_versions() -> None:
-    verified = read_verified_flashinfer()
-    admitted = [v for v in verified.versions if Version(v) in verified.specifier]
-    assert admitted, f"VERIFIED.toml's specifier {verified.specifier} admits none of {verified.versions}"
-    # An exact pin must name a verified version.
-    for spec in verified.specifier:
-        if spec.operator in ("==", "==="):
-            assert spec.version in verified.versions
+def test_every_verified_version_says_how_it_was_verified() -> None:
+    from moe_contract.paths import VERIFIED_TOML
+    from release.queue.verified import read_verified
+
+    entries = read_verified(VERIFIED_TOML).entries
+    assert entries
+    for entry in entries:
+        assert str(Version(entry.version)) == entry.version, "a verified version is written in PEP 440 normal form"
+        assert "tests/" in entry.how, f"{entry.version}: `how` must name the suites that ran against it"
 
 
 @pytest.mark.parametrize("payload_dtype", PAYLOAD_DTYPES)

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from moe_contract.launcher import HarnessWorkerError, run_contract
 from moe_contract.layout import HarnessInputError, ParallelLayout
 from moe_contract.prepare_finalize_sources import vendored_variant

@@ -6,6 +6,7 @@ installed release has.
 """
 
 import pytest
+
 from moe_contract.cases import LAYOUTS, problems_for
 from moe_contract.checks import (
     MODULES,

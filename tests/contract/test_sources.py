@@ -6,7 +6,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import tag_facts
+
+from helpers import tag_facts
 from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, VENDORED_PREPARE_FINALIZE
 from moe_contract.prepare_finalize_sources import SourceVariant
 

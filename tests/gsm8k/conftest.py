@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-for path in (REPO_ROOT, HERE):  # `release` is the repo's tooling package (not installed); helpers sit here
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from gsm8k_helpers import write_tiny_data  # noqa: E402
+from helpers.gsm8k import write_tiny_data
 
 
 @pytest.fixture()

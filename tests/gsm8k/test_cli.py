@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from gsm8k_helpers import make_fake_serving_env
 
+from helpers.gsm8k import make_fake_serving_env
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
 from release.core.layout import Layout
 from release.gsm8k import cli, smoke
@@ -39,8 +39,10 @@ def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path
         tmp_path / "upstream", mode="alternate", fix_active=False, data=tiny_data, overlay_version=None
     )
     report_dir = tmp_path / "report"
-    code = cli.run(parse(*common(tiny_data, report_dir, "--compare", "--limit", "4",
-                                 "--venv", str(fixed), "--upstream-venv", str(upstream))), Layout.default())  # fmt: skip
+    argv = common(
+        tiny_data, report_dir, "--compare", "--limit", "4", "--venv", str(fixed), "--upstream-venv", str(upstream)
+    )
+    code = cli.run(parse(*argv), Layout.default())
     assert code == 0
     report = json.loads((report_dir / "report.json").read_text())
     assert [run["label"] for run in report["runs"]] == ["without-fix", "with-fix"]
@@ -143,7 +145,7 @@ def test_sigterm_to_the_cli_stops_the_server_and_exits_130(tmp_path: Path, tiny_
     import os
     import signal
 
-    from gsm8k_helpers import process_gone, wait_until
+    from helpers.gsm8k import process_gone, wait_until
 
     child_file, argv_file = tmp_path / "child.pid", tmp_path / "argv.json"
     fixed = make_fake_serving_env(

@@ -7,8 +7,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from gsm8k_helpers import fake_server_argv
 
+from helpers.gsm8k import fake_server_argv
 from release.core.errors import CompletionRequestError, ServerCrashedError
 from release.gsm8k.client import CompletionsClient, CompletionSettings
 from release.gsm8k.dataset import load_splits

@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tag_facts
 
+from helpers import tag_facts
 from release.core.versions import version_of_tag
 from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS

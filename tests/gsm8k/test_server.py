@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from gsm8k_helpers import FAKE_SERVER, fake_server_argv, process_gone, wait_until
 
+from helpers import REPO
+from helpers.gsm8k import FAKE_SERVER, fake_server_argv, process_gone, wait_until
 from release.core.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
 from release.gsm8k.server import (
     UPSTREAM_REPORT_SERVE_ARGS,
@@ -153,7 +154,6 @@ import signal, sys
 # A shell starts background jobs with SIGINT ignored, and Python keeps it ignored then; a
 # user's Ctrl-C always reaches the real CLI, so give this caller the default handler back.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.path[:0] = {[str(Path(__file__).resolve().parents[2])]!r}
 from pathlib import Path
 from release.gsm8k.server import ManagedServer
 server = ManagedServer({fake_server_argv(port, "--healthy-after", "60", "--child-pid-file", str(child_file))!r},
@@ -168,7 +168,8 @@ except KeyboardInterrupt:
 """
     import subprocess
 
-    caller = subprocess.Popen([sys.executable, "-c", script])
+    # The caller imports `release` from this checkout, as `python -m release` run from it would.
+    caller = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         assert wait_until(lambda: leader_file.exists() and child_file.exists(), 10)
         os.kill(caller.pid, signal.SIGINT)

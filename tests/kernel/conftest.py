@@ -6,12 +6,9 @@ a machine that has neither; the reason comes from kernel_probe.environment_reaso
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kernel_probe
 

@@ -71,9 +71,6 @@ def _err(exc: BaseException) -> str:
 
 
 def verified_specifier() -> str:
-    # Run standalone the probe's own folder is on sys.path, not the repo with `release`.
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.append(str(REPO_ROOT))
     from release.queue.verified import read_verified
 
     return read_verified(VERIFIED_TOML).specifier
@@ -275,5 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    # Run as a script on a GPU box (`python3 tests/kernel/kernel_probe.py`), with no pytest to apply
+    # pyproject's pythonpath: Python puts this folder on sys.path, not the checkout that holds `release`.
+    sys.path.append(str(REPO_ROOT))
     raise SystemExit(main())

@@ -8,8 +8,9 @@ skipped with the probe's exact reason; a wrong sum fails.
 
 from __future__ import annotations
 
-import kernel_probe
 import pytest
+
+import kernel_probe
 
 pytestmark = pytest.mark.gpu
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tag_facts
 
+from helpers import tag_facts
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.overlay.build import BuildPlan, BuildResult, build

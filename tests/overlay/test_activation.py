@@ -2,7 +2,7 @@
 
 Each venv gets `vllm==X --no-deps` and `vllm-fused-moe` through
 `pip install --index-url file://INDEX/simple`; torch and vLLM's other import-time dependencies
-come from the test environment (tests/overlay/freshvenv.py says how and why). The probes run
+come from the test environment (tests/helpers/freshvenv.py says how and why). The probes run
 concurrently, each a real interpreter that imports vLLM and starts workers the way vLLM does.
 """
 
@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import tag_facts
 
+from helpers import tag_facts
+from helpers.freshvenv import create, site_packages
 from release.core.versions import version_of_tag
-from tests.overlay.freshvenv import create, site_packages
 
 PROBE = Path(__file__).with_name("probe.py")
 CLASSES = ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize")
@@ -102,7 +102,7 @@ def test_another_vllm_version_does_not_activate_and_says_why(runs) -> None:
 
 
 def test_strict_makes_a_mismatch_an_error(runs) -> None:
-    report, output = runs["strict"]
+    report, _output = runs["strict"]
     assert report["error"].startswith("OverlayMismatchError")
     assert f"vLLM {OTHER} is installed" in report["error"]
 

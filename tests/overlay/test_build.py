@@ -10,18 +10,18 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
-import tag_facts
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from helpers import tag_facts
+from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
 from release.core.layout import Layout, read_tree
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
 from release.queue.pin import Pin
 from release.queue.series import Series
-from release.queue.verified import verified_specifier
-from tests.overlay.freshvenv import pip_env
+from release.queue.verified import read_verified
 
 
 def _metadata(wheel: Path) -> tuple[HeaderParser, zipfile.ZipFile]:
@@ -46,7 +46,9 @@ def test_metadata_pins_the_vllm_tag_and_the_verified_flashinfer(built: BuildResu
     requires = {Requirement(r).name: Requirement(r) for r in headers.get_all("Requires-Dist")}
     assert set(requires) == {"vllm", "flashinfer-python"}
     assert str(requires["vllm"].specifier) == f"=={pin.version}"
-    assert requires["flashinfer-python"].specifier == SpecifierSet(verified_specifier(layout))
+    # The head's own FlashInfer pin intersected with the verified versions.
+    expected = read_verified(layout.verified_toml).range_for(pin.flashinfer)
+    assert expected and requires["flashinfer-python"].specifier == SpecifierSet(expected)
     assert headers["Name"] == "vllm-fused-moe"
     assert Version(headers["Version"]).public == pin.version
     assert headers["Requires-Python"]
@@ -59,6 +61,7 @@ def test_wheel_holds_the_vendored_subtree_byte_for_byte_and_its_provenance(built
         assert archive.read(f"vllm_fused_moe/prepare_finalize/{rel}") == data, rel
     assert archive.read("vllm_fused_moe/UPSTREAM.toml") == layout.upstream_toml.read_bytes()
     assert archive.read("vllm_fused_moe/VERIFIED.toml") == layout.verified_toml.read_bytes()
+    assert archive.read("vllm_fused_moe/affected-releases.json") == layout.affected_json.read_bytes()  # doctor reads it
     assert archive.read("vllm_fused_moe/patches/series") == layout.series.read_bytes()
     names = Series.load(layout.series).names
     for name in names:

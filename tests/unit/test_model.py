@@ -44,7 +44,7 @@ def test_with_trailer_adds_then_replaces_without_touching_the_diff() -> None:
 def test_corrupt_hunk_is_rejected_with_the_file_named(tmp_path: Path) -> None:
     broken = tmp_path / "0002-broken.patch"
     broken.write_text(PATCH.read_text().replace("+        return True\n", "", 1))
-    with pytest.raises(MalformedPatchError, match="flashinfer_nvlink_one_sided.py is corrupt"):
+    with pytest.raises(MalformedPatchError, match=r"flashinfer_nvlink_one_sided\.py is corrupt"):
         Patch.load(broken)
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_release
 from release.core.versions import Version, parse_version
 from release.queue.pin import Pin
-from release.rebase.tags import newer_than, newest_after, parse_ls_remote, releases
-from tests.conftest import run_release
+from release.rebase.tags import newer_than, parse_ls_remote, releases
 
 # Recorded in the real format: "<sha>\trefs/tags/<name>", annotated tags followed by their
 # peeled "^{}" line. Includes what must not be chosen: rc and dev pre-releases, a wheel
@@ -63,14 +63,13 @@ def test_peeled_commit_wins_and_each_tag_is_listed_once() -> None:
 def test_newest_final_release_after_the_pin() -> None:
     tags = parse_ls_remote(LS_REMOTE)
     assert tags_of(newer_than("v0.20.0", tags)) == ["v0.20.1", "v0.20.1.post1", "v0.21.0", "v0.22.0"]
-    assert newest_after("v0.20.0", tags) == Version((0, 22, 0))
 
 
 def test_wheel_build_tag_is_the_release_not_a_new_one() -> None:
     tags = parse_ls_remote(LS_REMOTE)
     # 0.22.0 exists only as the build tag 0.22.0-1; it is release 0.22.0, named the way rebase takes it.
     assert releases(tags)[Version((0, 22, 0))].name == "0.22.0-1"
-    assert newest_after("v0.21.0", tags).tag == "v0.22.0"
+    assert tags_of(newer_than("v0.21.0", tags)) == ["v0.22.0"]
     # 0.20.0-1 is the release we are pinned to: nothing newer when only it is on top.
     only_rebuild = parse_ls_remote(
         "2020202020202020202020202020202020202020\trefs/tags/0.20.0-1\n"
@@ -84,10 +83,10 @@ def test_wheel_build_tag_is_the_release_not_a_new_one() -> None:
 
 def test_pre_releases_and_tags_we_have_are_never_chosen() -> None:
     tags = parse_ls_remote(LS_REMOTE)
-    assert newest_after("v0.22.0", tags) is None  # v0.23.0rc1 and v0.23.0.dev0 are not releases
+    assert newer_than("v0.22.0", tags) == []  # v0.23.0rc1 and v0.23.0.dev0 are not releases
     assert newer_than("v0.21.0", tags) == [Version((0, 22, 0))]
     assert tags_of(newer_than("v0.20.1", tags)) == ["v0.20.1.post1", "v0.21.0", "v0.22.0"]  # .postN is newer
-    assert newest_after("v0.20.1.post1", parse_ls_remote("1\trefs/tags/v0.20.1\n")) is None
+    assert newer_than("v0.20.1.post1", parse_ls_remote("1\trefs/tags/v0.20.1\n")) == []
 
 
 # ------------------------------------------------------------ a real remote

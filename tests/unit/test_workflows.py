@@ -153,12 +153,19 @@ def test_nvlink_runs_kernel_and_gsm8k_compare_for_both_backends_on_nvlink_runner
     assert "-s kernel" in scripts and "-s gsm8k --" in scripts and "--compare" in scripts
 
 
-def test_watch_picks_the_tag_rebases_and_avoids_duplicate_prs() -> None:
+def test_watch_scans_after_the_newest_train_tag_adds_to_the_train_and_avoids_duplicate_prs() -> None:
     watch = load(REPO / ".github" / "workflows" / "watch.yml")
     assert "schedule" in watch["on"] and watch["permissions"] == {}
     scripts = "\n".join(s.get("run", "") for s in steps(watch))
-    assert "python -m release tags --newest" in scripts
-    assert 'nox -s rebase -- "$TAG" --from pypi' in scripts
+    # The newest train tag comes from the train itself; the scan starts there.
+    assert "nox -s train -- list --json" in scripts and '["releases"][-1]["tag"]' in scripts
+    assert 'python -m release scan --from pypi --since "$NEWEST" --json' in scripts
+    # `train watch` adds what applies (train add) and reports what is upstream; check proves it.
+    assert "nox -s train -- watch reports/scan.json --report reports/train-watch.md" in scripts
+    assert "nox -s train -- check" in scripts
     assert 'gh pr list --head "$branch" --state open' in scripts
-    assert "gh pr edit" in scripts and "gh pr create" in scripts and "--body-file" in scripts
+    assert "gh pr edit" in scripts and "gh pr create" in scripts and '--body-file "$report"' in scripts
+    assert "git add -- patches docs vendor" in scripts  # train.toml and the scan's documents
     assert all("GH_TOKEN" in s.get("env", {}) for s in steps(watch) if "gh " in s.get("run", ""))
+    # vendor/ (the head) is never rebased by the watch: a release with the fix would retire the patch.
+    assert "nox -s rebase" not in scripts

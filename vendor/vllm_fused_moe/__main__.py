@@ -1,5 +1,8 @@
 """`python -m vllm_fused_moe [info] [--json]` (also `vllm-fused-moe info`): what is deployed.
 
+`vllm-fused-moe doctor ...` (vllm_fused_moe.doctor) answers the other question: is this
+environment affected by the double reduce, and is the fix live? (docs/doctor.md)
+
 For whoever debugs a deployment: the vLLM tag this overlay was built for, the patches and
 their origins, and whether it would activate with the vLLM and FlashInfer installed here.
 It reads package metadata only; it does not import vLLM (which takes seconds).
@@ -18,7 +21,20 @@ from vllm_fused_moe._finder import TARGET, installed_finder
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
 
-def report() -> dict:
+class Report(_meta.BuildInfo):
+    """The build facts plus what this interpreter has installed (`--json` prints it)."""
+
+    installed: dict[str, str | None]
+    mode: str
+    hook_installed: bool
+    would_activate: bool
+    why_not: str | None
+    flashinfer_problem: str | None
+    what_to_do: str | None
+    subtree: str
+
+
+def report() -> Report:
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -36,10 +52,24 @@ def report() -> dict:
         "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
         "subtree": str(_meta.SUBTREE),
+        "what_to_do": what_to_do(info, vllm_installed, vllm_problem, mode),
     }
 
 
-def format_report(data: dict) -> str:
+def what_to_do(info: _meta.BuildInfo, vllm_installed: str | None, vllm_problem: str | None, mode: str) -> str | None:
+    """For a vLLM this wheel was not built for: which wheel to install instead, or why there is none."""
+    if mode == "off" or not vllm_installed or not vllm_problem:
+        return None
+    wanted = vllm_installed.split("+", 1)[0]
+    return (
+        f"this wheel is the overlay of vLLM {info['vllm_tag']} only; each affected vLLM release has its own. "
+        f"Install the one for vLLM {wanted}: pip install 'vllm-fused-moe=={wanted}' from the same index. "
+        f"If the index has none, vLLM {wanted} has no overlay (its release either has the fix already or is "
+        "not in the train): uninstall vllm-fused-moe; docs/overlay.md, 'No overlay for your vLLM', says more"
+    )
+
+
+def format_report(data: Report) -> str:
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
@@ -57,6 +87,8 @@ def format_report(data: dict) -> str:
         lines.append("  status          hook not installed in this interpreter (vllm_fused_moe.pth not processed?)")
     else:
         lines.append(f"  status          does not activate: {data['why_not']}")
+    if data.get("what_to_do"):
+        lines.append(f"  what to do      {data['what_to_do']}")
     if data["flashinfer_problem"]:
         lines.append(f"  warning         {data['flashinfer_problem']}")
     lines.append(f"patches ({len(data['patches'])}):")
@@ -70,10 +102,20 @@ def format_report(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-fused-moe", description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", default="info", choices=["info"])
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["doctor"]:
+        # Its own options, and `-- VLLM_SERVE_ARGS...` that argparse here must not see.
+        from vllm_fused_moe import doctor
+
+        return doctor.main(args_given[1:])
+    parser = argparse.ArgumentParser(
+        prog="vllm-fused-moe",
+        description=__doc__.splitlines()[0],
+        epilog="vllm-fused-moe doctor --help: is this environment affected, and is the fix live?",
+    )
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "doctor"])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
     data = report()
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
     return 0

@@ -40,23 +40,18 @@ def decide() -> bool:
     if chosen not in MODES:
         log.warning("vllm-fused-moe: %s=%r is not one of %s; treating it as 'on'", MODE_ENV, chosen, "/".join(MODES))
         chosen = "on"
-    if chosen == "off":
-        log.info("vllm-fused-moe %s: disabled by %s=off; upstream %s left in place", info["version"], MODE_ENV, TARGET)
-        return False
-
-    problem = vllm_problem(info)
-    if problem:
-        if chosen == "strict":
-            raise OverlayMismatchError(f"vllm-fused-moe: {problem} ({MODE_ENV}=strict)")
-        log.warning("vllm-fused-moe: %s; not activating, upstream %s left in place", problem, TARGET)
-        return False
-
     flashinfer = flashinfer_version()
-    problem = flashinfer_problem(flashinfer, info["flashinfer_specifier"])
-    if problem:
-        if chosen == "strict":
-            raise OverlayMismatchError(f"vllm-fused-moe: {problem} ({MODE_ENV}=strict)")
-        log.warning("vllm-fused-moe: %s", problem)
+    active, reason = activation(info, chosen, installed_vllm_version(), flashinfer)
+    if not active and chosen == "strict":
+        raise OverlayMismatchError(f"vllm-fused-moe: {reason} ({MODE_ENV}=strict)")
+    if chosen == "off":
+        log.info("vllm-fused-moe %s: %s; upstream %s left in place", info["version"], reason, TARGET)
+        return False
+    if not active:
+        log.warning("vllm-fused-moe: %s; not activating, upstream %s left in place", reason, TARGET)
+        return False
+    if reason:
+        log.warning("vllm-fused-moe: %s", reason)
 
     patches = ", ".join(p["name"].removesuffix(".patch") for p in info["patches"]) or "none"
     log.info(
@@ -70,6 +65,27 @@ def decide() -> bool:
         info["flashinfer_specifier"],
     )
     return True
+
+
+def activation(
+    info: _meta.BuildInfo, chosen: str, vllm_installed: str | None, flashinfer: str | None
+) -> tuple[bool, str | None]:
+    """The hook's decision without its effects: (active, reason). decide() acts on it; the doctor reports it.
+
+    Not active: the reason is VLLM_FUSED_MOE=off, the vLLM version, or (strict only) the FlashInfer
+    range. Active: the reason is the FlashInfer warning, or None.
+    """
+    if chosen not in MODES:
+        chosen = "on"
+    if chosen == "off":
+        return False, f"disabled by {MODE_ENV}=off"
+    problem = vllm_problem(info, vllm_installed)
+    if problem:
+        return False, problem
+    problem = flashinfer_problem(flashinfer, info["flashinfer_specifier"])
+    if problem and chosen == "strict":
+        return False, problem
+    return True, problem
 
 
 def spec_for(fullname: str) -> ModuleSpec | None:
@@ -101,7 +117,7 @@ def installed_vllm_version() -> str | None:
         return None
 
 
-def vllm_problem(info: dict, installed: str | None = None) -> str | None:
+def vllm_problem(info: _meta.BuildInfo, installed: str | None = None) -> str | None:
     """Why this vLLM is not the one the overlay was built for, or None."""
     installed = installed if installed is not None else installed_vllm_version()
     if installed is None:
@@ -159,7 +175,8 @@ def logger() -> logging.Logger:
         # Importing vllm.logger applies vLLM's logging configuration if nothing has yet.
         from vllm.logger import init_logger
 
-        return init_logger(LOGGER_NAME)
+        vllm_log: logging.Logger = init_logger(LOGGER_NAME)
+        return vllm_log
     except Exception:
         log = logging.getLogger(LOGGER_NAME)
         if not log.handlers and not logging.getLogger().handlers:

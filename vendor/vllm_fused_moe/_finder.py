@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import sys
 
+# typing.TYPE_CHECKING without importing typing at every interpreter start-up; mypy reads any
+# name TYPE_CHECKING as true, Python never runs the block.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
 TARGET = "vllm.model_executor.layers.fused_moe.prepare_finalize"
 _SUBMODULE_PREFIX = TARGET + "."
 
@@ -21,7 +27,7 @@ class OverlayFinder:
         # None until the subtree is first imported; then the decision holds for the process.
         self.active: bool | None = None
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None):
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
         if fullname != TARGET and not fullname.startswith(_SUBMODULE_PREFIX):
             return None
         from vllm_fused_moe import _activate

@@ -8,26 +8,53 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 HERE = Path(__file__).resolve().parent
 BUILD_INFO = HERE / "_build_info.json"
 SUBTREE = HERE / "prepare_finalize"
 
 
-def load() -> dict[str, Any]:
+class PatchInfo(TypedDict):
+    name: str
+    subject: str
+    trailers: dict[str, str]
+
+
+class BuildInfo(TypedDict):
+    """The keys of `_build_info.json` (written by release/overlay/build.py, read here)."""
+
+    version: str
+    vllm_tag: str
+    vllm_version: str
+    vllm_wheel: str
+    vllm_wheel_sha256: str
+    upstream_source: str
+    upstream_package: str
+    flashinfer_pin: str  # the tag's own pin, from vLLM's METADATA
+    flashinfer_specifier: str  # what the wheel requires: the pin ∩ VERIFIED.toml
+    commit: str
+    source_date_epoch: int
+    patches: list[PatchInfo]
+
+
+def load() -> BuildInfo:
     try:
-        return json.loads(BUILD_INFO.read_text(encoding="utf-8"))
+        info: BuildInfo = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return _from_source_tree()
+    return info
 
 
-def _from_source_tree() -> dict[str, Any]:
+def _from_source_tree() -> BuildInfo:
     import tomllib  # only a source checkout gets here, and the tooling is 3.11+
 
     upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
     verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
     tag = str(upstream["tag"])
+    pin = str(upstream.get("flashinfer", "")).removeprefix("flashinfer-python")
+    # What `release build` requires for this tag: the tag's own pin ∩ the verified versions.
+    inside = [str(v["version"]) for v in verified["verified"] if _satisfies(str(v["version"]), pin)]
     return {
         "version": "source",
         "vllm_tag": tag,
@@ -35,8 +62,35 @@ def _from_source_tree() -> dict[str, Any]:
         "vllm_wheel": upstream.get("wheel", ""),
         "vllm_wheel_sha256": upstream.get("wheel_sha256", ""),
         "upstream_source": upstream.get("source", ""),
-        "flashinfer_specifier": str(verified["specifier"]),
+        "flashinfer_pin": str(upstream.get("flashinfer", "")),
+        "upstream_package": str(upstream["subtree"]).replace("/", "."),
+        "flashinfer_specifier": _range(pin, inside),
         "commit": "",
         "source_date_epoch": 0,
         "patches": [],
     }
+
+
+def _satisfies(version: str, specifier: str) -> bool:
+    if not specifier:
+        return True
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:  # only an exact pin can be judged without packaging
+        return specifier == f"=={version}"
+    return SpecifierSet(specifier).contains(version, prereleases=True)
+
+
+def _range(pin: str, inside: list[str]) -> str:
+    """The same range `release build` writes (release/queue/verified.py: range_for)."""
+    if len(inside) == 1:
+        return f"=={inside[0]}"
+    if not inside:
+        return "===none-verified"  # no version is verified for this tag: every installed one is outside
+    try:
+        from packaging.version import Version
+
+        ordered = sorted(inside, key=Version)
+    except ImportError:
+        ordered = sorted(inside)
+    return ",".join(part for part in (pin, f">={ordered[0]}", f"<={ordered[-1]}") if part)

@@ -1,5 +1,7 @@
 """Row exchange between EP ranks over gloo: the CPU stand-in for NVLink all-to-all."""
 
+import itertools
+
 import torch
 import torch.distributed as dist
 
@@ -37,4 +39,4 @@ def exchange_rows(
 
 def counts_from_cumsum(cumsum: torch.Tensor) -> list[int]:
     values = [0, *cumsum.tolist()]
-    return [b - a for a, b in zip(values, values[1:])]
+    return [b - a for a, b in itertools.pairwise(values)]

@@ -146,4 +146,4 @@ def worker_main(rank: int, spec: RunSpec) -> None:
         )
     except BaseException:
         (spec.result_dir / ERROR_FILE.format(rank=rank)).write_text(traceback.format_exc())
-        raise SystemExit(1) from None
+        raise SystemExit(1) from None  # the traceback is in the error file, where the launcher reads it

@@ -24,7 +24,7 @@ from release.queue.pin import Pin
 from release.train.model import Train
 
 FLASHINFER = "flashinfer-python"
-RELEASES_TOML = Path(__file__).with_name("releases.toml")
+RELEASES_TOML = Path(__file__).resolve().parents[1] / "releases.toml"
 
 
 def layout() -> Layout:

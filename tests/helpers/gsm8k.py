@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -69,7 +70,7 @@ def make_fake_serving_env(
     extra_env: dict[str, str] | None = None,
 ) -> Path:
     """A stand-in for a serving venv: bin/vllm starts the model-server test double, bin/python
-    runs scripts with a stub `vllm` package first on sys.path (so the environment probe reads
+    runs this interpreter with a stub `vllm` package on PYTHONPATH (so the environment probe reads
     versions and output_is_reduced() from the stub, not from any real vLLM)."""
     stubs = root / "stubs"
     package = stubs / "vllm" / "model_executor" / "layers" / "fused_moe" / "prepare_finalize"
@@ -95,10 +96,7 @@ def make_fake_serving_env(
     bin_dir = root / "bin"
     bin_dir.mkdir()
     python = bin_dir / "python"
-    python.write_text(
-        f"#!{sys.executable}\nimport runpy, sys\nsys.path.insert(0, {str(stubs)!r})\n"
-        "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
-    )
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(stubs))} exec {shlex.quote(sys.executable)} "$@"\n')
     settings = {"FAKE_MODEL_MODE": mode, "FAKE_MODEL_DATA": str(data / "test.jsonl"), **(extra_env or {})}
     vllm = bin_dir / "vllm"
     vllm.write_text(

@@ -14,15 +14,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import tag_facts
 
+from helpers import run_release, snapshot, tag_facts
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
 from release.pristine.sources import fetch
 from release.queue.pin import Pin
 from release.queue.verified import read_verified
-from tests.conftest import run_release, snapshot
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
@@ -60,7 +59,8 @@ def reduced_flags(root: Path) -> list[str]:
     for rel in (TWO_SIDED, ONE_SIDED):
         lines = (root / rel).read_text().splitlines()
         at = next(i for i, line in enumerate(lines) if "def output_is_reduced" in line)
-        flags.append(next(ln.strip() for ln in lines[at + 1 :] if ln.strip() and not ln.strip().startswith("#")))
+        code = (line.strip() for line in lines[at + 1 :])
+        flags.append(next(line for line in code if line and not line.startswith("#")))
     return flags
 
 
@@ -141,11 +141,16 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
     result = run_release(project, "check")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert any(ln.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in ln for ln in lines)
-    assert any(ln.startswith("edited") and "batched.py" in ln for ln in lines)
-    assert any(ln.startswith("added") and "extra.py" in ln for ln in lines)
-    assert any(ln.startswith("missing") and "mori.py" in ln for ln in lines)
+    assert any(line.startswith("patch-does-not-reverse") and "flashinfer_nvlink_two_sided.py" in line for line in lines)
+    assert any(line.startswith("edited") and "batched.py" in line for line in lines)
+    assert any(line.startswith("added") and "extra.py" in line for line in lines)
+    assert any(line.startswith("missing") and "mori.py" in line for line in lines)
     assert len(lines) == 4
+    # Then the one error line and hint every failure gets (DriftError), with no traceback.
+    assert result.stderr.splitlines() == [
+        "error: vendor/ drifted from pristine + series in 4 file(s)",
+        'hint: a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"',
+    ]
 
 
 # ------------------------------------------------------------------ git sources
@@ -313,9 +318,9 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     before = snapshot(project)
     result = run_release(project, "rebase", *[a.format(**fill) for a in args])
     assert result.returncode == 2, (result.stdout, result.stderr)
-    error_lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-    assert any(ln.startswith("hint: ") for ln in result.stderr.splitlines())
+    assert any(line.startswith("hint: ") for line in result.stderr.splitlines())
     assert snapshot(project) == before
     assert not (project / ".work").exists() or not any((project / ".work").iterdir())
 

@@ -1,0 +1,89 @@
+"""Replay the patch series on one tag's pristine subtree: the classification `rebase` and the train share.
+
+Each patch, in series order, is classified on the tree as the patches before it left it:
+it applies as it is (`git apply --check`), or is already upstream (it reverse-applies, or
+its effect is present by the semantic check), or else it goes through `git am --3way`,
+which either merges cleanly or is a conflict. Never fuzz: git takes no -C and no
+--recount here. The repository must hold the pre-image blobs of the patches (the pinned
+pristine tree, committed first) for the 3-way merge to find them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release.core.git import WorkRepo
+from release.queue.patch import Patch
+from release.queue.upstreamed import classify, hunk_label
+from release.rebase.report import Conflict, PatchOutcome
+
+
+@dataclass
+class Replay:
+    """What replaying the series produced so far; saved to the work dir on a conflict."""
+
+    outcomes: list[PatchOutcome] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # names, in the order of their commits
+    retired: list[str] = field(default_factory=list)
+
+
+def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay) -> Patch | None:
+    """Classify each patch in order; returns the patch that conflicts, if any."""
+    for patch in patches:
+        patch_file = work / "patches" / patch.name
+        patch_file.parent.mkdir(parents=True, exist_ok=True)
+        patch_file.write_text(patch.text, encoding="utf-8")
+        decided = classify(repo, patch, patch_file)
+        if decided.status == "upstream":
+            replay.retired.append(patch.name)
+            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", decided.how))
+            continue
+        if decided.status == "conflict":
+            replay.outcomes.append(
+                PatchOutcome(
+                    patch.name,
+                    patch.subject,
+                    "conflict",
+                    decided.how,
+                    conflicts=describe_conflict(repo, patch),
+                )
+            )
+            return patch
+        replay.applied.append(patch.name)
+        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", decided.how))
+    return None
+
+
+def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
+    conflicts: list[Conflict] = []
+    unmerged = repo.unmerged_paths()
+    paths = unmerged or list(patch.files)
+    for path in paths:
+        hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
+        ours, theirs = _conflict_sides(repo.path / path)
+        if not unmerged:
+            theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)
+            ours = "(the pre-image blob of this patch is unknown here, so no 3-way merge was possible)"
+        conflicts.append(Conflict(path, hunks, ours, theirs))
+    return conflicts
+
+
+def _conflict_sides(path: Path) -> tuple[str, str]:
+    if not path.is_file():
+        return "(file deleted upstream)", ""
+    ours: list[str] = []
+    theirs: list[str] = []
+    side: list[str] | None = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("<<<<<<<"):
+            side = ours
+        elif line.startswith("=======") and side is ours:
+            side = theirs
+        elif line.startswith(">>>>>>>"):
+            side = None
+            ours.append("...")
+            theirs.append("...")
+        elif side is not None:
+            side.append(line)
+    return "\n".join(ours), "\n".join(theirs)

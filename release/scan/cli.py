@@ -1,0 +1,75 @@
+"""`python -m release scan`: classify every vLLM release on the index for each patch."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from release.core.errors import EXIT_OK
+from release.core.layout import Layout
+from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
+
+EPILOG = f"""what it writes (unless --dry-run):
+  docs/affected-releases.md  the table, for people
+  vendor/vllm_fused_moe/affected-releases.json
+                             the same data, shipped in every overlay wheel (schema:
+                             docs/affected-releases.schema.json); doctor reads it
+  A scan of a range updates that range and keeps the rest of the previous document.
+
+per patch and release:
+  applies   the patch applies: the release has the bug (status: affected)
+  upstream  its change is already in the release (status: fixed, when none applies)
+  absent    the files it changes are not in the release (status: not-affected)
+  conflict  neither: the code moved; the release needs a variant of the patch (affected)
+
+the index: ${INDEX_ENV} (default {DEFAULT_INDEX_URL}), a PEP 691/503 simple index.
+Each wheel is read with HTTP range requests (central directory + the line's modules + METADATA
++ RECORD, a few hundred kB), from the cache when it holds them, or downloaded whole where the
+server refuses ranges. Progress goes to stderr.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "List every final vLLM release on the package index (post releases and build-tagged wheels "
+        "included, pre-releases left out) and classify each patch of patches/series and patches/retired/ "
+        "on it with rebase's classifier."
+    )
+    parser.epilog = EPILOG
+    parser.add_argument(
+        "--from", dest="source", default="pypi", choices=["pypi"], help="where releases are listed and read from"
+    )
+    parser.add_argument("--since", metavar="TAG", default=None, help="the oldest release to scan, e.g. v0.17.0")
+    parser.add_argument("--until", metavar="TAG", default=None, help="the newest release to scan, e.g. v0.22.1")
+    parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    parser.add_argument("--dry-run", action="store_true", help="print only; write neither file")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    from release.scan.document import build_document, dumps, load_document, to_markdown
+    from release.scan.run import ScanOptions, human_bytes, parse_bound, say, scan, train_versions
+
+    options = ScanOptions(
+        layout,
+        since=parse_bound(args.since) if args.since else None,
+        until=parse_bound(args.until) if args.until else None,
+    )
+    previous = load_document(layout.affected_json)
+    train = train_versions(layout)
+    result = scan(options)
+    document, dropped = build_document(result, options, previous, train)
+    if dropped:
+        say(f"dropped {len(dropped)} release(s) classified for other patches before: {', '.join(dropped)}; rescan them")
+    moved = result.transfer
+    say(
+        f"scanned {len(result.results)} release(s) in {result.seconds:.1f} s: "
+        f"{human_bytes(moved.bytes)} downloaded in {moved.requests} request(s)"
+    )
+    markdown = to_markdown(document)
+    if not args.dry_run:
+        layout.affected_json.write_text(dumps(document), encoding="utf-8")
+        layout.affected_md.parent.mkdir(parents=True, exist_ok=True)
+        layout.affected_md.write_text(markdown, encoding="utf-8")
+        say(f"wrote {layout.affected_md} and {layout.affected_json}")
+    sys.stdout.write(dumps(document) if args.json else markdown)
+    return EXIT_OK

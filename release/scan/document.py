@@ -1,0 +1,165 @@
+"""The scan's outputs: affected-releases.json (shipped in the wheel; doctor reads it) and its Markdown form.
+
+The JSON's keys are a contract (docs/affected-releases.schema.json, schema 1): doctor reads
+`releases[<version>].status`, `in_train` and `line`, and `fixed_in`. No timestamps: the same
+scan gives the same bytes, so the overlay wheel stays reproducible.
+
+A scan of a range (--since/--until) updates that range and keeps the releases outside it from
+the previous document, as long as they were classified for the same patches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from release.core.errors import ConfigError
+from release.queue.patch import Patch
+from release.scan.run import UPSTREAM, ScanOptions, ScanResult, in_range, release_status
+
+SCHEMA = 1
+GENERATED_BY = "python -m release scan"
+
+
+def load_document(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON: {exc}", hint="it is written by `python -m release scan`; restore it from git"
+        ) from None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def build_document(
+    result: ScanResult, options: ScanOptions, previous: dict[str, Any] | None, train: set[Version]
+) -> tuple[dict[str, Any], list[str]]:
+    """The new document, and the versions dropped from the previous one (classified for other patches)."""
+    names = [p.name for p in result.patches]
+    releases: dict[str, dict[str, Any]] = {}
+    dropped = []
+    skipped: dict[str, str] = {}
+    if previous:
+        for version, entry in (previous.get("releases") or {}).items():
+            if in_range(Version(version), options):
+                continue  # rescanned now (or gone from the index)
+            if sorted((entry.get("patches") or {}).keys()) != sorted(names):
+                dropped.append(version)
+                continue
+            releases[version] = dict(entry)
+        skipped = {v: why for v, why in (previous.get("skipped") or {}).items() if not in_range(Version(v), options)}
+    for r in result.results:
+        releases[r.version] = {
+            "status": r.status,
+            "line": r.line,
+            "patches": dict(r.patches),
+            "in_train": False,
+            "wheel": r.wheel,
+            "wheel_sha256": r.wheel_sha256,
+            "flashinfer": r.flashinfer,
+        }
+    skipped |= result.skipped
+    ordered = sorted(releases, key=Version)
+    for version in ordered:
+        entry = releases[version]
+        entry["status"] = release_status(entry["patches"])
+        entry["in_train"] = Version(version) in train
+    document = {
+        "schema": SCHEMA,
+        "generated_by": GENERATED_BY,
+        "scanned": ordered,
+        "newest_scanned": ordered[-1] if ordered else None,
+        "fixed_in": fixed_in(ordered, releases),
+        "patches": {
+            p.name: {"subject": p.subject, "first_upstream": first_upstream(p, ordered, releases)}
+            for p in result.patches
+        },
+        "releases": {version: releases[version] for version in ordered},
+        "skipped": {v: skipped[v] for v in sorted(skipped, key=Version)},
+    }
+    return document, dropped
+
+
+def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
+    return next((v for v in ordered if releases[v]["patches"].get(patch.name) == UPSTREAM), None)
+
+
+def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
+    """The oldest `fixed` release after which no release is `affected` again."""
+    candidate = None
+    for version in ordered:
+        status = releases[version]["status"]
+        if status == "affected":
+            candidate = None
+        elif status == "fixed" and candidate is None:
+            candidate = version
+    return candidate
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+# ------------------------------------------------------------------ Markdown
+
+STATUS_TEXT = {
+    "affected": "**affected**",
+    "fixed": "fixed upstream",
+    "not-affected": "not affected",
+}
+
+
+def to_markdown(document: dict[str, Any]) -> str:
+    releases = document["releases"]
+    patches = document["patches"]
+    affected = [v for v, e in releases.items() if e["status"] == "affected"]
+    covered = [v for v in affected if releases[v]["in_train"]]
+    uncovered = [v for v in affected if not releases[v]["in_train"]]
+    out = [
+        "# Affected vLLM releases",
+        "",
+        f"Written by `{document['generated_by']}` (do not edit by hand): every final vLLM release on the",
+        "package index, each patch of `patches/series` and `patches/retired/` classified on that",
+        "release's own modules with the classifier `rebase` uses. The same data ships in the overlay",
+        "wheel as `vllm_fused_moe/affected-releases.json` (schema: `docs/affected-releases.schema.json`).",
+        "",
+        "- **affected**: a patch applies (the bug is there); **fixed upstream**: the patches' changes",
+        "  are in the release; **not affected**: the code the patches change is not in it (`absent`).",
+        "- **train**: we ship an overlay for it (`patches/train.toml`).",
+        "",
+        f"Scanned {len(releases)} releases, {document['scanned'][0] if releases else '-'} to "
+        f"{document['newest_scanned'] or '-'}. Affected: {', '.join(affected) or 'none'}.",
+        f"Fixed upstream from: {document['fixed_in'] or 'not yet'}.",
+        f"Affected and covered by the train: {', '.join(covered) or 'none'}; "
+        f"affected without an overlay: {', '.join(uncovered) or 'none'}.",
+        "",
+        "| patch | subject | first upstream in |",
+        "| --- | --- | --- |",
+    ]
+    for name, info in patches.items():
+        out.append(f"| `{name}` | {info['subject']} | {info['first_upstream'] or '-'} |")
+    numbers = {name: name.split("-", 1)[0] for name in patches}
+    out += [
+        "",
+        "| release | status | line | " + " | ".join(numbers.values()) + " | train | FlashInfer pin | wheel |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in numbers) + " | --- | --- | --- |",
+    ]
+    for version in reversed(document["scanned"]):
+        e = releases[version]
+        cells = " | ".join(e["patches"].get(name, "-") for name in numbers)
+        out.append(
+            f"| {version} | {STATUS_TEXT[e['status']]} | {e['line'] or '-'} | {cells} | "
+            f"{'yes' if e['in_train'] else '-'} | {e['flashinfer'] or '-'} | `{e['wheel']}` |"
+        )
+    skipped = document.get("skipped") or {}
+    by_reason: dict[str, list[str]] = {}
+    for version, why in skipped.items():
+        by_reason.setdefault(why, []).append(version)
+    for why, versions in by_reason.items():
+        out += ["", f"Not read ({why}): {', '.join(versions)}."]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,225 @@
+"""`scan`: which vLLM releases on the index carry the bugs our patches fix.
+
+The job, step by step: list every final release on the package index (build-tagged wheels
+and post releases included, pre-releases left out); for each, read only the modules of our
+release lines out of its wheel (range requests, or the cache); put it on a line; then
+classify each patch (the series and the retired ones) exactly as `rebase` does
+(release/queue/upstreamed.classify: `git apply`, reverse apply, the semantic check, `git am
+--3way`) on a scratch repository holding that release's modules; and finally merge the
+result into the document we ship (vendor/vllm_fused_moe/affected-releases.json) and its
+human form (docs/affected-releases.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from release.core.errors import BadTagError
+from release.core.git import WorkRepo
+from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.core.versions import version_of_tag
+from release.pristine.index import Release, index_url, releases, sdist_only
+from release.pristine.lazy_wheel import Transfer
+from release.pristine.tree import _flashinfer_pin
+from release.pristine.wheel import pypi_content
+from release.queue.drift import unapply
+from release.queue.load import Queue
+from release.queue.patch import Patch
+from release.queue.upstreamed import classify
+from release.scan.lines import Line, load_lines
+from release.train.model import Train
+
+# What a patch is on one release, in the scan's words (rebase says "applied" for "applies").
+APPLIES, UPSTREAM, ABSENT, CONFLICT = "applies", "upstream", "absent", "conflict"
+
+
+@dataclass
+class ScanOptions:
+    layout: Layout
+    since: Version | None = None
+    until: Version | None = None
+
+
+@dataclass
+class ReleaseResult:
+    version: str
+    line: str | None
+    patches: dict[str, str]
+    wheel: str
+    wheel_sha256: str
+    flashinfer: str
+    how: str = ""
+    transfer: Transfer = field(default_factory=Transfer)
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return release_status(self.patches)
+
+
+@dataclass
+class ScanResult:
+    results: list[ReleaseResult]
+    skipped: dict[str, str]  # version -> why it was not read
+    patches: list[Patch]
+    seconds: float
+
+    @property
+    def transfer(self) -> Transfer:
+        total = Transfer()
+        for result in self.results:
+            total.add(result.transfer)
+        return total
+
+
+def release_status(patches: dict[str, str]) -> str:
+    """affected: a patch applies (or would, once a variant resolves its conflict); fixed: upstream has
+    them; not-affected: none of their code is there."""
+    states = set(patches.values())
+    if states & {APPLIES, CONFLICT}:
+        return "affected"
+    if UPSTREAM in states:
+        return "fixed"
+    return "not-affected"
+
+
+def parse_bound(text: str) -> Version:
+    try:
+        version = Version(text.strip().removeprefix("v"))
+    except InvalidVersion:
+        raise BadTagError(f"{text!r} is not a vLLM release (expected e.g. v0.17.0 or 0.10.1.1)") from None
+    if version.is_prerelease or version.is_devrelease:
+        raise BadTagError(f"{text!r} is a pre-release; scan covers final releases only")
+    return version
+
+
+def scan_patches(layout: Layout) -> tuple[Queue, list[Patch]]:
+    """The series, then the retired patches: a retired patch still says who was affected."""
+    queue = Queue.load(layout)
+    retired = [Patch.load(path) for path in sorted(layout.retired.glob("*.patch"))] if layout.retired.is_dir() else []
+    names = {p.name for p in queue.patches}
+    return queue, [*[p for p in retired if p.name not in names], *queue.patches]
+
+
+def in_range(version: Version, options: ScanOptions) -> bool:
+    return (options.since is None or version >= options.since) and (options.until is None or version <= options.until)
+
+
+def scan(options: ScanOptions) -> ScanResult:
+    started = time.monotonic()
+    layout = options.layout
+    queue, patches = scan_patches(layout)
+    lines = load_lines(layout.lines)
+    # The pinned pristine tree goes into each scratch repository first, as in rebase, so that
+    # `git am --3way` finds each patch's pre-image blobs.
+    pinned_pristine, _ = unapply(layout.vendor_files(), queue.patches)
+    base = index_url()
+    listed = [r for r in releases(base) if in_range(r.version, options)]
+    skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Version(v), options)}
+    skipped |= {str(r.version): r.why_none for r in listed if r.wheel is None}
+    todo = [r for r in listed if r.wheel is not None]
+    say(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
+        for number, release in enumerate(todo, 1):
+            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp))
+            results.append(result)
+            say(progress_line(number, len(todo), result))
+    return ScanResult(results, skipped, patches, time.monotonic() - started)
+
+
+def scan_release(
+    release: Release, lines: list[Line], patches: list[Patch], pinned: dict[str, bytes], tmp: Path
+) -> ReleaseResult:
+    started = time.monotonic()
+    version = str(release.version)
+    content = pypi_content(version, lambda name: any(line.wants(name) for line in lines))
+    line = next((line for line in lines if line.present(content.names)), None)
+    prefix = UPSTREAM_SUBTREE + "/"
+    subtree = {n[len(prefix) :]: d for n, d in content.files.items() if n.startswith(prefix)}
+    states = classify_patches(patches, subtree if line else {}, pinned, tmp / version)
+    return ReleaseResult(
+        version=version,
+        line=line.name if line else None,
+        patches=states,
+        wheel=content.wheel,
+        wheel_sha256=content.wheel_sha256,
+        flashinfer=_flashinfer_pin(content.metadata),
+        how=content.how,
+        transfer=content.transfer,
+        seconds=time.monotonic() - started,
+    )
+
+
+def existing_files(patch: Patch) -> list[str]:
+    """The files a patch changes that must exist before it (not the ones it creates), subtree-relative."""
+    cut = len(UPSTREAM_SUBTREE) + 1
+    created = {h.path for h in patch.hunks if h.header.startswith("@@ -0,0 ")}
+    return [path[cut:] for path in patch.files if path not in created]
+
+
+def classify_patches(
+    patches: list[Patch], files: dict[str, bytes], pinned: dict[str, bytes], work: Path
+) -> dict[str, str]:
+    """Each patch on one release's subtree, in order, with rebase's classifier."""
+    states: dict[str, str] = {}
+    present = [p for p in patches if files and any(f in files for f in existing_files(p))]
+    for patch in patches:
+        if patch not in present:
+            states[patch.name] = ABSENT
+    if not present:
+        return states
+    repo = WorkRepo.create(work)
+    try:
+        repo.commit_subtree(pinned, "pinned pristine")
+        repo.commit_subtree(files, "release pristine")
+        for patch in present:
+            patch_file = work / ".patches" / patch.name
+            patch_file.parent.mkdir(parents=True, exist_ok=True)
+            patch_file.write_text(patch.text, encoding="utf-8")
+            decided = classify(repo, patch, patch_file)
+            if decided.status == "conflict":
+                repo.run("am", "--abort", check=False)
+            states[patch.name] = {"applied": APPLIES, "upstream": UPSTREAM}.get(decided.status, CONFLICT)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {p.name: states[p.name] for p in patches}
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def human_bytes(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
+
+
+def progress_line(number: int, total: int, result: ReleaseResult) -> str:
+    width = len(str(total))
+    states = ", ".join(f"{name[:4]} {state}" for name, state in result.patches.items())
+    moved = human_bytes(result.transfer.bytes) + (
+        f" in {result.transfer.requests} req" if result.transfer.requests else ""
+    )
+    return (
+        f"[{number:>{width}}/{total}] {result.version:<9} {result.status:<12} ({states})  "
+        f"{result.how}, {moved}, {result.seconds:.1f} s"
+    )
+
+
+def train_versions(layout: Layout) -> set[Version]:
+    if not layout.train.is_file():
+        return set()
+    return {Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}

@@ -1,0 +1,323 @@
+"""`python -m release train add|remove|list|check`: the vLLM releases we ship an overlay for.
+
+patches/train.toml is the data; vendor/ is its head. `add` replays patches/series on a
+tag's pristine subtree in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
+records where the code came from and the sha256 of every file before and after; it
+refuses, with exit 2, a tag where a patch conflicts or is already upstream. `check`
+proves every tag still reproduces what is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from release.core.errors import (
+    EXIT_OK,
+    BadInputError,
+    DirtyVendorError,
+    TrainDriftError,
+    TrainRefusedError,
+    UnknownTrainTagError,
+)
+from release.core.hashing import sha256_hex
+from release.core.layout import Layout
+from release.core.versions import version_of_tag
+from release.pristine.sources import fetch
+from release.queue.drift import drift
+from release.queue.load import Queue
+from release.queue.verified import read_verified
+from release.train.model import Train, TrainEntry
+from release.train.replay import TagReplay, replay_tag
+
+DEFAULT_TRAIN_SOURCE = "pypi"
+
+EPILOG = """actions:
+  add TAG...      replay patches/series on each TAG's pristine subtree (scratch dir, no fuzz,
+                  3-way) and record it; an existing tag is re-recorded. Refused with exit 2,
+                  and nothing written, when a patch conflicts or is already upstream.
+  add --all       re-record every tag from its recorded source (after a change to patches/)
+  remove TAG      drop TAG from the train (never the head: rebase away from it first)
+  list            the train as a table (--json for machines), with each tag's FlashInfer
+                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml
+  check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
+                  sha256, byte for byte; offline when the release wheels are cached
+                  (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
+  watch SCAN_JSON for each release a scan (`python -m release scan --json`) lists after the
+                  newest train tag: add it when every patch applies, report it as upstream when
+                  the fix is in it, report a conflict or absence; --report FILE writes Markdown.
+
+sources (--from): pypi (default), wheel:PATH, git+URL, git:PATH, dir:PATH; see `rebase --help`.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "The release train (patches/train.toml): every vLLM release we ship an overlay for, "
+        "each rebuilt from its pristine source + patches/series and held to recorded hashes."
+    )
+    parser.epilog = EPILOG
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add (or re-record) tags")
+    add.add_argument("tags", nargs="*", metavar="TAG", help="vLLM release tags, e.g. v0.20.2")
+    add.add_argument(
+        "--from",
+        dest="source",
+        default=None,
+        metavar="SOURCE",
+        help=f"where to read each TAG's pristine code (default: {DEFAULT_TRAIN_SOURCE})",
+    )
+    add.add_argument(
+        "--all",
+        action="store_true",
+        help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
+    )
+    remove = actions.add_parser("remove", help="drop a tag from the train")
+    remove.add_argument("tag", metavar="TAG")
+    listing = actions.add_parser("list", help="the train as a table")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    check = actions.add_parser("check", help="every tag reproduces its recorded hashes")
+    check.add_argument("tags", nargs="*", metavar="TAG", help="only these tags (default: all)")
+    watch = actions.add_parser("watch", help="add the new affected releases a scan found (the watch workflow)")
+    watch.add_argument("scan", type=Path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`")
+    watch.add_argument(
+        "--report", type=Path, default=None, metavar="FILE.md", help="write the Markdown report here, and FILE.json"
+    )
+    watch.add_argument(
+        "--from", dest="source", default=DEFAULT_TRAIN_SOURCE, metavar="SOURCE", help="where to read new tags from"
+    )
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    action: str = args.action
+    if action == "add":
+        if args.all == bool(args.tags):
+            raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
+        if args.all:
+            if args.source:
+                raise BadInputError("--all re-reads every tag from its recorded source; it takes no --from")
+            return run_add(layout, [], None)
+        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE)
+    if action == "remove":
+        return run_remove(layout, args.tag)
+    if action == "list":
+        return run_list(layout, args.json)
+    if action == "watch":
+        return run_watch(layout, args.scan, args.report, args.source)
+    return run_check(layout, args.tags)
+
+
+# --------------------------------------------------------------------------- add
+
+
+def replay_for_add(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> TagReplay:
+    replay = replay_tag(fetch(tag, source), base, queue.patches)
+    if replay.refusal:
+        upstream = any(o.status == "upstream" for o in replay.outcomes)
+        raise TrainRefusedError(
+            f"not adding {tag}: {replay.refusal}",
+            hint=(
+                f"users of vLLM {tag} get the fix from vLLM itself; the train is unchanged"
+                if upstream
+                else f"the train is unchanged; `python -m release rebase {tag} --dry-run --from {source}` "
+                "reports the conflict hunk by hunk (docs/patch-queue.md: release lines)"
+            ),
+        )
+    if tag == queue.pin.tag:
+        vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
+        if replay.patched_hashes() != vendor:
+            raise TrainRefusedError(
+                f"not adding {tag}: it is the head, and pristine({tag} from {source}) + series is not vendor/",
+                hint="`python -m release check` shows how vendor/ drifted",
+            )
+    return replay
+
+
+def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
+    """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
+    for tag in tags:
+        version_of_tag(tag)
+    if len(set(tags)) != len(tags):
+        raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
+    queue = Queue.load(layout)
+    train = Train.load(layout.train)
+    sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
+    tags = tags or train.tags
+    if not tags:
+        raise BadInputError(
+            "the train is empty: nothing to re-record", hint="add a tag: `python -m release train add TAG`"
+        )
+    found, base = drift(layout, queue)
+    if found:
+        # vendor/ is the head of the train and the source of the patches' pre-image blobs.
+        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
+    workers = min(len(tags), 4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        # All or nothing: every tag is replayed before train.toml is written once.
+        replays = list(pool.map(lambda tag: replay_for_add(layout, queue, base, tag, sources[tag]), tags))
+    for replay in replays:
+        train = record(train, replay, sources[replay.tag])
+    save(layout, train)
+    return EXIT_OK
+
+
+def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> None:
+    """Replay, record and save one tag (what `train watch` does per new release)."""
+    replay = replay_for_add(layout, queue, base, tag, source)
+    save(layout, record(Train.load(layout.train), replay, source))
+
+
+def record(train: Train, replay: TagReplay, source: str) -> Train:
+    entry = replay.entry(source)
+    old = train.get(entry.tag)
+    changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
+    how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
+    verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
+    print(f"{verb} {entry.tag}: {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}")
+    return train.with_entry(entry)
+
+
+def save(layout: Layout, train: Train) -> None:
+    """Replace patches/train.toml in one rename, so a reader never sees half a file."""
+    partial = layout.train.with_name(f".{layout.train.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(train.dumps(), encoding="utf-8")
+        partial.replace(layout.train)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def where(entry: TrainEntry) -> str:
+    if entry.wheel:
+        return f"{entry.source}: {entry.wheel}"
+    if entry.commit:
+        return f"{entry.source} @ {entry.commit[:12]}"
+    return entry.source
+
+
+# ------------------------------------------------------------------------ remove
+
+
+def run_remove(layout: Layout, tag: str) -> int:
+    version_of_tag(tag)
+    train = Train.load(layout.train)
+    if train.get(tag) is None:
+        raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
+    head = Queue.load(layout).pin.tag
+    if tag == head:
+        raise BadInputError(
+            f"{tag} is the head of the train: vendor/ holds it",
+            hint="rebase vendor/ onto another train tag first (`python -m release rebase TAG`), then remove it",
+        )
+    save(layout, train.without(tag))
+    print(f"removed {tag}; the train is {', '.join(train.without(tag).tags)}")
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------- list
+
+
+def rows(layout: Layout) -> tuple[str, list[dict[str, object]]]:
+    train = Train.load(layout.train)
+    head = Queue.load(layout).pin.tag
+    verified = read_verified(layout.verified_toml)
+    out: list[dict[str, object]] = []
+    for e in train.entries:
+        out.append(
+            {
+                "tag": e.tag,
+                "version": e.version,
+                "head": e.tag == head,
+                "line": e.line,
+                "source": e.source,
+                "wheel": e.wheel,
+                "wheel_sha256": e.wheel_sha256,
+                "commit": e.commit,
+                "flashinfer_pin": e.flashinfer,
+                # What the tag's wheel will require; null: no verified version fits, the tag does not build.
+                "flashinfer_range": verified.range_for(e.flashinfer),
+                "files": len(e.pristine),
+                "patched_files": sorted(n for n, d in e.patched.items() if e.pristine.get(n) != d),
+                "pristine": e.pristine,
+                "patched": e.patched,
+            }
+        )
+    return head, out
+
+
+def run_list(layout: Layout, as_json: bool) -> int:
+    if as_json:
+        head, table = rows(layout)
+        print(json.dumps({"head": head, "releases": table}, indent=2, sort_keys=True))
+    else:
+        print(table_text(layout), end="")
+    return EXIT_OK
+
+
+def table_text(layout: Layout) -> str:
+    head, table = rows(layout)
+    header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files")
+    lines = [
+        (
+            f"{r['tag']}{' *' if r['head'] else ''}",
+            str(r["line"]),
+            str(r["wheel"] or (f"{r['source']} @ {str(r['commit'])[:12]}" if r["commit"] else r["source"])),
+            str(r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
+            str(r["flashinfer_range"] or "none verified: not built"),
+            f"{len(r['patched_files'])} of {r['files']}",  # type: ignore[arg-type]
+        )
+        for r in table
+    ]
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
+    out = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *lines]
+    ]
+    out.append(f"* the head: vendor/ holds {head}; {len(table)} tags in patches/train.toml")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------- check
+
+
+def run_check(layout: Layout, tags: list[str]) -> int:
+    from release.train.check import check_train
+
+    results = check_train(layout, tags or None)
+    for result in results:
+        if result.ok:
+            print(f"ok    {result.tag}  ({result.seconds:.2f} s)")
+        for finding in result.findings:
+            print(f"FAIL  {finding.line()}")
+    bad = [r for r in results if not r.ok]
+    if bad:
+        named = "; ".join(f"{r.tag} ({', '.join(sorted({f.file for f in r.findings}))})" for r in bad)
+        raise TrainDriftError(
+            f"train check: {len(bad)} of {len(results)} tags do not reproduce their recorded hashes: {named}"
+        )
+    print(f"train check: all {len(results)} tags reproduce their recorded pristine and patched sha256")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: str) -> int:
+    from release.train.watch import load_scan, watch
+
+    report = watch(layout, load_scan(scan_path), source)
+    for line in report.lines:
+        print(line)
+    if not report.lines:
+        print(f"nothing newer than {report.newest_before} in {scan_path}")
+    if report_path is not None:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(report.to_markdown(table_text(layout)), encoding="utf-8")
+        # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
+        report_path.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
+        print(f"report: {report_path}", file=sys.stderr)
+    return EXIT_OK

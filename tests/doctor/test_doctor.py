@@ -1,0 +1,238 @@
+"""The doctor's parts on their own, and the script in this test environment (fast, no fresh venv).
+
+The fresh-venv verdicts (affected, fixed and live, switched off, fixed upstream, newer than the
+data) are in test_doctor_venvs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import REPO
+from helpers.doctor import (
+    FIXTURE_SCAN,
+    SCHEMA,
+    SCRIPT,
+    doctor_module,
+    heavy,
+    imported,
+    scan_data,
+    scan_file,
+    validate,
+)
+
+doctor = doctor_module()
+TWO, ONE = doctor.CLASSES
+
+
+def test_schema_is_a_valid_schema_and_knows_every_verdict_and_exit_code() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert set(schema["properties"]["verdict"]["enum"]) == set(doctor.EXIT_CODES)
+    assert set(schema["properties"]["exit_code"]["enum"]) == set(doctor.EXIT_CODES.values()) == {0, 1, 2}
+    # The schema's verdict -> exit code rules say what doctor.EXIT_CODES says.
+    for rule in schema["allOf"]:
+        condition = rule["if"]["properties"]["verdict"]
+        verdicts = condition.get("enum", [condition.get("const")])
+        assert {doctor.EXIT_CODES[v] for v in verdicts} == {rule["then"]["properties"]["exit_code"]["const"]}
+
+
+def test_the_fixture_has_the_scan_schema_shape() -> None:
+    data, problem = doctor.load_scan(FIXTURE_SCAN)
+    assert problem is None
+    assert data["scanned"][-1] == data["newest_scanned"] and data["fixed_in"] in data["scanned"]
+    for version, entry in data["releases"].items():
+        assert version in data["scanned"]
+        assert entry["status"] in ("affected", "fixed", "not-affected")
+        assert set(entry["patches"]) <= set(data["patches"])
+
+
+# ------------------------------------------------------------------------- `vllm serve` command lines
+
+
+@pytest.mark.parametrize(
+    "argv, uses, ep_size",
+    [
+        ("vllm serve m --all2all-backend flashinfer_nvlink_two_sided -dp 2 -ep", TWO, 2),
+        (
+            "m --all2all-backend=flashinfer_nvlink_one_sided --data-parallel-size=4 --enable-expert-parallel -tp 2",
+            ONE,
+            8,
+        ),
+        ("--all2all_backend flashinfer_all2allv --data_parallel_size 2 --enable_expert_parallel", TWO, 2),
+        ("-dp 2 -ep -pcp 2 --all2all-backend flashinfer_nvlink_two_sided", TWO, 4),
+        # Tensor parallel alone never builds the all-to-all classes (use_all2all_kernels needs DP > 1 and EP).
+        ("m -tp 8 --all2all-backend flashinfer_nvlink_two_sided", None, 1),
+        ("m -tp 8 -ep --all2all-backend flashinfer_nvlink_two_sided", None, 8),
+        ("m -dp 2 --all2all-backend flashinfer_nvlink_two_sided", None, 1),
+        ("m -dp 2 -ep --no-enable-expert-parallel --all2all-backend flashinfer_nvlink_two_sided", None, 1),
+        ("m -dp 2 -ep", None, 2),
+        ("m -dp 2 -ep --all2all-backend deepep_low_latency", None, 2),
+    ],
+)
+def test_serve_layout(argv: str, uses: str | None, ep_size: int) -> None:
+    layout = doctor.serve_layout(argv.split(), {}, None)
+    assert layout["uses_affected_class"] == uses
+    assert layout["reduce_runs"] is (uses is not None)
+    assert layout["ep_size"] == ep_size
+    assert layout["conclusive"] is True
+
+
+def test_a_config_file_makes_the_command_line_inconclusive() -> None:
+    layout = doctor.serve_layout(["m", "--config", "serve.yaml", "-tp", "2"], {}, None)
+    assert layout["conclusive"] is False and layout["reduce_runs"] is False
+    assert "--config" in layout["notes"][0]
+
+
+def test_the_backend_environment_variable_counts_only_where_vllm_reads_it(tmp_path: Path) -> None:
+    env = {"VLLM_ALL2ALL_BACKEND": "flashinfer_all2allv"}
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "envs.py").write_text('VLLM_ALL2ALL_BACKEND = os.getenv("VLLM_ALL2ALL_BACKEND")\n', encoding="utf-8")
+    read = doctor.serve_layout(["-dp", "2", "-ep"], env, older)
+    assert read["backend_from"] == "VLLM_ALL2ALL_BACKEND" and read["uses_affected_class"] == TWO
+    # The flag wins over the variable, as it does in vLLM.
+    assert doctor.serve_layout(["-dp", "2", "-ep", "--all2all-backend", "mori"], env, older)["reduce_runs"] is False
+    # The installed vLLM's own envs.py (0.19 and later no longer read the variable).
+    installed = doctor.vllm_package_dir()
+    assert installed is not None
+    reads = "VLLM_ALL2ALL_BACKEND" in (installed / "envs.py").read_text(encoding="utf-8")
+    here = doctor.serve_layout(["-dp", "2", "-ep"], env, installed)
+    assert here["backend_from"] == ("VLLM_ALL2ALL_BACKEND" if reads else "vLLM's default")
+    assert here["reduce_runs"] is reads
+    assert reads or "this vLLM does not read it" in here["notes"][0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "m --all2all-backend flashinfer_nvlink_two_sided -dp 2 -ep",
+        "m --all2all-backend=flashinfer_nvlink_one_sided --data-parallel-size=4 --enable-expert-parallel -tp 2",
+        "m --all2all_backend flashinfer_all2allv --data_parallel_size 2 --enable_expert_parallel",
+        "m -tp 8 -ep --all2all-backend flashinfer_nvlink_two_sided",
+        "m -tp 2 -dp 2 --all2all-backend flashinfer_nvlink_two_sided",
+        "m -dp 2 --all2all-backend flashinfer_nvlink_one_sided",
+        "m -dp 4 -ep",
+        "m -dp 4 -ep --all2all-backend deepep_high_throughput",
+    ],
+)
+def test_serve_layout_agrees_with_vllms_moe_parallel_config(argv: str) -> None:
+    """vLLM's real FusedMoEParallelConfig, given the sizes its make() derives from the command line,
+    decides whether an NVLink class is built and whether the runner's final reduce runs."""
+    import dataclasses
+
+    from vllm.model_executor.layers.fused_moe.config import FusedMoEParallelConfig
+
+    ours = doctor.serve_layout(argv.split(), {}, None)
+    tp, dp = ours["tensor_parallel_size"], ours["data_parallel_size"]
+    use_ep = tp * dp > 1 and ours["expert_parallel"]  # FusedMoEParallelConfig.make, PCP 1
+    fields: dict[str, Any] = {f.name: 0 for f in dataclasses.fields(FusedMoEParallelConfig)}
+    fields.update({name: False for name in fields if name.startswith("enable_")})
+    fields.update(
+        tp_size=1 if use_ep else tp * dp,
+        dp_size=dp,
+        pcp_size=1,
+        ep_size=tp * dp if use_ep else 1,
+        sp_size=1,
+        use_ep=use_ep,
+        all2all_backend=ours["all2all_backend"],
+    )
+    config = FusedMoEParallelConfig(**fields)
+    built = TWO if config.use_fi_nvl_two_sided_kernels else ONE if config.use_fi_nvl_one_sided_kernels else None
+    assert ours["uses_affected_class"] == built
+    if built:
+        # MoERunner._maybe_reduce_final_output: not sequence parallel and (tp > 1 or ep > 1).
+        assert not config.is_sequence_parallel and (config.tp_size > 1 or config.ep_size > 1)
+        assert ours["ep_size"] == config.ep_size
+
+
+# ------------------------------------------------------------------------- scan data
+
+
+def _facts(version: str | None, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    return doctor.release_facts(scan_data() if data is None else data, None, version)
+
+
+def test_release_facts_come_from_the_scan_data() -> None:
+    data = scan_data()
+    for version, entry in data["releases"].items():
+        facts = _facts(version)
+        assert facts["status"] == entry["status"] and facts["in_train"] == entry["in_train"]
+        assert facts["fixed_in"] == data["fixed_in"]
+    affected = next(v for v, e in data["releases"].items() if e["status"] == "affected")
+    # vLLM's own local builds (+cu129) are the release's source.
+    assert _facts(affected + "+cu129")["status"] == "affected"
+
+
+def test_release_facts_never_guess_outside_the_data() -> None:
+    data = scan_data()
+    newest, oldest = data["newest_scanned"], data["scanned"][0]
+    newer = _facts(newest.rsplit(".", 1)[0] + ".999")
+    assert newer["status"] == "unknown" and f"newer than the newest release in the scan data ({newest})" in newer["why"]
+    older = _facts("0.0.1")
+    assert older["status"] == "unknown" and f"older than the oldest release in the scan data ({oldest})" in older["why"]
+    dev = _facts(data["scanned"][-2] + ".dev7+g1234abc")
+    assert dev["status"] == "unknown" and "not a release in the scan data" in dev["why"]
+    assert _facts(None)["status"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("{", "is not JSON"),
+        ('{"schema": 2, "scanned": [], "releases": {}}', "has schema 2"),
+        ('{"schema": 1}', "no 'releases' table"),
+        ("[]", "has schema 'list'"),
+    ],
+)
+def test_bad_scan_data_is_a_reason_not_a_crash(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "scan.json"
+    path.write_text(text, encoding="utf-8")
+    data, found = doctor.load_scan(path)
+    assert data is None and problem in found
+
+
+# ------------------------------------------------------------------------- the script, here
+
+
+def _script(
+    *args: str, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, cwd=REPO
+    )
+
+
+def test_the_script_imports_neither_torch_nor_vllm_and_reports_what_the_data_says() -> None:
+    proc = _script("-X", "importtime", str(SCRIPT), "--json", "--scan", str(scan_file()))
+    assert not heavy(imported(proc.stderr)), sorted(heavy(imported(proc.stderr)))
+    assert "json" in imported(proc.stderr)  # the reader of -X importtime works
+    report = validate(json.loads(proc.stdout))
+    installed = metadata.version("vllm")
+    assert report["vllm"]["version"] == installed
+    assert report["release"]["status"] == scan_data()["releases"][installed]["status"]
+    assert proc.returncode == report["exit_code"] == doctor.EXIT_CODES[report["verdict"]]
+    assert report["overlay"]["installed"] is False and report["live"] is None
+
+
+def test_bad_scan_data_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "scan.json"
+    bad.write_text('{"schema": 99}', encoding="utf-8")
+    proc = _script(str(SCRIPT), "--json", "--scan", str(bad))
+    report = validate(json.loads(proc.stdout))
+    assert proc.returncode == 2 and report["verdict"] == "cannot-tell" and "schema 99" in report["summary"]
+
+
+def test_release_doctor_refuses_what_is_not_an_interpreter(tmp_path: Path) -> None:
+    missing = _script("-m", "release", "doctor", "--python", str(tmp_path / "python"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: --python") and "hint:" in missing.stderr
+    not_python = _script("-m", "release", "doctor", "--python", "/bin/true")
+    assert not_python.returncode == 2 and "gave no doctor report" in not_python.stderr
+    assert "Traceback" not in missing.stderr + not_python.stderr

@@ -1,0 +1,304 @@
+"""The doctor's verdicts in fresh venvs with real vLLM release wheels, as a user would meet them.
+
+Venvs are made the way tests/overlay/test_activation.py makes them (tests/overlay/freshvenv.py:
+`pip install --no-deps` from a PEP 503 index directory holding our wheel and the real vLLM release
+wheels; torch and vLLM's import-time dependencies come from the test environment). One venv per vLLM
+release, shared by every run on it:
+
+- the pinned release (affected): first bare, asked from outside with `python -m release doctor`
+  (exit 1 and the fix command); then the fix command it printed is run, and the installed
+  `vllm-fused-moe doctor` says 0 and live, `VLLM_FUSED_MOE=off` says 1 and names the switch;
+- another affected release with the pinned release's overlay: 1, the version mismatch as reason;
+- the first fixed release (`fixed_in` of the scan data): 0 not affected; with scan data as it was
+  before that release existed, 2 (newer than the data).
+
+Releases come from data (UPSTREAM.toml and the scan data), not from this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import REPO
+from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
+from helpers.freshvenv import create, pip_env
+from release.core.layout import Layout
+from release.overlay.build import BuildPlan, build
+from release.overlay.index import publish
+from release.pristine.wheel import pypi_wheel
+from release.queue.pin import Pin
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]  # the first fixed release is downloaded once
+
+doctor = doctor_module()
+SCAN_NAME = doctor.SCAN_NAME
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+class Releases:
+    """The vLLM releases the runs need, read from the pin and the scan data."""
+
+    def __init__(self) -> None:
+        data = scan_data()
+        self.data = data
+        self.pinned = Pin.load(Layout.default().upstream_toml).version
+        entry = data["releases"][self.pinned]
+        assert entry["status"] == "affected" and entry["in_train"], (
+            f"the pin {self.pinned} is not an affected train tag"
+        )
+        others = [
+            v
+            for v, e in data["releases"].items()
+            if e["status"] == "affected" and e["line"] == entry["line"] and v != self.pinned
+        ]
+        self.other = max(others, key=_version_key)
+        self.fixed = str(data["fixed_in"])
+        assert data["releases"][self.fixed]["status"] == "fixed"
+
+    def before_the_fix(self) -> dict[str, Any]:
+        """The scan data as it was before the first fixed release existed."""
+        keep = [v for v in self.data["scanned"] if _version_key(v) < _version_key(self.fixed)]
+        return {
+            **self.data,
+            "scanned": keep,
+            "newest_scanned": keep[-1],
+            "fixed_in": None,
+            "patches": {name: {**p, "first_upstream": None} for name, p in self.data["patches"].items()},
+            "releases": {v: e for v, e in self.data["releases"].items() if v in keep},
+        }
+
+
+def _overlay_wheel(tmp: Path) -> Path:
+    """Our wheel, built from a copy of the checkout with the scan data in the package, as a release ships it."""
+    root = tmp / "project"
+    root.mkdir()
+    for name in ("vendor", "patches"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shipped = root / "vendor" / "vllm_fused_moe" / SCAN_NAME
+    if not shipped.is_file():  # the scan's real file is not in the tree yet: ship the fixture
+        shutil.copyfile(scan_file(), shipped)
+    return build(BuildPlan(Layout(root), tmp / "dist")).wheel
+
+
+def _env(mode: str | None = None) -> dict[str, str]:
+    drop = ("VLLM_FUSED_MOE", "PYTHONPATH", "VLLM_PLUGINS", doctor.INDEX_ENV, "VLLM_ALL2ALL_BACKEND")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if mode:
+        env["VLLM_FUSED_MOE"] = mode
+    return env
+
+
+Run = tuple[dict[str, Any], subprocess.CompletedProcess[str]]
+
+
+def _run(argv: list[str], mode: str | None = None) -> Run:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_env(mode), timeout=400, cwd=REPO)
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        report = {}
+    return report, proc
+
+
+@pytest.fixture(scope="module")
+def releases() -> Releases:
+    return Releases()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("doctor")
+    index = tmp / "index"
+    wheel = _overlay_wheel(tmp)
+    publish([wheel, *(pypi_wheel(f"v{v}") for v in (releases.pinned, releases.other, releases.fixed))], index)
+    url = index.joinpath("simple").as_uri()
+    with ThreadPoolExecutor(3) as pool:
+        made = {
+            "pinned": pool.submit(create, tmp / "pinned", index, [f"vllm=={releases.pinned}"]),
+            "other": pool.submit(create, tmp / "other", index, [f"vllm=={releases.other}", "vllm-fused-moe"]),
+            "fixed": pool.submit(create, tmp / "fixed", index, [f"vllm=={releases.fixed}"]),
+        }
+        py = {name: str(future.result()) for name, future in made.items()}
+    before = tmp / "scan-before-the-fix.json"
+    before.write_text(json.dumps(releases.before_the_fix()), encoding="utf-8")
+
+    def outside(python: str, *args: str) -> list[str]:
+        # This checkout's scan data (until the scan writes vendor/vllm_fused_moe/, the fixture).
+        scan = [] if "--scan" in args else ["--scan", str(scan_file())]
+        return [sys.executable, "-m", "release", "doctor", "--python", python, "--json", *scan, *args]
+
+    def installed(python: str, *args: str) -> list[str]:
+        return [str(Path(python).with_name("vllm-fused-moe")), "doctor", "--json", *args]
+
+    def many(jobs: dict[str, Callable[[], Run]]) -> dict[str, Run]:
+        with ThreadPoolExecutor(3) as pool:
+            futures = {name: pool.submit(job) for name, job in jobs.items()}
+            return {name: future.result() for name, future in futures.items()}
+
+    results: dict[str, Any] = {"python": py, "url": url, "wheel": wheel}
+    results |= many(
+        {
+            "bare": lambda: _run(outside(py["pinned"], "--index-url", url)),
+            "bare-live": lambda: _run(outside(py["pinned"], "--live")),
+            "bare-importtime": lambda: _run([py["pinned"], "-X", "importtime", str(SCRIPT), "--json"]),
+            "mismatch": lambda: _run(installed(py["other"], "--index-url", url)),
+            "upstream": lambda: _run(outside(py["fixed"], "--live")),
+            "newer": lambda: _run(outside(py["fixed"], "--scan", str(before))),
+        }
+    )
+    # The fix, exactly as the doctor printed it. The venv has no pip of its own, so the test's pip
+    # runs the same pip arguments against the venv's interpreter (`pip --python`).
+    fix = (results["bare"][0].get("fix") or {}).get("argv") or []
+    assert fix[:3] == [py["pinned"], "-m", "pip"], fix
+    results["fix"] = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", fix[0], *fix[3:]], capture_output=True, text=True, env=pip_env()
+    )
+    serve = ["--", "vllm", "serve", "m", "-tp", "2", "--all2all-backend", "flashinfer_nvlink_two_sided"]
+    results |= many(
+        {
+            "fixed": lambda: _run(installed(py["pinned"])),
+            "fixed-live": lambda: _run(installed(py["pinned"], "--live")),
+            "off-live": lambda: _run(installed(py["pinned"], "--live"), mode="off"),
+            "off-tp-only": lambda: _run(installed(py["pinned"], *serve), mode="off"),
+            "outside-fixed": lambda: _run(outside(py["pinned"])),
+            "text": lambda: _run([str(Path(py["pinned"]).with_name("vllm-fused-moe")), "doctor"]),
+            "installed-importtime": lambda: _run([py["pinned"], "-X", "importtime", "-m", "vllm_fused_moe", "doctor"]),
+        }
+    )
+    yield results
+    # About 1 GB of unpacked vLLM per venv: not worth keeping after the module.
+    for name in ("pinned", "other", "fixed"):
+        shutil.rmtree(tmp / name, ignore_errors=True)
+
+
+def _verdict(run: Run, verdict: str, code: int) -> dict[str, Any]:
+    report, proc = run
+    assert report, proc.stdout[-2000:] + proc.stderr[-3000:]
+    validate(report)
+    assert (report["verdict"], report["exit_code"], proc.returncode) == (verdict, code, code), report["summary"]
+    return report
+
+
+def test_affected_release_without_our_wheel_is_1_with_the_fix_command(runs: dict[str, Any], releases: Releases) -> None:
+    report = _verdict(runs["bare"], "affected", 1)
+    assert report["vllm"]["version"] == releases.pinned
+    assert report["release"]["status"] == "affected" and report["release"]["fixed_in"] == releases.fixed
+    assert report["overlay"]["installed"] is False
+    assert report["fix"]["argv"] == [
+        runs["python"]["pinned"],
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--index-url",
+        runs["url"],
+        f"vllm-fused-moe=={releases.pinned}",
+    ]
+    # Asked from outside: the scan data of this checkout, handed to the probe.
+    assert report["scan"]["source"] == "given with --scan" and report["doctor"] == str(SCRIPT)
+
+
+def test_without_live_neither_torch_nor_vllm_is_imported(runs: dict[str, Any]) -> None:
+    for name in ("bare-importtime", "installed-importtime"):
+        _report, proc = runs[name]
+        names = imported(proc.stderr)
+        assert "json" in names, proc.stderr[-2000:]
+        assert not heavy(names), (name, sorted(heavy(names)))
+    # The installed one ran our overlay's hook at start-up (its .pth) and still imported no vLLM.
+    assert "vllm_fused_moe._finder" in imported(runs["installed-importtime"][1].stderr)
+
+
+def test_live_reads_upstreams_unreduced_classes_where_the_fix_is_missing(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["bare-live"], "affected", 1)
+    classes = report["live"]["classes"]
+    assert set(classes) == set(doctor.CLASSES)
+    for cls in classes.values():
+        assert cls["output_is_reduced"] is False and cls["served_by_overlay"] is False
+        assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
+    assert report["live"]["hook_active"] is None
+
+
+def test_the_printed_fix_makes_it_fixed_and_live(runs: dict[str, Any], releases: Releases) -> None:
+    assert runs["fix"].returncode == 0, runs["fix"].stderr[-2000:]
+    report = _verdict(runs["fixed"], "fixed-live", 0)
+    overlay = report["overlay"]
+    assert overlay["installed"] and overlay["for_this_vllm"] and overlay["activates"] and overlay["hook_installed"]
+    assert overlay["vllm_tag"] == f"v{releases.pinned}" and overlay["mode"] == "on"
+    assert report["fix"] is None and report["live"] is None
+    # Inside the installed wheel, the scan data is the one the wheel ships.
+    assert report["scan"]["source"] == "shipped beside the doctor"
+    assert report["scan"]["path"] == str(Path(overlay["location"]) / SCAN_NAME)
+
+
+def test_live_reads_our_classes_through_vllms_own_import(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["fixed-live"], "fixed-live", 0)
+    assert "live" in report["summary"] and "--live" in report["summary"]
+    assert report["live"]["hook_active"] is True
+    for cls in report["live"]["classes"].values():
+        assert cls["output_is_reduced"] is True and cls["served_by_overlay"] is True
+        assert cls["file"].startswith(report["overlay"]["location"] + "/prepare_finalize/")
+        # Under vLLM's own module name: vLLM imports it, the hook serves our file.
+        assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
+    assert 0 < report["live"]["seconds"] < 120
+
+
+def test_off_is_1_and_names_the_switch(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["off-live"], "fixed-not-live", 1)
+    assert report["overlay"]["activates"] is False and report["overlay"]["mode"] == "off"
+    assert "VLLM_FUSED_MOE=off" in report["summary"]
+    assert report["fix"]["command"] == "unset VLLM_FUSED_MOE"
+    assert report["live"]["hook_active"] is False
+    assert all(
+        c["output_is_reduced"] is False and not c["served_by_overlay"] for c in report["live"]["classes"].values()
+    )
+
+
+def test_a_command_line_that_does_not_use_the_backend_is_0(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["off-tp-only"], "not-used", 0)
+    assert report["serve"]["tensor_parallel_size"] == 2 and report["serve"]["uses_affected_class"] is None
+    assert "--enable-expert-parallel" in report["serve"]["why"]
+
+
+def test_asked_from_outside_it_sees_the_installed_overlay(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["outside-fixed"], "fixed-live", 0)
+    assert report["overlay"]["hook_installed"] is True and report["doctor"] == str(SCRIPT)
+
+
+def test_text_report_ends_with_the_verdict(runs: dict[str, Any]) -> None:
+    _, proc = runs["text"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: fixed-live (exit 0)" in proc.stdout and proc.stdout.startswith("vllm-fused-moe doctor")
+
+
+def test_an_overlay_for_another_release_is_1_with_the_reason(runs: dict[str, Any], releases: Releases) -> None:
+    report = _verdict(runs["mismatch"], "affected", 1)
+    assert report["overlay"]["installed"] and not report["overlay"]["for_this_vllm"]
+    assert f"built for vLLM v{releases.pinned}, but vLLM {releases.other} is installed" in report["summary"]
+    assert report["fix"]["argv"][-1] == f"vllm-fused-moe=={releases.other}"
+    assert report["fix"]["argv"][-3:-1] == ["--index-url", runs["url"]]
+
+
+def test_a_release_with_the_fix_upstream_is_0_not_affected(runs: dict[str, Any], releases: Releases) -> None:
+    report = _verdict(runs["upstream"], "not-affected", 0)
+    assert report["vllm"]["version"] == releases.fixed and report["release"]["status"] == "fixed"
+    for cls in report["live"]["classes"].values():
+        assert cls["output_is_reduced"] is True and cls["served_by_overlay"] is False
+
+
+def test_a_vllm_newer_than_the_scan_data_is_2(runs: dict[str, Any], releases: Releases) -> None:
+    report = _verdict(runs["newer"], "cannot-tell", 2)
+    assert f"vLLM {releases.fixed} is newer than the newest release in the scan data" in report["summary"]
+    assert report["fix"] is None

@@ -1,0 +1,164 @@
+"""One overlay wheel per train tag: reproducible, each for its own tag, its FlashInfer range verified.
+
+`build --all` (and `--tag`) runs as a real `python -m release` process on a copy of the
+project; the wheels are real PyPA builds, read back with zipfile and `packaging`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from helpers import REPO, run_release, snapshot
+from release.core.hashing import file_sha256, sha256_hex
+from release.core.layout import Layout
+from release.queue.pin import Pin
+from release.queue.verified import read_verified
+from release.train.model import Train
+
+pytestmark = pytest.mark.slow
+SUBTREE = "vllm_fused_moe/prepare_finalize/"
+
+
+def buildable(root: Path) -> tuple[list[str], list[str]]:
+    """The train's tags whose pin admits a verified FlashInfer, and the others (from the data)."""
+    layout = Layout(root)
+    verified = read_verified(layout.verified_toml)
+    train = Train.load(layout.train)
+    ok = [e.tag for e in train.entries if verified.range_for(e.flashinfer) is not None]
+    return ok, [t for t in train.tags if t not in ok]
+
+
+def build(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_release(root, "build", "--out", str(out), *args)
+
+
+def wheels(out: Path) -> dict[str, str]:
+    return {p.name: file_sha256(p) for p in sorted(out.glob("*.whl"))} if out.is_dir() else {}
+
+
+@pytest.fixture(scope="module")
+def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """Every buildable train tag built twice, into two directories, by two processes."""
+    ok, _ = buildable(REPO)
+    assert ok, "no train tag has a verified FlashInfer: nothing to build"
+    tags = [arg for tag in ok for arg in ("--tag", tag)]
+    first, second = tmp_path_factory.mktemp("dist1"), tmp_path_factory.mktemp("dist2")
+    for out in (first, second):
+        result = build(REPO, out, *tags)
+        assert result.returncode == 0, result.stdout + result.stderr
+        print("\n" + result.stdout)
+    return first, wheels(first), wheels(second)
+
+
+def test_two_builds_give_one_wheel_per_tag_with_the_same_sha256(built_twice) -> None:
+    _, first, second = built_twice
+    ok, _ = buildable(REPO)
+    assert len(first) == len(ok)
+    assert first == second
+
+
+def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
+    out, _, _ = built_twice
+    layout = Layout(REPO)
+    train = Train.load(layout.train)
+    verified = read_verified(layout.verified_toml)
+    level = max(len([n for n in layout.series.read_text().splitlines() if n.strip() and not n.startswith("#")]), 1)
+    for wheel in sorted(out.glob("*.whl")):
+        archive = zipfile.ZipFile(wheel)
+        info = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
+        entry = train.get(info["vllm_tag"])
+        assert entry is not None
+        metadata = HeaderParser().parsestr(
+            archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        )
+        assert metadata["Version"] == f"{entry.version}+fm.{level}" == info["version"]
+        requires = {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist")}
+        assert str(requires["vllm"].specifier) == f"=={entry.version}"
+        expected = verified.range_for(entry.flashinfer)
+        assert expected is not None and requires["flashinfer-python"].specifier == SpecifierSet(expected)
+        assert info["flashinfer_specifier"] == expected and info["flashinfer_pin"] == entry.flashinfer
+        # The subtree in the wheel is exactly the patched tree the train records for this tag.
+        files = {n[len(SUBTREE) :]: archive.read(n) for n in archive.namelist() if n.startswith(SUBTREE)}
+        assert {n: sha256_hex(d) for n, d in files.items()} == entry.patched
+        pin = Pin.load(_extract(archive, "vllm_fused_moe/UPSTREAM.toml", wheel.parent / f"{wheel.name}.toml"))
+        assert (pin.tag, pin.files, pin.wheel_sha256) == (entry.tag, entry.pristine, entry.wheel_sha256)
+
+
+def _extract(archive: zipfile.ZipFile, name: str, target: Path) -> Path:
+    target.write_bytes(archive.read(name))
+    return target
+
+
+def test_python_m_vllm_fused_moe_in_each_wheel_says_its_own_tag(built_twice, tmp_path: Path) -> None:
+    out, _, _ = built_twice
+    for wheel in sorted(out.glob("*.whl")):
+        unpacked = tmp_path / wheel.stem
+        zipfile.ZipFile(wheel).extractall(unpacked)
+        proc = subprocess.run(
+            [sys.executable, "-m", "vllm_fused_moe", "info", "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(unpacked)},
+            cwd=tmp_path,
+            timeout=60,
+            check=True,
+        )
+        info = json.loads(proc.stdout)
+        assert wheel.name.startswith(f"vllm_fused_moe-{info['vllm_version']}+fm.")
+        assert info["vllm_tag"] == f"v{info['vllm_version']}"
+        text = subprocess.run(
+            [sys.executable, "-m", "vllm_fused_moe"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(unpacked)},
+            cwd=tmp_path,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert f"vLLM tag        {info['vllm_tag']} (pypi: vllm-{info['vllm_version']}-" in text
+
+
+def test_build_all_builds_every_tag_or_refuses_the_unverified_ones(project: Path, tmp_path: Path) -> None:
+    ok, refused = buildable(project)
+    before = snapshot(project)
+    out = tmp_path / "dist"
+    result = build(project, out, "--all")
+    assert snapshot(project) == before  # vendor/ and patches/ are only ever read
+    if refused:
+        assert result.returncode == 2, result.stdout + result.stderr
+        for tag in refused:
+            assert f"{tag} pins flashinfer-python" in result.stderr
+        assert "nothing was built" in result.stderr and wheels(out) == {}
+    else:
+        assert result.returncode == 0, result.stderr
+        assert sorted(Version(n.split("-")[1]).public for n in wheels(out)) == sorted(t[1:] for t in ok)
+
+
+def test_an_unverified_tag_is_refused_alone_with_exit_2(project: Path, tmp_path: Path) -> None:
+    # Make the newest tag's pin unverifiable by hand, as a vLLM bumping FlashInfer would.
+    layout = Layout(project)
+    train = Train.load(layout.train)
+    tag = train.tags[-1]
+    entry = train.get(tag)
+    assert entry is not None and entry.flashinfer
+    text = layout.train.read_text()
+    start = text.index(f'tag = "{tag}"')
+    end = text.index("[release.pristine]", start)
+    layout.train.write_text(
+        text[:start] + text[start:end].replace(entry.flashinfer, "flashinfer-python==9.9.9") + text[end:]
+    )
+    result = build(project, tmp_path / "dist", "--tag", tag)
+    assert result.returncode == 2
+    assert f"{tag} pins flashinfer-python==9.9.9: no verified FlashInfer satisfies it" in result.stderr
+    assert wheels(tmp_path / "dist") == {}

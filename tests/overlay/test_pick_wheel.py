@@ -1,0 +1,192 @@
+"""Pick the right wheel: beside the real vLLM X, installing `vllm-fused-moe` from our index resolves X's overlay.
+
+Our index holds one overlay per buildable train tag (built and published by our own
+`build --tag` and `publish`), and no vLLM: each fresh venv already has the real `vllm==X`
+release wheel, installed `--no-deps` the way the suite installs vLLM (tests/overlay/freshvenv.py).
+Then the resolver, not the test, chooses: every overlay requires `vllm==<its tag>`, only X is
+installed, so only X's overlay fits. The process that imports vLLM afterwards proves it activated.
+
+Why uv resolves here and not pip: a resolver also walks the installed vLLM's own ~65
+requirements (torch==2.11 CUDA, ...), which the CPU suite deliberately does not install;
+pip has no way to leave them out, `uv pip install --excludes` has. The exclusions are read
+from the vLLM wheel's own METADATA, so only what the suite skips is skipped; vllm-fused-moe
+and its `vllm==X` requirement are resolved for real. In a complete vLLM environment (a user's)
+the same install is a plain `pip install`, see docs/overlay.md. The case with no overlay uses
+pip itself: there the installed vLLM never becomes a candidate, and the exact pip message is
+the one docs/overlay.md quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from email.parser import HeaderParser
+from pathlib import Path
+
+import pytest
+
+from helpers.freshvenv import create, pip_env, site_packages
+from release.core.layout import Layout
+from release.overlay.build import BuildPlan, build_train
+from release.overlay.index import publish
+from release.pristine.wheel import pypi_wheel
+from release.queue.verified import read_verified
+from release.train.model import Train
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+PROBE = Path(__file__).with_name("probe.py")
+# Issue 12's releases to prove (data): a 0.19 patch release, a 0.20 patch release, the newest.
+PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
+# A cached vLLM release outside the train (the fix is upstream there): no overlay exists for it.
+NO_OVERLAY = "v0.34.0"
+
+
+def uv() -> list[str]:
+    try:
+        from uv import find_uv_bin  # the `uv` wheel of the test dependency group
+
+        return [find_uv_bin()]
+    except ImportError:
+        found = shutil.which("uv")
+    if found:
+        return [found]
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("uv is not installed; on CI it must be (nox -s test installs the test group)")
+    pytest.skip("uv is not installed here; `nox -s test` installs it (dependency group `test`)")
+
+
+def vllm_requirement_names(wheel: Path) -> list[str]:
+    """The names vLLM's own metadata requires (no extras): what `--no-deps` leaves out of the suite."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n))
+        headers = HeaderParser().parsestr(archive.read(name).decode("utf-8"))
+    names = {re.split(r"[\s\[<>=!~;(]", r, maxsplit=1)[0] for r in headers.get_all("Requires-Dist") or []}
+    return sorted(n for n in names if n and "extra ==" not in n)
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in pip_env().items() if not k.startswith("UV_")}
+    return {k: v for k, v in env.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH", "VLLM_PLUGINS")}
+
+
+@pytest.fixture(scope="module")
+def train_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Our index with the overlay of every train tag that has a verified FlashInfer; {tag: version}."""
+    layout = Layout.default()
+    verified = read_verified(layout.verified_toml)
+    tags = [e.tag for e in Train.load(layout.train).entries if verified.range_for(e.flashinfer) is not None]
+    results = build_train(BuildPlan(layout, tmp_path_factory.mktemp("dist")), tags)
+    index = tmp_path_factory.mktemp("index")
+    publish([r.wheel for r in results], index)
+    return index, {r.tag: r.version for r in results}
+
+
+def resolve(venv: Path, index: Path, excludes: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*uv(), "pip", "install", "--python", str(venv / "bin" / "python"), "--no-config", "--no-cache",
+         "--index-url", (index / "simple").as_uri(), "--excludes", str(excludes), "vllm-fused-moe"],
+        capture_output=True, text=True, env=clean_env(), timeout=300, check=False,
+    )  # fmt: skip
+
+
+def run(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), *args], capture_output=True, text=True, env=clean_env(), timeout=400, cwd=python.parent.parent
+    )
+
+
+def installed(python: Path, name: str) -> str:
+    return run(python, "-c", f"import importlib.metadata as m; print(m.version({name!r}))").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def picked(train_index, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """For each picked tag with an overlay: a fresh venv with vLLM, the resolver's choice and a probe."""
+    index, built = train_index
+    root = tmp_path_factory.mktemp("pick")
+
+    def one(tag: str) -> dict[str, object]:
+        wheel = pypi_wheel(tag)
+        python = create(root / tag, index, [str(wheel)])  # vLLM X only, --no-deps, from the release wheel
+        excludes = root / f"{tag}-excludes.txt"
+        excludes.write_text("\n".join(vllm_requirement_names(wheel)) + "\n")
+        resolved = resolve(root / tag, index, excludes)
+        info = run(python, "-m", "vllm_fused_moe", "info", "--json")
+        probe = run(python, str(PROBE))
+        last = [line for line in probe.stdout.splitlines() if line.startswith("{")]
+        return {
+            "resolved": resolved,
+            "vllm": installed(python, "vllm"),
+            "overlay": installed(python, "vllm-fused-moe"),
+            "info": json.loads(info.stdout) if info.returncode == 0 else {"error": info.stderr[-2000:]},
+            "probe": json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]},
+            "site": str(site_packages(python)),
+        }
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = {tag: pool.submit(one, tag) for tag in PICKED if tag in built}
+        return {tag: future.result() for tag, future in futures.items()}
+
+
+@pytest.mark.parametrize("tag", PICKED)
+def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay_of_x(
+    tag: str, train_index, picked
+) -> None:
+    _, built = train_index
+    if tag not in built:
+        entry = Train.load(Layout.default().train).get(tag)
+        pytest.skip(
+            f"{tag} pins {entry.flashinfer if entry else '?'}, not a verified FlashInfer yet, so its overlay is not "
+            "built (VERIFIED.toml); this runs as soon as it is verified"
+        )
+    got = picked[tag]
+    resolved = got["resolved"]
+    assert isinstance(resolved, subprocess.CompletedProcess)
+    assert resolved.returncode == 0, resolved.stderr
+    assert f"+ vllm-fused-moe=={built[tag]}" in resolved.stderr, resolved.stderr
+    assert got["overlay"] == built[tag] and got["vllm"] == tag[1:]  # vLLM itself was left alone
+    info = got["info"]
+    assert isinstance(info, dict) and info.get("vllm_tag") == tag and info.get("would_activate") is True, info
+    probe = got["probe"]
+    assert isinstance(probe, dict) and "error" not in probe, probe
+    ours = f"{got['site']}/vllm_fused_moe/prepare_finalize/"
+    for name in ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize"):
+        assert probe["main"][name]["file"].startswith(ours), probe["main"][name]
+        assert probe["main"][name]["output_is_reduced"] is True
+
+
+def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:
+    index, built = train_index
+    assert f"{NO_OVERLAY}" not in built
+    python = create(tmp_path / "venv", index, [str(pypi_wheel(NO_OVERLAY))])
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-compile"]
+    refused = subprocess.run(
+        [*pip, "--index-url", (index / "simple").as_uri(), "vllm-fused-moe"],
+        capture_output=True, text=True, env=pip_env(), timeout=300, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    # The exact message docs/overlay.md quotes: every overlay names the one vLLM it needs.
+    assert "because these package versions have conflicting dependencies" in refused.stderr
+    for tag, version in built.items():
+        assert f"vllm-fused-moe {version} depends on vllm=={tag[1:]}" in refused.stdout + refused.stderr
+    assert "ResolutionImpossible" in refused.stderr
+    # Forced in anyway (--no-deps, as a CPU test environment does): it stays off and says what to do.
+    subprocess.run(
+        [*pip, "--no-deps", "--index-url", (index / "simple").as_uri(), "vllm-fused-moe"],
+        capture_output=True, text=True, env=pip_env(), timeout=300, check=True,
+    )  # fmt: skip
+    info = json.loads(run(python, "-m", "vllm_fused_moe", "info", "--json").stdout)
+    assert info["would_activate"] is False
+    wanted = NO_OVERLAY[1:]
+    assert f"pip install 'vllm-fused-moe=={wanted}'" in info["what_to_do"]
+    assert "No overlay for your vLLM" in info["what_to_do"]
+    text = run(python, "-m", "vllm_fused_moe").stdout
+    assert f"does not activate: built for vLLM {info['vllm_tag']}, but vLLM {wanted} is installed" in text
+    assert "what to do" in text

@@ -1,0 +1,311 @@
+"""The release train (patches/train.toml): add, remove, list, check, and the head moving with rebase.
+
+Every command runs as a real `python -m release` process on a copy of the project, with
+the real release wheels (cached under ~/.cache/vllm-fused-moe/wheels) and real git.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from helpers import REPO, run_release, snapshot
+from release.core.layout import Layout, read_tree
+from release.pristine.sources import fetch
+from release.queue.load import Queue
+from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
+from release.train.model import Train
+
+TWO_SIDED = "flashinfer_nvlink_two_sided.py"
+# The releases issue 12 names as carrying the double reduce in prepare_finalize/ (data, not code).
+AFFECTED = ["v0.19.0", "v0.19.1", "v0.20.0", "v0.20.1", "v0.20.2", "v0.21.0"]
+# Where no source may be reached: `train check` must not need the network when wheels are cached.
+# (pip for whole wheels; VLLM_FUSED_MOE_INDEX_URL for the range reader of `--from pypi`.)
+NOWHERE = "http://127.0.0.1:9/simple/"
+OFFLINE = {
+    "PIP_INDEX_URL": NOWHERE,
+    "PIP_NO_INDEX": "1",
+    "PIP_CONFIG_FILE": "/dev/null",
+    "VLLM_FUSED_MOE_INDEX_URL": NOWHERE,
+}
+
+
+def train_of(root: Path) -> Train:
+    return Train.load(Layout(root).train)
+
+
+def head_of(root: Path) -> str:
+    return Queue.load(Layout(root)).pin.tag
+
+
+def set_hash(root: Path, tag: str, table: str, name: str, digest: str) -> None:
+    """Hand-edit one recorded sha256 in train.toml, as a person with an editor would."""
+    path = Layout(root).train
+    text = path.read_text()
+    start = text.index(f'tag = "{tag}"')
+    section = text.index(f"[release.{table}]", start)
+    line = re.compile(rf'^"{re.escape(name)}" = "[0-9a-f]{{64}}"$', re.M).search(text, section)
+    assert line is not None
+    path.write_text(text[: line.start()] + f'"{name}" = "{digest}"' + text[line.end() :])
+
+
+def test_the_checked_in_train_covers_the_affected_releases_and_its_head() -> None:
+    train = train_of(REPO)
+    assert train.tags == AFFECTED
+    assert head_of(REPO) in train.tags
+
+
+def test_list_names_every_tag_marks_the_head_and_gives_each_its_flashinfer_range(project: Path) -> None:
+    table = run_release(project, "train", "list")
+    assert table.returncode == 0, table.stderr
+    listed = [line.split()[0] for line in table.stdout.splitlines()[1:] if line.startswith("v")]
+    assert listed == train_of(project).tags
+    assert f"{head_of(project)} *" in table.stdout
+    data = json.loads(run_release(project, "train", "list", "--json").stdout)
+    assert data["head"] == head_of(project)
+    assert [r["tag"] for r in data["releases"]] == train_of(project).tags
+    for row in data["releases"]:
+        # A tag's wheel range is its own pin narrowed to what VERIFIED.toml lists, or null (not built).
+        assert row["flashinfer_range"] in (None, row["flashinfer_pin"].removeprefix("flashinfer-python"))
+        assert TWO_SIDED in row["patched_files"]
+
+
+def test_check_reproduces_every_tag_offline(project: Path) -> None:
+    result = run_release(project, "train", "check", env=OFFLINE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    oks = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("ok ")]
+    assert oks == train_of(project).tags
+    print("\n" + result.stdout)
+
+
+def test_a_hand_edited_hash_fails_naming_the_tag_and_the_file(project: Path) -> None:
+    tag = train_of(project).tags[-1]
+    set_hash(project, tag, "patched", TWO_SIDED, "0" * 64)
+    set_hash(project, tag, "pristine", "batched.py", "f" * 64)
+    result = run_release(project, "train", "check")
+    assert result.returncode == 1
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 2, result.stdout
+    assert f"{tag}  patched  {TWO_SIDED}" in failed[0] + failed[1]
+    assert f"{tag}  pristine batched.py" in failed[0] + failed[1]
+    others = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("ok ")]
+    assert others == [t for t in train_of(project).tags if t != tag]
+    assert result.stderr.startswith(
+        f"error: train check: 1 of {len(train_of(project).tags)} tags do not reproduce their recorded hashes: "
+        f"{tag} (batched.py, {TWO_SIDED})\nhint: "
+    )
+
+
+def test_a_hand_edit_to_a_patch_fails_for_every_tag_naming_the_file_and_the_patch(project: Path) -> None:
+    layout = Layout(project)
+    patch = layout.patches / Queue.load(layout).series.names[0]
+    text = patch.read_text()
+    assert "+        return True\n" in text
+    patch.write_text(text.replace("+        return True\n", "+        return True  # edited\n", 1))
+    tags = train_of(project).tags
+    result = run_release(project, "train", "check", tags[0], tags[-1])
+    assert result.returncode == 1
+    for tag in (tags[0], tags[-1]):
+        line = next(x for x in result.stdout.splitlines() if x.startswith(f"FAIL  {tag}  patched"))
+        assert f"(patched by {patch.name})" in line
+        assert re.search(r"flashinfer_nvlink_(one|two)_sided\.py", line)
+
+
+def test_add_refuses_a_tag_whose_fix_is_upstream_and_changes_nothing(project: Path) -> None:
+    before = snapshot(project)
+    result = run_release(project, "train", "add", "v0.34.0")
+    assert result.returncode == 2
+    assert "fixed upstream in v0.34.0; no overlay needed" in result.stderr
+    assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr
+    assert snapshot(project) == before
+
+
+def test_add_refuses_a_tag_where_a_patch_conflicts(project: Path, tmp_path: Path) -> None:
+    # A tree laid out like vLLM's: the newest train tag, with the patched line rewritten upstream-style.
+    tag = train_of(project).tags[-1]
+    tree = fetch(tag, "pypi")
+    source = tmp_path / "vllm"
+    subtree = source / "vllm/model_executor/layers/fused_moe/prepare_finalize"
+    subtree.mkdir(parents=True)
+    for name, data in tree.files.items():
+        (subtree / name).write_bytes(data)
+    target = subtree / TWO_SIDED
+    text = target.read_text()
+    assert text.count("        return False\n") >= 1
+    target.write_text(text.replace("        return False\n", "        return bool(0)\n"))
+    before = snapshot(project)
+    result = run_release(project, "train", "add", tag, "--from", f"dir:{source}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"conflicts on {tag} in {TWO_SIDED}" in result.stderr
+    assert snapshot(project) == before
+
+
+def test_bad_input_exits_2_and_changes_nothing(project: Path) -> None:
+    before = snapshot(project)
+    head = head_of(project)
+    cases = {
+        ("train", "remove", head): "is the head of the train",
+        ("train", "remove", "v0.18.0"): "v0.18.0 is not in the train",
+        ("train", "check", "v0.18.0"): "v0.18.0 is not in the train",
+        ("train", "add", "nightly"): "is not a vLLM release tag",
+        ("train", "add", "v0.21.0", "v0.21.0"): "named twice",
+        ("train", "add"): "takes TAG... or --all",
+        ("train", "add", "--all", "--from", "pypi"): "takes no --from",
+    }
+    for args, message in cases.items():
+        result = run_release(project, *args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    assert snapshot(project) == before
+
+
+def test_remove_then_add_gives_back_the_same_bytes(project: Path) -> None:
+    layout = Layout(project)
+    original = layout.train.read_bytes()
+    tag = next(t for t in train_of(project).tags if t != head_of(project))
+    assert run_release(project, "train", "remove", tag).returncode == 0
+    assert tag not in train_of(project).tags
+    added = run_release(project, "train", "add", tag)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith(f"added {tag}: pypi: vllm-")
+    assert layout.train.read_bytes() == original
+    again = run_release(project, "train", "add", tag)
+    assert again.stdout.startswith(f"re-recorded (unchanged) {tag}")
+    assert layout.train.read_bytes() == original
+    every = run_release(project, "train", "add", "--all")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.count("re-recorded (unchanged) ") == len(train_of(project).tags)
+    assert layout.train.read_bytes() == original
+
+
+def test_rebase_moves_the_head_entry_in_the_same_swap(project: Path, tmp_path: Path) -> None:
+    layout = Layout(project)
+    old_head = head_of(project)
+    new_head = next(t for t in reversed(train_of(project).tags) if t != old_head)
+    assert run_release(project, "train", "remove", new_head).returncode == 0
+    result = run_release(project, "rebase", new_head, "--from", "pypi", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    train = train_of(project)
+    assert head_of(project) == new_head and new_head in train.tags and old_head in train.tags
+    entry = train.get(new_head)
+    assert entry is not None
+    assert entry.pristine == Queue.load(layout).pin.files
+    vendor = read_tree(layout.subtree)
+    from release.core.hashing import sha256_hex
+
+    assert entry.patched == {name: sha256_hex(data) for name, data in vendor.items()}
+    checked = run_release(project, "train", "check", old_head, new_head)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_rebase_that_retires_a_patch_says_which_train_tags_it_strands(project: Path, tmp_path: Path) -> None:
+    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    others = [t for t in train_of(project).tags if t != "v0.34.0"]
+    assert f"but the train's {', '.join(others)} were recorded with it" in result.stderr
+    assert "v0.34.0" in train_of(project).tags
+
+
+def test_a_missing_train_file_is_bad_input(project: Path) -> None:
+    shutil.copyfile(Layout(project).train, project / "train.bak")
+    Layout(project).train.unlink()
+    result = run_release(project, "train", "list")
+    assert result.returncode == 2 and "train.toml is missing" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "verified, pin, expected",
+    [
+        (["0.6.8.post1"], "flashinfer-python==0.6.8.post1", "==0.6.8.post1"),
+        (["0.6.8.post1"], "flashinfer-python==0.6.6", None),
+        (["0.6.6", "0.6.8.post1"], "flashinfer-python==0.6.6", "==0.6.6"),
+        (["0.6.6", "0.6.8.post1"], "", ">=0.6.6,<=0.6.8.post1"),
+        (["0.6.6", "0.6.7", "0.6.8.post1"], "flashinfer-python>=0.6.7", ">=0.6.7,<=0.6.8.post1"),
+    ],
+)
+def test_a_tag_range_is_its_pin_intersected_with_the_verified_versions(
+    verified: list[str], pin: str, expected: str | None
+) -> None:
+    model = VerifiedFlashInfer(tuple(VerifiedVersion(v, "test") for v in verified))
+    found = model.range_for(pin)
+    assert (found is None) is (expected is None)
+    if found is not None and expected is not None:
+        assert SpecifierSet(found) == SpecifierSet(expected)
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def scan_document(releases: dict[str, tuple[str, str]], patch: str) -> dict[str, object]:
+    """A `release scan --json` document (schema 1, docs/affected-releases.schema.json) for these
+    releases: {version: (status, state of the patch)}; the watch reads only these keys."""
+    return {
+        "schema": 1,
+        "generated_by": "python -m release scan",
+        "scanned": list(releases),
+        "newest_scanned": list(releases)[-1],
+        "fixed_in": None,
+        "patches": {patch: {"subject": "x", "first_upstream": None}},
+        "releases": {
+            version: {"status": status, "line": "prepare_finalize", "patches": {patch: state}, "in_train": False,
+                      "wheel": f"vllm-{version}-cp38-abi3-manylinux_2_35_x86_64.whl", "flashinfer": ""}
+            for version, (status, state) in releases.items()
+        },
+    }  # fmt: skip
+
+
+def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Path, tmp_path: Path) -> None:
+    layout = Layout(project)
+    patch = Queue.load(layout).series.names[0]
+    tags = train_of(project).tags
+    head = head_of(project)
+    # The two newest tags leave the train, as if vLLM had just published them.
+    new = [t for t in tags if t != head][-2:]
+    for tag in new:
+        assert run_release(project, "train", "remove", tag).returncode == 0
+    newest = train_of(project).tags[-1]
+    document = scan_document(
+        {
+            newest[1:]: ("affected", "applies"),  # not newer than the newest train tag: left alone
+            new[0][1:]: ("affected", "applies"),
+            new[1][1:]: ("affected", "applies"),
+            "0.34.0": ("fixed", "upstream"),
+        },
+        patch,
+    )
+    scan = tmp_path / "scan.json"
+    scan.write_text(json.dumps(document))
+    result = run_release(project, "train", "watch", str(scan), "--report", str(tmp_path / "watch.md"))
+    assert result.returncode == 0, result.stderr
+    assert train_of(project).tags == tags
+    assert f"{new[0]}: affected; added to the train" in result.stdout
+    assert "v0.34.0: upstream (fixed upstream in v0.34.0; no overlay needed)" in result.stdout
+    report = json.loads((tmp_path / "watch.json").read_text())
+    assert report["added"] == new and report["upstream"] == ["v0.34.0"] and report["refused"] == {}
+    assert f"release train: vLLM releases after {newest}".lower() in (tmp_path / "watch.md").read_text().lower()
+    assert run_release(project, "train", "check", *new).returncode == 0
+
+
+def test_watch_lets_the_replay_decide_when_the_scan_says_applies(project: Path, tmp_path: Path) -> None:
+    # The scan is input: a release it calls affected still goes through train add's own replay.
+    patch = Queue.load(Layout(project)).series.names[0]
+    scan = tmp_path / "scan.json"
+    scan.write_text(json.dumps(scan_document({"0.34.0": ("affected", "applies")}, patch)))
+    before = Layout(project).train.read_bytes()
+    result = run_release(project, "train", "watch", str(scan), "--report", str(tmp_path / "watch.md"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "watch.json").read_text())
+    assert report["added"] == [] and "fixed upstream in v0.34.0" in report["refused"]["v0.34.0"]
+    assert Layout(project).train.read_bytes() == before
+
+
+def test_watch_refuses_a_document_that_is_not_a_scan(project: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "scan.json"
+    bad.write_text(json.dumps({"schema": 99}))
+    result = run_release(project, "train", "watch", str(bad))
+    assert result.returncode == 2 and "is not a scan document of schema 1" in result.stderr

@@ -1,0 +1,625 @@
+"""`vllm-fused-moe doctor`: is this environment affected by the FlashInfer NVLink double reduce, is the fix live?
+
+Two ways to run it, one code:
+- `vllm-fused-moe doctor [--json] [--live] [-- VLLM_SERVE_ARGS...]` (or `python -m vllm_fused_moe doctor`)
+  in an environment where our overlay is installed: the scan data is the one shipped in the wheel;
+- `PYTHON path/to/doctor.py --scan FILE ...`, which is what `python -m release doctor --python PYTHON`
+  runs from a checkout: any interpreter, with or without our overlay installed.
+
+Standard library only at module level, Python 3.10+: it must run in whatever environment is asked.
+Without --live it imports neither torch nor vLLM (versions come from package metadata); with --live
+it imports the one vLLM module that resolves the FlashInfer NVLink prepare/finalize classes, as vLLM
+itself does, and reads `output_is_reduced()` from them. docs/doctor.md: fields, schema, exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+REPORT_SCHEMA = 1
+SCAN_SCHEMA = 1
+SCAN_NAME = "affected-releases.json"
+PROJECT = "vllm-fused-moe"
+PACKAGE = "vllm_fused_moe"
+MODE_ENV = "VLLM_FUSED_MOE"  # the same name as vllm_fused_moe.MODE_ENV; not imported so a bare run works
+INDEX_ENV = "VLLM_FUSED_MOE_INDEX_URL"
+INDEX_PLACEHOLDER = "<INDEX_URL>"
+
+EXIT_OK = 0
+EXIT_AFFECTED = 1
+EXIT_CANNOT_TELL = 2
+EXIT_CODES = {
+    "not-affected": EXIT_OK,
+    "fixed-live": EXIT_OK,
+    "not-used": EXIT_OK,
+    "affected": EXIT_AFFECTED,
+    "fixed-not-live": EXIT_AFFECTED,
+    "cannot-tell": EXIT_CANNOT_TELL,
+}
+
+# Where vLLM resolves the two classes (all2all_utils.maybe_make_prepare_finalize imports them from
+# prepare_finalize/ at module level), so importing it is importing them the way vLLM does.
+ALL2ALL_MODULE = "vllm.model_executor.layers.fused_moe.all2all_utils"
+CLASSES = ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize")
+# `--all2all-backend` values that select one of CLASSES (FusedMoEParallelConfig.use_fi_nvl_*_kernels).
+AFFECTED_BACKENDS = {
+    "flashinfer_nvlink_two_sided": CLASSES[0],
+    "flashinfer_all2allv": CLASSES[0],
+    "flashinfer_nvlink_one_sided": CLASSES[1],
+}
+DEFAULT_BACKEND = "allgather_reducescatter"
+BACKEND_ENV = "VLLM_ALL2ALL_BACKEND"  # read by older vLLM releases only; checked in vllm/envs.py
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def public_version(version: str) -> str:
+    """`0.20.0+cu129` -> `0.20.0`: vLLM's local builds are the same source as the release."""
+    try:
+        from packaging.version import Version  # vLLM depends on packaging; without it, the text
+
+        return str(Version(version).public)
+    except Exception:
+        return version.split("+", 1)[0]
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    try:
+        from packaging.version import Version
+
+        return (0, Version(version))
+    except Exception:
+        return (1, tuple(int(part) for part in re.findall(r"\d+", version)))
+
+
+def load_scan(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The scan data at `path`, or why it cannot be used."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return None, f"cannot read the scan data {path}: {exc.strerror or exc}"
+    except ValueError as exc:
+        return None, f"the scan data {path} is not JSON: {exc}"
+    if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        return None, f"the scan data {path} has schema {found!r}; this doctor reads schema {SCAN_SCHEMA}"
+    if not isinstance(data.get("releases"), dict) or not isinstance(data.get("scanned"), list):
+        return None, f"the scan data {path} has no 'releases' table or 'scanned' list"
+    return data, None
+
+
+def find_scan(given: Path | None, overlay_dir: Path | None) -> tuple[Path | None, str]:
+    """Which scan data to read: --scan, else the file beside this module, else the installed overlay's."""
+    if given is not None:
+        return given.resolve(), "given with --scan"
+    beside = Path(__file__).resolve().with_name(SCAN_NAME)
+    if beside.is_file():
+        return beside, "shipped beside the doctor"
+    if overlay_dir is not None and (overlay_dir / SCAN_NAME).is_file():
+        return overlay_dir / SCAN_NAME, "shipped in the installed overlay"
+    return None, "none found"
+
+
+def release_facts(scan: dict[str, Any] | None, scan_problem: str | None, vllm: str | None) -> dict[str, Any]:
+    """What the scan data says about the installed vLLM release; status `unknown` says why not."""
+    facts: dict[str, Any] = {
+        "status": "unknown",
+        "why": "",
+        "line": None,
+        "in_train": None,
+        "patches": {},
+        "wheel": None,
+        "flashinfer": None,
+        "fixed_in": scan.get("fixed_in") if scan else None,
+    }
+    if vllm is None:
+        facts["why"] = "vLLM is not installed in this environment"
+        return facts
+    if scan is None:
+        facts["why"] = scan_problem or "no scan data"
+        return facts
+    version = public_version(vllm)
+    entry = scan["releases"].get(version)
+    if isinstance(entry, dict) and entry.get("status") in ("affected", "fixed", "not-affected"):
+        facts.update(
+            status=entry["status"],
+            line=entry.get("line"),
+            in_train=bool(entry.get("in_train")),
+            patches=entry.get("patches") or {},
+            wheel=entry.get("wheel"),
+            flashinfer=entry.get("flashinfer"),
+        )
+        facts["why"] = {
+            "affected": "this release carries the double reduce"
+            + (f" (in its {entry.get('line')} modules)" if entry.get("line") else ""),
+            "fixed": "this release has the fix upstream",
+            "not-affected": "this release does not have the affected code",
+        }[entry["status"]]
+        return facts
+    scanned = [str(v) for v in scan["scanned"]]
+    newest = str(scan.get("newest_scanned") or (scanned[-1] if scanned else ""))
+    if newest and version_key(version) > version_key(newest):
+        facts["why"] = (
+            f"vLLM {version} is newer than the newest release in the scan data ({newest}); "
+            "cannot tell without guessing: use scan data from a newer vllm-fused-moe"
+        )
+    elif scanned and version_key(version) < version_key(scanned[0]):
+        facts["why"] = f"vLLM {version} is older than the oldest release in the scan data ({scanned[0]})"
+    else:
+        facts["why"] = f"vLLM {version} is not a release in the scan data (a development or patched build?)"
+    return facts
+
+
+# ----------------------------------------------------------------------------- the overlay
+
+
+def overlay_state() -> dict[str, Any]:
+    """Is our overlay installed here, for which tag, and does the import hook activate it?"""
+    state: dict[str, Any] = {
+        "installed": False,
+        "version": dist_version(PROJECT),
+        "vllm_tag": None,
+        "location": None,
+        "mode": os.environ.get(MODE_ENV),
+        "hook_installed": False,
+        "for_this_vllm": False,
+        "activates": None,
+        "reason": None,
+        "flashinfer_specifier": None,
+        "patches": [],
+    }
+    try:
+        spec = find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return state
+    state["installed"] = True
+    try:
+        meta = importlib.import_module(f"{PACKAGE}._meta")
+        activate = importlib.import_module(f"{PACKAGE}._activate")
+        finder = importlib.import_module(f"{PACKAGE}._finder")
+        info = meta.load()
+        chosen = activate.mode()
+        vllm = dist_version("vllm")
+        state.update(
+            version=info.get("version") or state["version"],
+            vllm_tag=info.get("vllm_tag"),
+            for_this_vllm=vllm is not None and public_version(vllm) == public_version(str(info.get("vllm_version"))),
+            location=str(meta.HERE),
+            mode=chosen,
+            hook_installed=finder.installed_finder() is not None,
+            flashinfer_specifier=info.get("flashinfer_specifier"),
+            patches=[p.get("name") for p in info.get("patches", [])],
+        )
+        decision = getattr(activate, "activation", None)
+        if decision is None:
+            state["reason"] = "this overlay is older than the doctor: it cannot say how its hook decides"
+            return state
+        # The hook's own decision, made on the facts it would read when vLLM imports the subtree.
+        active, reason = decision(info, chosen, vllm, activate.flashinfer_version())
+        state["activates"], state["reason"] = bool(active), reason
+        if chosen not in activate.MODES:
+            state["reason"] = (
+                f"{MODE_ENV}={chosen!r} is not one of {'/'.join(activate.MODES)}; the hook treats it as 'on'"
+                + (f"; {reason}" if reason else "")
+            )
+    except Exception as exc:  # a broken install is a finding, not a crash
+        state["activates"] = None
+        state["reason"] = f"the installed overlay could not be read: {type(exc).__name__}: {exc}"
+    return state
+
+
+# ----------------------------------------------------------------------------- --live
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """vLLM and the hook log to stdout; keep stdout for the report (--json is machine-read)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def live_classes(overlay_dir: str | None) -> dict[str, Any]:
+    """Import the classes as vLLM does and read output_is_reduced() from each (no GPU, no process group)."""
+    started = time.perf_counter()
+    ours = str(Path(overlay_dir).resolve()) + os.sep if overlay_dir else None
+    result: dict[str, Any] = {
+        "module": ALL2ALL_MODULE,
+        "error": None,
+        "seconds": 0.0,
+        "hook_active": None,
+        "classes": {},
+    }
+    try:
+        import inspect
+
+        with stdout_to_stderr():
+            module = importlib.import_module(ALL2ALL_MODULE)
+        # What the import hook decided in this process when vLLM imported the subtree (None: no hook).
+        hooks = [f for f in sys.meta_path if type(f).__name__ == "OverlayFinder"]
+        result["hook_active"] = getattr(hooks[0], "active", None) if hooks else None
+        for name in CLASSES:
+            cls = getattr(module, name, None)
+            if cls is None:
+                result["classes"][name] = {"found": False}
+                continue
+            source = str(Path(inspect.getfile(cls)).resolve())
+            # A plain method returning a constant: no __init__ (it needs the all2all manager of a GPU group).
+            reduced = cls.output_is_reduced(object.__new__(cls))
+            result["classes"][name] = {
+                "found": True,
+                "module": cls.__module__,
+                "file": source,
+                "output_is_reduced": bool(reduced),
+                "served_by_overlay": ours is not None and source.startswith(ours),
+            }
+    except BaseException as exc:  # vLLM failing to import is what the user needs to see, not a traceback
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+# ----------------------------------------------------------------------------- vllm serve arguments
+
+
+def serve_layout(argv: list[str], env: dict[str, str], vllm_dir: Path | None) -> dict[str, Any]:
+    """Does this `vllm serve` command line put one of the NVLink classes under the MoE runner's reduce?
+
+    vLLM builds the NVLink prepare/finalize only when `use_all2all_kernels` holds: expert parallel on and
+    data parallel > 1 (FusedMoEParallelConfig, 0.19-0.21). Then the MoE layer has tp_size 1 and
+    ep_size = DP x PCP x TP > 1, and the runner all-reduces the output again unless
+    output_is_reduced() (MoERunner._maybe_reduce_final_output: not sequence parallel, tp or ep > 1;
+    sequence-parallel MoE is never on for these backends). Tensor parallel alone does not use them.
+    """
+    args = list(argv)
+    if args[:2] == ["vllm", "serve"]:
+        args = args[2:]
+    values: dict[str, str] = {}
+    expert_parallel = False
+    notes: list[str] = []
+    conclusive = True
+    aliases = {
+        "-tp": "--tensor-parallel-size",
+        "-dp": "--data-parallel-size",
+        "-pcp": "--prefill-context-parallel-size",
+        "-ep": "--enable-expert-parallel",
+    }
+    wanted = ("--all2all-backend", "--tensor-parallel-size", "--data-parallel-size", "--prefill-context-parallel-size")
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        key, eq, value = arg.partition("=")
+        if key.startswith("--"):
+            key = "--" + key[2:].replace("_", "-")  # vLLM's parser accepts --data_parallel_size too
+        key = aliases.get(key, key)
+        if key == "--enable-expert-parallel":
+            expert_parallel = True
+        elif key == "--no-enable-expert-parallel":
+            expert_parallel = False
+        elif key in wanted:
+            if not eq:
+                value = args[index] if index < len(args) else ""
+                index += 1
+            values[key] = value
+        elif key == "--config" or key.startswith("--config."):
+            conclusive = False
+            notes.append("a --config file can set these options too; it is not read, only the command line")
+        elif key == "--parallel-config" or key.startswith("--parallel-config."):
+            conclusive = False
+            notes.append("--parallel-config is not read, only the flat options")
+
+    def size(option: str) -> int:
+        try:
+            return max(int(values.get(option, "1")), 1)
+        except ValueError:
+            notes.append(f"{option} {values[option]!r} is not an integer; taken as 1")
+            return 1
+
+    env_read = None
+    if vllm_dir is not None:
+        try:
+            env_read = BACKEND_ENV in (vllm_dir / "envs.py").read_text(encoding="utf-8")
+        except OSError:
+            env_read = None
+    if "--all2all-backend" in values:
+        backend, source = values["--all2all-backend"], "--all2all-backend"
+    elif env.get(BACKEND_ENV) and env_read:
+        backend, source = env[BACKEND_ENV], BACKEND_ENV
+    else:
+        backend, source = DEFAULT_BACKEND, "vLLM's default"
+        if env.get(BACKEND_ENV):
+            notes.append(
+                f"{BACKEND_ENV}={env[BACKEND_ENV]} is set, but "
+                + ("this vLLM does not read it" if env_read is False else "whether this vLLM reads it is unknown")
+            )
+    tp, dp, pcp = size("--tensor-parallel-size"), size("--data-parallel-size"), size("--prefill-context-parallel-size")
+    cls = AFFECTED_BACKENDS.get(backend)
+    uses = cls is not None and expert_parallel and dp > 1
+    ep_size = dp * pcp * tp if expert_parallel else 1
+    if cls is None:
+        why = f"all2all backend {backend} ({source}) is not a FlashInfer NVLink backend"
+    elif not expert_parallel:
+        why = f"{backend} is only used with --enable-expert-parallel"
+    elif dp == 1:
+        why = f"{backend} is only used with --data-parallel-size > 1 (all2all kernels need DP > 1 and EP)"
+    else:
+        why = (
+            f"{backend} ({source}) with EP and DP {dp} builds {cls}; its MoE layers have ep_size {ep_size}, "
+            "so the runner all-reduces their output again unless output_is_reduced()"
+        )
+    return {
+        "argv": list(argv),
+        "all2all_backend": backend,
+        "backend_from": source,
+        "tensor_parallel_size": tp,
+        "data_parallel_size": dp,
+        "prefill_context_parallel_size": pcp,
+        "expert_parallel": expert_parallel,
+        "ep_size": ep_size,
+        "uses_affected_class": cls if uses else None,
+        "reduce_runs": uses,
+        "conclusive": conclusive,
+        "why": why,
+        "notes": notes,
+    }
+
+
+def vllm_package_dir() -> Path | None:
+    try:
+        located = metadata.distribution("vllm").locate_file("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+    path = Path(str(located))
+    return path if path.is_dir() else None
+
+
+# ----------------------------------------------------------------------------- verdict and fix
+
+
+def pip_install(python: str, *args: str) -> list[str]:
+    return [python, "-m", "pip", "install", *args]
+
+
+def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | None:
+    """The exact command that makes the fix live here, or None when nothing is to be done."""
+    if report["verdict"] not in ("affected", "fixed-not-live", "not-used"):
+        return None
+    release, overlay, python = report["release"], report["overlay"], report["python"]
+    vllm = public_version(report["vllm"]["version"])
+    if release["status"] != "affected":  # fixed upstream, yet overridden (--live): nothing of ours to install
+        return _fix(None, "find what serves vLLM's prepare_finalize modules here (see live.classes)")
+    if overlay["for_this_vllm"]:
+        reason = overlay["reason"] or ""
+        if overlay["mode"] == "off":
+            return {"command": f"unset {MODE_ENV}", "argv": None, "why": f"{MODE_ENV}=off disables the overlay"}
+        if not overlay["activates"] and "flashinfer-python" in reason and overlay["flashinfer_specifier"]:
+            return _fix(pip_install(python, f"flashinfer-python{overlay['flashinfer_specifier']}"), reason)
+        if overlay["activates"] and not overlay["hook_installed"]:
+            return _fix(
+                None,
+                "start Python without -S, with the overlay's site-packages processed by site "
+                "(a .pth file in a PYTHONPATH directory is not run)",
+            )
+        if not overlay["activates"]:
+            return _fix(None, reason)
+        return _fix(None, "something else serves vLLM's prepare_finalize modules here (see live.classes)")
+    if release["in_train"]:
+        index = index_url or INDEX_PLACEHOLDER
+        # vLLM is installed already: --no-deps and --index-url take only our wheel, and only from our
+        # index, so no same-named package on another index can win (docs/overlay.md).
+        argv = pip_install(python, "--no-deps", "--index-url", index, f"{PROJECT}=={vllm}")
+        why = f"installs the overlay for vLLM {vllm} (its newest patch level, {vllm}+fm.N)"
+        if overlay["installed"]:
+            why += f", replacing {overlay['version']}"
+        if index == INDEX_PLACEHOLDER:
+            why += f"; replace {INDEX_PLACEHOLDER} with our index, or pass --index-url or set {INDEX_ENV}"
+        return _fix(argv, why)
+    if release["fixed_in"]:
+        return _fix(
+            pip_install(python, f"vllm>={release['fixed_in']}"),
+            f"no overlay is published for vLLM {vllm}; vLLM has the fix from {release['fixed_in']}",
+        )
+    return _fix(None, f"no overlay is published for vLLM {vllm}, and no fixed vLLM release is known")
+
+
+def _fix(argv: list[str] | None, why: str) -> dict[str, Any]:
+    return {"command": shlex.join(argv) if argv else None, "argv": argv, "why": why}
+
+
+def judge(report: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, summary) from the facts gathered."""
+    release, overlay, live, serve = report["release"], report["overlay"], report["live"], report["serve"]
+    status = release["status"]
+    reduced = None  # what the classes vLLM resolves here say, when --live read them
+    if live is not None and not live["error"]:
+        found = [c for c in live["classes"].values() if c.get("found")]
+        if found:
+            reduced = all(c["output_is_reduced"] for c in found)
+    if status == "unknown":
+        return "cannot-tell", release["why"]
+    if status in ("fixed", "not-affected"):
+        if status == "fixed" and reduced is False:
+            return "fixed-not-live", (
+                f"{release['why']}, but the classes vLLM resolves here return output_is_reduced() False: "
+                "something overrides them"
+            )
+        return "not-affected", release["why"]
+    # Affected: is our fix for this very release in place, and will vLLM run it?
+    ours = overlay["for_this_vllm"]
+    if ours and overlay["activates"] and overlay["hook_installed"] and reduced is not False:
+        how = "the classes vLLM resolves say so (--live)" if reduced else "the import hook's own decision"
+        return "fixed-live", f"{release['why']}; our fix is live here: {how}"
+    if serve is not None and serve["conclusive"] and not serve["reduce_runs"]:
+        return "not-used", f"{release['why']}, but this command line does not run it: {serve['why']}"
+    if ours:
+        if not overlay["activates"]:
+            why = f"the overlay does not activate: {overlay['reason']}"
+        elif not overlay["hook_installed"]:
+            why = "the overlay would activate, but its import hook is not installed in this interpreter"
+        else:
+            why = "the overlay activates, yet the classes vLLM resolves return output_is_reduced() False"
+        return "fixed-not-live", f"{release['why']}; {why}"
+    if overlay["installed"]:
+        return "affected", f"{release['why']}; the installed overlay does not fix it: {overlay['reason']}"
+    return "affected", f"{release['why']}; the fix is not installed"
+
+
+def report(
+    scan_path: Path | None = None, live: bool = False, serve: list[str] | None = None, index_url: str | None = None
+) -> dict[str, Any]:
+    vllm, flashinfer = dist_version("vllm"), dist_version("flashinfer-python")
+    overlay = overlay_state()
+    path, source = find_scan(scan_path, Path(overlay["location"]) if overlay["location"] else None)
+    scan, problem = load_scan(path) if path else (None, "no scan data (affected-releases.json) found")
+    data: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "doctor": str(Path(__file__).resolve()),
+        "python": sys.executable,
+        "vllm": {"version": vllm},
+        "flashinfer": {"version": flashinfer},
+        "scan": {
+            "path": str(path) if path else None,
+            "source": source,
+            "problem": problem,
+            "oldest_scanned": scan["scanned"][0] if scan and scan["scanned"] else None,
+            "newest_scanned": scan.get("newest_scanned") if scan else None,
+        },
+        "release": release_facts(scan, problem, vllm),
+        "overlay": overlay,
+        "live": live_classes(overlay["location"]) if live else None,
+        "serve": serve_layout(serve, dict(os.environ), vllm_package_dir()) if serve is not None else None,
+    }
+    data["verdict"], data["summary"] = judge(data)
+    data["exit_code"] = EXIT_CODES[data["verdict"]]
+    data["fix"] = fix_for(data, index_url or os.environ.get(INDEX_ENV) or None)
+    return data
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def format_report(data: dict[str, Any]) -> str:
+    release, overlay, scan, live, serve, fix = (data[k] for k in ("release", "overlay", "scan", "live", "serve", "fix"))
+    rows = [
+        ("python", data["python"]),
+        ("vLLM", data["vllm"]["version"] or "not installed"),
+        ("flashinfer-python", data["flashinfer"]["version"] or "not installed"),
+        (
+            "scan data",
+            f"{scan['path']} ({scan['source']}; {scan['oldest_scanned']} .. {scan['newest_scanned']})"
+            if scan["path"] and not scan["problem"]
+            else scan["problem"],
+        ),
+        ("release", f"{release['status'].replace('unknown', 'cannot tell')}: {release['why']}"),
+    ]
+    if release["fixed_in"]:
+        rows.append(("fixed upstream in", release["fixed_in"]))
+    if not overlay["installed"]:
+        rows.append(("overlay", f"{PROJECT} not installed"))
+    else:
+        rows.append(
+            ("overlay", f"{PROJECT} {overlay['version']} for vLLM {overlay['vllm_tag']}, {overlay['location']}")
+        )
+        if overlay["activates"]:
+            hook = "" if overlay["hook_installed"] else ", but its hook is not installed in this interpreter"
+            warning = f"; warning: {overlay['reason']}" if overlay["reason"] else ""
+            rows.append(("activates here", f"yes ({MODE_ENV}={overlay['mode'] or 'on'}{hook}){warning}"))
+        else:
+            rows.append(("activates here", f"no: {overlay['reason']}"))
+    if live is not None:
+        if live["error"]:
+            rows.append(("live", f"importing {live['module']} failed: {live['error']}"))
+        for name, cls in live["classes"].items():
+            if not cls.get("found"):
+                rows.append(("live", f"{name}: not in {live['module']}"))
+                continue
+            served = "our overlay" if cls["served_by_overlay"] else "vLLM"
+            rows.append(("live", f"{name}.output_is_reduced() = {cls['output_is_reduced']}, from {served}"))
+            rows.append(("", cls["file"]))
+        rows.append(("live import", f"{live['seconds']:.2f} s"))
+    if serve is not None:
+        rows.append(("command line", serve["why"]))
+        rows += [("note", note) for note in serve["notes"]]
+    lines = ["vllm-fused-moe doctor", *(f"  {label:<18}{text}" for label, text in rows)]
+    lines.append(f"verdict: {data['verdict']} (exit {data['exit_code']}): {data['summary']}")
+    if fix:
+        lines.append(f"fix: {fix['command']}" if fix["command"] else f"fix: {fix['why']}")
+        if fix["command"]:
+            lines.append(f"     {fix['why']}")
+    return "\n".join(lines)
+
+
+def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Is this environment's vLLM affected by the FlashInfer NVLink double reduce, "
+        "and is the fix live? Exit 0: not affected, or fixed and live; 1: affected and not fixed, or "
+        "fixed but not live; 2: cannot tell (the report says why).",
+        usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [-- VLLM_SERVE_ARGS...]",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="also import vLLM's FlashInfer NVLink prepare/finalize classes (as vLLM does: torch and vLLM "
+        "are imported, seconds) and read output_is_reduced(); no GPU needed",
+    )
+    p.add_argument("--scan", type=Path, default=None, help=f"the scan data to read (default: the {SCAN_NAME} shipped)")
+    p.add_argument(
+        "--index-url",
+        default=None,
+        help=f"our package index, for the fix command (default: ${INDEX_ENV}, else a placeholder)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = "vllm-fused-moe doctor") -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    serve = None
+    if "--" in args:
+        cut = args.index("--")
+        args, serve = args[:cut], args[cut + 1 :]
+    options = parser(prog).parse_args(args)
+    data = report(options.scan, options.live, serve, options.index_url)
+    print(json.dumps(data, indent=2, sort_keys=True) if options.json else format_report(data))
+    return int(data["exit_code"])
+
+
+if __name__ == "__main__":
+    # Run as a file from a checkout: its directory must not shadow the installed overlay's modules.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
+    sys.exit(main(prog="doctor.py"))
