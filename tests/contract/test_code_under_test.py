@@ -21,7 +21,7 @@ from moe_contract.launcher import ContractRun
 from moe_contract.vllm_layer import reduce_site
 from release.pristine.wheel import pypi_wheel
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # the first test of a layout pays for the run (contract_run)
 
 
 def _vllm_package() -> Path:

@@ -86,7 +86,7 @@ def run_contract(
     problems: tuple[MoEProblem, ...],
     variants: tuple[SourceVariant, ...],
     workdir: Path,
-    timeout_s: float = 150.0,
+    timeout_s: float = 600.0,  # a hang guard: a loaded 2-core machine takes 2-5 minutes for a layout
     fail_on_rank: int | None = None,
 ) -> ContractRun:
     for problem in problems:
