@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tomllib
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -22,9 +24,29 @@ def group(name: str) -> list[str]:
     return nox.project.dependency_groups(PYPROJECT, name)
 
 
-def pinned_vllm() -> str:
-    pin = tomllib.loads(Path("vendor/vllm_fused_moe/UPSTREAM.toml").read_text(encoding="utf-8"))
-    return str(pin["upstream"]["tag"]).removeprefix("v")
+def toml(path: str) -> dict[str, Any]:
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def head() -> dict[str, str]:
+    """The tag vendor/ was built from (the head of the train) and its FlashInfer pin."""
+    return dict(toml("vendor/vllm_fused_moe/UPSTREAM.toml")["upstream"])
+
+
+def train_entries() -> dict[str, dict[str, Any]]:
+    """patches/train.toml by vLLM version (the tag without its "v")."""
+    return {entry["tag"].removeprefix("v"): entry for entry in toml("patches/train.toml").get("release", [])}
+
+
+def contract_versions() -> list[str]:
+    """One train tag per group of tests/contract/groups.toml, leaving out the head's group (`test` runs it)."""
+    entries, head_tag = train_entries(), head()["tag"]
+    chosen = []
+    for group in toml("tests/contract/groups.toml")["group"]:
+        members = [tag.removeprefix("v") for tag in group["tags"] if tag.removeprefix("v") in entries]
+        if members and head_tag not in group["tags"]:
+            chosen.append(members[-1])
+    return chosen
 
 
 def index_url(name: str) -> str:
@@ -57,11 +79,18 @@ def install_torch_cpu(session: nox.Session) -> None:
         session.install("--index-url", cpu_index, "--timeout", "30", *group("torch-cpu"))
 
 
-def cached_vllm_wheel(session: nox.Session) -> str:
-    """The pinned vLLM release wheel in the tooling's cache (downloaded there once, then reused)."""
+def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
+    """torch CPU, what vLLM's code under test imports, then vLLM `tag` and its FlashInfer without deps."""
+    session.install(*group("test"))
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
+    # The release wheel our tooling reads (and caches) is the one installed: one download for both.
     code = "import sys; from release.pristine.wheel import pypi_wheel; print(pypi_wheel(sys.argv[1]))"
-    output = session.run("python", "-c", code, f"v{pinned_vllm()}", silent=True, stderr=None)
-    return str(output).strip().splitlines()[-1]
+    output = session.run("python", "-c", code, tag, silent=True, stderr=None)
+    wheel = Path(str(output).strip().splitlines()[-1])
+    # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
+    session.install("--no-deps", str(wheel), flashinfer)
+    return wheel
 
 
 def release(session: nox.Session, *args: str) -> None:
@@ -81,14 +110,36 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def test(session: nox.Session) -> None:
-    """The CPU suite: tooling, reduce contract, overlay wheel, GSM8K harness, workflows."""
-    session.install(*group("test"))
-    install_torch_cpu(session)
-    session.install("-r", "tests/requirements-vllm-cpu.txt")
-    # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
-    # vLLM's wheel is the file the tooling has cached, so it is downloaded once for both.
-    session.install("--no-deps", cached_vllm_wheel(session), "flashinfer-python==0.6.8.post1")
+    """The CPU suite with the head's vLLM, then `contract` against every other group of train tags."""
+    pin = head()
+    cpu_vllm(session, pin["tag"], pin["flashinfer"])
+    session.install("-r", "tests/requirements-vllm-cli-cpu.txt")
+    if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection
+        for version in contract_versions():
+            session.notify(f"contract(vllm={version!r})")
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("vllm", contract_versions())
+def contract(session: nox.Session, vllm: str) -> None:
+    """The reduce contract and the FlashInfer combine on another train tag: nox -s "contract(vllm='0.19.1')".
+
+    A scratch copy of vendor/ and patches/ is rebased onto the tag, so the suite sees that
+    tag's pristine and patched files next to its own vLLM and FlashInfer pin.
+    """
+    entry = train_entries()[vllm]
+    cpu_vllm(session, entry["tag"], entry["flashinfer"])
+    checkout = Path(session.create_tmp()) / "checkout"
+    shutil.rmtree(checkout, ignore_errors=True)
+    for name in ("vendor", "patches"):
+        shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+    session.run(
+        "python", "-m", "release", "--root", str(checkout), "rebase", entry["tag"], "--from", "pypi", silent=True
+    )
+    session.run(
+        "python", "-m", "pytest", "tests/contract", *session.posargs, env={"VLLM_FUSED_MOE_ROOT": str(checkout)}
+    )
 
 
 @nox.session
@@ -131,12 +182,29 @@ def publish(session: nox.Session) -> None:
 def kernel(session: nox.Session) -> None:
     """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch).
 
-    FLASHINFER=V picks the flashinfer-python version (each train tag's pin; default the head's),
-    e.g. `FLASHINFER=0.5.3 nox -s kernel`; a backend that version lacks is skipped with the reason.
+    nox -s kernel [-- --flashinfer VERSION] [PYTEST ARGS] (or FLASHINFER=VERSION): VERSION defaults to the head's pin;
+    another version is a verification run (tests/kernel/test_kernel_probe.py says so).
     """
-    version = os.environ.get("FLASHINFER", "0.6.8.post1")
-    session.install(*group("kernel"), f"flashinfer-python=={version}")
-    session.run("python", "-m", "pytest", "-m", "gpu", "tests/kernel", "-v", *session.posargs)
+    args = list(session.posargs)
+    flashinfer = os.environ.get("FLASHINFER") or head()["flashinfer"].removeprefix("flashinfer-python==")
+    if "--flashinfer" in args:
+        at = args.index("--flashinfer")
+        if at + 1 >= len(args):
+            session.error("--flashinfer needs a version, e.g. --flashinfer 0.6.6")
+        flashinfer = args.pop(at + 1)
+        args.pop(at)
+    session.install(*group("kernel"), f"flashinfer-python=={flashinfer}")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "tests/kernel",
+        "-v",
+        *args,
+        env={"VLLM_FUSED_MOE_FLASHINFER": flashinfer},
+    )
 
 
 @nox.session

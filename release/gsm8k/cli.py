@@ -19,7 +19,7 @@ from release.gsm8k.results import SmokeReport, write_report
 from release.gsm8k.scoring import FLEXIBLE, METRICS, STRICT
 from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
 from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
-from release.gsm8k.venvs import VLLM_PIN
+from release.gsm8k.venvs import pinned_vllm_version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.90
@@ -75,7 +75,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="our PEP 503 index directory (holding simple/); the wheel comes from it alone (default: ./index)",
     )
     which.add_argument("--wheel-version", default=None, help="pin vllm-fused-moe to this version (default: newest)")
-    which.add_argument("--vllm-version", default=VLLM_PIN, help=f"the vLLM release to pin (default: {VLLM_PIN})")
+    which.add_argument(
+        "--vllm-version",
+        default=pinned_vllm_version(),
+        help="the vLLM release to serve (default: the tag vendor/ was built from, %(default)s)",
+    )
     which.add_argument(
         "--vllm-index-url",
         default=None,

@@ -47,6 +47,21 @@ class SmokeConfig:
     upstream_venv: Path | None
 
 
+def serve_argv(config: SmokeConfig, vllm_executable: str | Path, port: int) -> list[str]:
+    """The `vllm serve` command line of a run (tests/gsm8k/test_serve_flags.py parses it with each train tag's vLLM)."""
+    return build_vllm_serve_argv(
+        vllm_executable,
+        config.model,
+        config.backend,
+        tensor_parallel_size=config.tensor_parallel_size,
+        data_parallel_size=config.data_parallel_size,
+        port=port,
+        host=config.host,
+        enable_expert_parallel=config.enable_expert_parallel,
+        extra_args=config.serve_extra_args,
+    )
+
+
 def label_for(with_patches: bool) -> str:
     return "with-fix" if with_patches else "without-fix"
 
@@ -158,17 +173,7 @@ def run_once(config: SmokeConfig, with_patches: bool) -> RunResult:
     fix_active = env.fix_active(config.backend)
     note(f"{label}: versions {env.versions}; fix active for {config.backend}: {fix_active}")
     port = config.port or free_port(config.host)
-    argv = build_vllm_serve_argv(
-        env.vllm,
-        config.model,
-        config.backend,
-        tensor_parallel_size=config.tensor_parallel_size,
-        data_parallel_size=config.data_parallel_size,
-        port=port,
-        host=config.host,
-        enable_expert_parallel=config.enable_expert_parallel,
-        extra_args=config.serve_extra_args,
-    )
+    argv = serve_argv(config, env.vllm, port)
     notes: list[str] = []
     samples_path: str | None = None
     scorer = choose_scorer(config.scorer, config.data_dir)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.core.errors import DataNotFoundError, InstallError
+from release.core.layout import Layout
+from release.queue.pin import Pin
 
-VLLM_PIN = "0.20.0"
 OVERLAY_DISTRIBUTION = "vllm-fused-moe"
 PROBE_SCRIPT = Path(__file__).with_name("probe_env.py")
 PROBE_MARKER = "GSM8K-PROBE "
@@ -19,12 +20,17 @@ INSTALL_TIMEOUT_S = 3600.0
 PROBE_TIMEOUT_S = 600.0
 
 
+def pinned_vllm_version(layout: Layout | None = None) -> str:
+    """The vLLM release vendor/ was built from (UPSTREAM.toml): the default to serve."""
+    return Pin.load((layout or Layout.default()).upstream_toml).version
+
+
 @dataclass(frozen=True)
 class InstallPlan:
     venv: Path
     with_patches: bool
     index_dir: Path | None = None
-    vllm_version: str = VLLM_PIN
+    vllm_version: str = field(default_factory=pinned_vllm_version)
     overlay_version: str | None = None
     # Where vLLM and its dependencies come from; empty = pip's own configuration.
     vllm_index_args: tuple[str, ...] = field(default_factory=tuple)

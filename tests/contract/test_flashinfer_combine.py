@@ -7,12 +7,12 @@ GPU and VERIFIED.toml records which FlashInfer versions passed.
 """
 
 import ast
-import importlib.metadata
 
 import pytest
 import torch
 from packaging.version import Version
 
+from helpers import tag_facts
 from moe_contract.checks import RELATIVE_TOLERANCE, worst_row_error
 from moe_contract.flashinfer_two_sided import (
     COMBINE_FUNCTION,
@@ -31,14 +31,19 @@ from moe_contract.verified import read_verified_flashinfer
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_installed_flashinfer_is_a_verified_version() -> None:
-    verified = read_verified_flashinfer()
+def test_installed_flashinfer_is_the_one_the_installed_vllm_pins_and_verified() -> None:
+    pinned = tag_facts.pinned_version(tag_facts.installed_vllm_flashinfer_requirement())
     installed = installed_flashinfer_version()
-    assert Version(installed) in verified.specifier, (
-        f"flashinfer-python {installed} is outside VERIFIED.toml's {verified.specifier}; "
-        "follow docs/contract.md before widening it"
+    assert installed == pinned, f"vLLM {tag_facts.installed_vllm()} pins flashinfer-python {pinned}, not {installed}"
+    assert installed in read_verified_flashinfer().versions, (
+        f"flashinfer-python {installed} is not in VERIFIED.toml's verified list; "
+        "follow docs/contract.md before adding it"
     )
-    assert installed in verified.versions
+
+
+def test_the_heads_flashinfer_pin_is_verified() -> None:
+    pinned = tag_facts.pinned_version(tag_facts.head().flashinfer)
+    assert pinned in read_verified_flashinfer().versions
 
 
 def test_every_verified_version_says_how_it_was_verified() -> None:
@@ -50,10 +55,6 @@ def test_every_verified_version_says_how_it_was_verified() -> None:
     for entry in entries:
         assert str(Version(entry.version)) == entry.version, "a verified version is written in PEP 440 normal form"
         assert "tests/" in entry.how, f"{entry.version}: `how` must name the suites that ran against it"
-
-
-def test_vllm_under_test_is_the_pinned_tag() -> None:
-    assert importlib.metadata.version("vllm") == "0.20.0"
 
 
 @pytest.mark.parametrize("payload_dtype", PAYLOAD_DTYPES)

@@ -1,11 +1,13 @@
 """The source variants the suite loads are what they claim to be."""
 
 import difflib
+import hashlib
 import importlib.util
 from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, VENDORED_PREPARE_FINALIZE
 from moe_contract.prepare_finalize_sources import SourceVariant
 
@@ -24,12 +26,15 @@ def _changed_lines(a: Path, b: Path) -> list[str]:
     return [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
+def test_installed_vllm_is_the_tag_vendor_was_built_from() -> None:
+    assert tag_facts.installed_vllm() == tag_facts.head().version
+
+
 @pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
-def test_pristine_copy_equals_the_installed_vllm_0_20_0_file(
-    source_variants: tuple[SourceVariant, ...], module: str
-) -> None:
-    pristine = source_variants[1]
-    assert (pristine.directory / f"{module}.py").read_bytes() == _installed_vllm_file(module).read_bytes()
+def test_pristine_copy_equals_the_installed_vllm_file(source_variants: tuple[SourceVariant, ...], module: str) -> None:
+    pristine = (source_variants[1].directory / f"{module}.py").read_bytes()
+    assert pristine == _installed_vllm_file(module).read_bytes()
+    assert hashlib.sha256(pristine).hexdigest() == tag_facts.head().files[f"{module}.py"]
 
 
 @pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)

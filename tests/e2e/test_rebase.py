@@ -2,27 +2,55 @@
 
 Upstream input is the real release wheels from the package index (downloaded once
 into the cache, only the subtree read) and git repositories built in the test from
-those same real files.
+those same real files. Which releases is data (tests/releases.toml): every test starts
+from a copy of vendor/ rebased onto `rebase.from`, whatever tag vendor/ itself is at.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import private_cache, run_release, snapshot, work_leftovers
+from helpers import private_cache, run_release, snapshot, tag_facts, work_leftovers
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
+from release.core.versions import version_of_tag
 from release.pristine.sources import fetch
+from release.queue.pin import Pin
+from release.queue.verified import read_verified
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
 TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
 ONE_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_one_sided.py"
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FROM, TO, FIXED = tag_facts.rebase_from(), tag_facts.rebase_to(), tag_facts.fixed_upstream()
+
+
+@pytest.fixture
+def project(project: Path) -> Path:
+    """The project copy at the scenario's starting release (rebased there unless vendor/ is)."""
+    if Pin.load(project / "vendor/vllm_fused_moe/UPSTREAM.toml").tag != FROM:
+        moved = run_release(project, "rebase", FROM, "--from", "pypi")
+        assert moved.returncode == 0, moved.stderr
+    return project
+
+
+def line_changes(old: dict[str, bytes], new: dict[str, bytes]) -> dict[str, tuple[int, int]]:
+    """Per changed file: (lines added, lines removed), computed here independently of the tool."""
+    changes = {}
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) != new.get(name):
+            diff = difflib.unified_diff(
+                old.get(name, b"").decode().splitlines(), new.get(name, b"").decode().splitlines(), lineterm="", n=0
+            )
+            body = [line for line in diff if not line.startswith(("---", "+++", "@@"))]
+            changes[name] = (sum(line[0] == "+" for line in body), sum(line[0] == "-" for line in body))
+    return changes
 
 
 def reduced_flags(root: Path) -> list[str]:
@@ -38,60 +66,66 @@ def reduced_flags(root: Path) -> list[str]:
 
 def test_rebase_onto_the_pinned_tag_changes_no_byte(project: Path, tmp_path: Path) -> None:
     before = snapshot(project)
-    result = run_release(project, "rebase", "v0.20.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", FROM, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     assert snapshot(project) == before
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     assert report["result"] == "nothing-to-do"
 
 
-def test_rebase_to_v0_21_0_from_pypi_applies_0001(project: Path, tmp_path: Path) -> None:
+def test_rebase_to_another_release_from_pypi_applies_0001(project: Path, tmp_path: Path) -> None:
     assert reduced_flags(project) == ["return True", "return True"]
-    result = run_release(project, "rebase", "v0.21.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    patch_before = (project / "patches" / PATCH_0001).read_bytes()
+    result = run_release(project, "rebase", TO, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "applied")]
-    assert report["patches"][0]["refreshed"] is True  # upstream moved the context; the patch follows it
-    assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
-    changed = {c["file"]: c for c in report["upstream_changes"]}
-    assert changed["deepep_ht.py"]["added_lines"] == 1 and changed["deepep_ht.py"]["removed_lines"] == 1
+    # upstream moved the context; the patch follows it
+    assert report["patches"][0]["refreshed"] is True
+    assert (project / "patches" / PATCH_0001).read_bytes() != patch_before
+    pristine = fetch(TO, "pypi")
+    assert report["flashinfer_new"] == pristine.flashinfer
+    changed = {c["file"]: (c["added_lines"], c["removed_lines"]) for c in report["upstream_changes"]}
+    assert changed == line_changes(fetch(FROM, "pypi").files, pristine.files)
     assert (
         "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applied** |"
         in (tmp_path / "r" / "rebase-report.md").read_text()
     )
-    # vendor/ is now v0.21.0 + the fix, and check agrees with itself
+    # vendor/ is now TO + the fix, and check agrees with itself
     assert reduced_flags(project) == ["return True", "return True"]
-    assert 'tag = "v0.21.0"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
-    assert "vllm-0.21.0-1-" in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    pin = Pin.load(project / "vendor/vllm_fused_moe/UPSTREAM.toml")
+    assert (pin.tag, pin.wheel) == (TO, pristine.wheel)
     assert run_release(project, "check").returncode == 0
-    pristine = fetch("v0.21.0", "pypi").files
     vendored = read_tree(project / "vendor/vllm_fused_moe/prepare_finalize")
-    assert {k for k in vendored if vendored[k] != pristine[k]} == {
+    assert {k for k in vendored if vendored[k] != pristine.files[k]} == {
         "flashinfer_nvlink_one_sided.py",
         "flashinfer_nvlink_two_sided.py",
     }
 
 
-def test_rebase_to_v0_34_0_retires_0001_as_upstream(project: Path, tmp_path: Path) -> None:
-    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+def test_rebase_to_a_fixed_release_retires_0001_as_upstream(project: Path, tmp_path: Path) -> None:
+    result = run_release(project, "rebase", FIXED, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "upstream")]
-    assert report["flashinfer_new"] == "flashinfer-python==0.7.3"
-    assert "outside the verified range" in (tmp_path / "r" / "rebase-report.md").read_text()
+    flashinfer = fetch(FIXED, "pypi").flashinfer
+    assert report["flashinfer_new"] == flashinfer
+    verified = read_verified(project / "vendor/vllm_fused_moe/VERIFIED.toml")
+    if flashinfer.removeprefix("flashinfer-python==") not in verified.versions:
+        assert "outside the verified range" in (tmp_path / "r" / "rebase-report.md").read_text()
     assert not (project / "patches" / PATCH_0001).exists()
     retired = (project / "patches" / "retired" / PATCH_0001).read_text()
-    assert "\nApplied-Upstream: v0.34.0\n" in retired
+    assert f"\nApplied-Upstream: {FIXED}\n" in retired
     assert PATCH_0001 not in (project / "patches" / "series").read_text()
     assert reduced_flags(project) == ["return True", "return True"]  # upstream's own fix now
     assert run_release(project, "check").returncode == 0
     status = run_release(project, "status").stdout
-    assert "upstream since v0.34.0" in status and "patches in series (0)" in status
+    assert f"upstream since {FIXED}" in status and "patches in series (0)" in status
 
 
 def test_dry_run_reports_and_changes_nothing(project: Path, tmp_path: Path) -> None:
     before = snapshot(project)
-    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--dry-run", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", FIXED, "--from", "pypi", "--dry-run", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     assert snapshot(project) == before
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
@@ -124,11 +158,11 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
 
 @pytest.fixture(scope="module")
 def vllm_git(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A vLLM-shaped git history from the real files of two tags: v0.20.0 then v0.21.0."""
+    """A vLLM-shaped git history from the real files of two tags: FROM then TO."""
     path = tmp_path_factory.mktemp("vllm-git")
     repo = WorkRepo.create(path)
     (path / "requirements").mkdir()
-    for tag in ("v0.20.0", "v0.21.0"):
+    for tag in (FROM, TO):
         tree = fetch(tag, "pypi")
         (path / "requirements" / "cuda.txt").write_text(f"{tree.flashinfer}\n")
         (path / "README.md").write_text(f"vllm {tag}\n")
@@ -139,9 +173,9 @@ def vllm_git(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def add_conflicting_patch(project: Path) -> str:
-    """Patch 0002 edits the deepep_ht.py line that upstream rewrote in v0.21.0."""
+    """Patch 0002 edits the deepep_ht.py line that upstream rewrote between FROM and TO."""
     work = WorkRepo.create(project.parent / "make-0002")
-    base = work.commit_subtree(read_tree(project / "vendor/vllm_fused_moe/prepare_finalize"), "v0.20.0 + series")
+    base = work.commit_subtree(read_tree(project / "vendor/vllm_fused_moe/prepare_finalize"), "FROM + series")
     target = work.subtree / "deepep_ht.py"
     text = target.read_text()
     assert "is_fp4_scale_swizzled=quant_config.is_nvfp4_scale_swizzled," in text
@@ -165,15 +199,15 @@ def add_conflicting_patch(project: Path) -> str:
 
 @pytest.mark.parametrize("scheme", ["git:", "git+file://"])
 def test_git_sources_read_the_tag(project: Path, vllm_git: Path, tmp_path: Path, scheme: str) -> None:
-    result = run_release(project, "rebase", "v0.21.0", "--from", f"{scheme}{vllm_git}", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", TO, "--from", f"{scheme}{vllm_git}", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     commit = subprocess.run(
-        ["git", "-C", str(vllm_git), "rev-parse", "v0.21.0"], capture_output=True, text=True
+        ["git", "-C", str(vllm_git), "rev-parse", TO], capture_output=True, text=True
     ).stdout.strip()
     assert report["commit"] == commit
     assert report["patches"][0]["status"] == "applied"
-    assert report["flashinfer_new"] == "flashinfer-python==0.6.8.post1"
+    assert report["flashinfer_new"] == fetch(TO, "pypi").flashinfer
     assert run_release(project, "check").returncode == 0
 
 
@@ -181,7 +215,7 @@ def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git:
     name = add_conflicting_patch(project)
     assert run_release(project, "check").returncode == 0
     before = snapshot(project)
-    result = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", TO, "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
     assert result.returncode == 3, result.stderr
     assert snapshot(project) == before
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
@@ -227,10 +261,10 @@ def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git:
 def test_abort_drops_the_work_dir(project: Path, vllm_git: Path, tmp_path: Path) -> None:
     add_conflicting_patch(project)
     before = snapshot(project)
-    result = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", TO, "--from", f"git:{vllm_git}", "--report", str(tmp_path / "r"))
     assert result.returncode == 3
     work = Path(json.loads((tmp_path / "r" / "rebase-report.json").read_text())["work_dir"])
-    again = run_release(project, "rebase", "v0.21.0", "--from", f"git:{vllm_git}")
+    again = run_release(project, "rebase", TO, "--from", f"git:{vllm_git}")
     assert again.returncode == 2 and "already in progress" in again.stderr
     assert run_release(project, "rebase", "--abort", str(work)).returncode == 0
     assert not work.exists()
@@ -261,14 +295,14 @@ def _dirty_vendor(project: Path) -> None:
         (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
         (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
         (None, ["v0.0.999", "--from", "pypi"], "no vLLM release 0.0.999"),
-        (_corrupt_patch, ["v0.21.0", "--from", "pypi"], "is corrupt"),
-        (_series_names_missing_file, ["v0.21.0", "--from", "pypi"], "0009-not-there.patch"),
-        (_dirty_vendor, ["v0.21.0", "--from", "pypi"], "no_dp_ep.py (edited)"),
-        (None, ["v0.21.0", "--from", "dir:{empty}"], "has no vllm/model_executor"),
-        (None, ["v0.21.0", "--from", "git:{empty}"], "is not a git repository"),
-        (None, ["v0.21.0", "--from", "wheel:{empty}/none.whl"], "no wheel at"),
-        (None, ["v0.21.0", "--from", "svn:foo"], "unknown source"),
-        (None, ["v0.21.0", "--from", "wheel:{wheel20}"], "is vLLM 0.20.0, not v0.21.0"),
+        (_corrupt_patch, [TO, "--from", "pypi"], "is corrupt"),
+        (_series_names_missing_file, [TO, "--from", "pypi"], "0009-not-there.patch"),
+        (_dirty_vendor, [TO, "--from", "pypi"], "no_dp_ep.py (edited)"),
+        (None, [TO, "--from", "dir:{empty}"], "has no vllm/model_executor"),
+        (None, [TO, "--from", "git:{empty}"], "is not a git repository"),
+        (None, [TO, "--from", "wheel:{empty}/none.whl"], "no wheel at"),
+        (None, [TO, "--from", "svn:foo"], "unknown source"),
+        (None, [TO, "--from", "wheel:{wheel_from}"], f"is vLLM {version_of_tag(FROM)}, not {TO}"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
@@ -280,7 +314,7 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     empty.mkdir()
     from release.pristine.wheel import pypi_wheel
 
-    fill = {"git": str(vllm_git), "empty": str(empty), "wheel20": str(pypi_wheel("v0.20.0"))}
+    fill = {"git": str(vllm_git), "empty": str(empty), "wheel_from": str(pypi_wheel(FROM))}
     before = snapshot(project)
     # A tag PyPI lacks makes the CLI try a download: it must leave nothing in the user's cache.
     result = run_release(project, "rebase", *[a.format(**fill) for a in args], env=private_cache(tmp_path))

@@ -1,8 +1,9 @@
-"""`upstream-pr` on the real patch 0001 and a vLLM tree built from the real v0.20.0 release files.
+"""`upstream-pr` on the real patch 0001 and a vLLM tree built from the real release files of the pin.
 
 The vLLM "clone" is a git repository made in the test from the subtree of the real
-v0.20.0 release wheel (cached from the package index), committed at upstream paths and
-tagged v0.20.0, the way a clone of github.com/vllm-project/vllm has it.
+release wheel of the tag vendor/ was built from (UPSTREAM.toml; cached from the package
+index), committed at upstream paths and tagged with it, the way a clone of
+github.com/vllm-project/vllm has it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_release, snapshot
+from helpers import run_release, snapshot, tag_facts
 from release.core.layout import UPSTREAM_SUBTREE
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
@@ -21,12 +22,13 @@ from release.pristine.sources import fetch
 from release.queue.patch import Patch
 from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
 
-pytestmark = pytest.mark.network  # the v0.20.0 wheel comes from the package index once, then the cache
+pytestmark = pytest.mark.network  # the pinned release's wheel comes from the package index once, then the cache
 
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
 BRANCH = "fused-moe/flashinfer-nvlink-output-is-reduced"
 AUTHOR = "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
 CONTRIBUTOR = {"user.name": "A Contributor", "user.email": "contributor@example.com"}
+HEAD = tag_facts.head()
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -43,29 +45,29 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
 
 
 @pytest.fixture(scope="module")
-def v0_20_files() -> dict[str, bytes]:
-    return fetch("v0.20.0", "pypi").files
+def pinned_files() -> dict[str, bytes]:
+    return fetch(HEAD.tag, "pypi").files
 
 
 @pytest.fixture
-def vllm(tmp_path: Path, v0_20_files: dict[str, bytes]) -> Path:
-    """A vLLM clone at v0.20.0 (the prepare_finalize subtree of the real release), clean, on main."""
+def vllm(tmp_path: Path, pinned_files: dict[str, bytes]) -> Path:
+    """A vLLM clone at the pinned tag (the prepare_finalize subtree of the real release), clean, on main."""
     repo = tmp_path / "vllm"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
     for key, value in CONTRIBUTOR.items():
         git(repo, "config", key, value)
-    for name, data in v0_20_files.items():
+    for name, data in pinned_files.items():
         target = repo / UPSTREAM_SUBTREE / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     (repo / "README.md").write_text("vLLM\n")
     git(repo, "add", "--all")
-    git(repo, "commit", "--quiet", "-m", "vLLM v0.20.0")
-    git(repo, "tag", "-a", "v0.20.0", "-m", "v0.20.0")
+    git(repo, "commit", "--quiet", "-m", f"vLLM {HEAD.tag}")
+    git(repo, "tag", "-a", HEAD.tag, "-m", HEAD.tag)
     # main moves on after the tag: the branch must start at the tag, not at main.
     (repo / "README.md").write_text("vLLM, later\n")
-    git(repo, "commit", "--quiet", "-am", "after v0.20.0")
+    git(repo, "commit", "--quiet", "-am", f"after {HEAD.tag}")
     return repo
 
 
@@ -86,7 +88,7 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
     assert snapshot(project) == before
 
     mail = out / PATCH_0001
-    # The file a contributor submits applies to real vLLM v0.20.0 as it is.
+    # The file a contributor submits applies to the real pinned release as it is.
     check = subprocess.run(
         ["git", "-C", str(vllm), "apply", "--check", str(mail)], capture_output=True, text=True, check=False
     )
@@ -125,13 +127,13 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
     )
     assert result.returncode == 0, result.stderr
     assert git(vllm, "symbolic-ref", "--short", "HEAD").strip() == BRANCH
-    assert git(vllm, "rev-parse", "HEAD^").strip() == git(vllm, "rev-parse", "v0.20.0^{commit}").strip()
+    assert git(vllm, "rev-parse", "HEAD^").strip() == git(vllm, "rev-parse", f"{HEAD.tag}^{{commit}}").strip()
     assert git(vllm, "log", "-1", "--format=%an <%ae>").strip() == AUTHOR
     message = git(vllm, "log", "-1", "--format=%B")
     assert message.startswith("fused_moe: FlashInfer NVLink combine output is already reduced\n")
     assert message.rstrip().endswith("Signed-off-by: A Contributor <contributor@example.com>")
     assert not any(f"\n{key}: " in message for key in INTERNAL_TRAILERS)
-    changed = git(vllm, "diff", "--name-only", "v0.20.0", "HEAD").split()
+    changed = git(vllm, "diff", "--name-only", HEAD.tag, "HEAD").split()
     assert changed == [
         f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_one_sided.py",
         f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py",
@@ -158,9 +160,9 @@ def test_dirty_clone_is_refused_and_untouched(project: Path, tmp_path: Path, vll
 
 
 def test_clone_without_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
-    git(vllm, "tag", "-d", "v0.20.0")
+    git(vllm, "tag", "-d", HEAD.tag)
     result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
-    assert result.returncode == 2 and "has no tag v0.20.0" in result.stderr
+    assert result.returncode == 2 and f"has no tag {HEAD.tag}" in result.stderr
     assert "fetch" in result.stderr  # the hint says how to get it
 
 
@@ -180,17 +182,19 @@ def test_retired_patch_is_refused_with_its_tag(project: Path, tmp_path: Path) ->
     (project / "patches" / PATCH_0001).unlink()
     (project / "patches" / "series").write_text("# empty\n")
     (project / "patches" / "retired").mkdir()
-    (project / "patches" / "retired" / PATCH_0001).write_text(patch.with_trailer("Applied-Upstream", "v0.34.0").text)
+    (project / "patches" / "retired" / PATCH_0001).write_text(
+        patch.with_trailer("Applied-Upstream", tag_facts.fixed_upstream()).text
+    )
     before = snapshot(project)
     for spec in ("0001", PATCH_0001, str(project / "patches" / "retired" / PATCH_0001)):
         result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
         assert result.returncode == 2, spec
-        assert f"error: {PATCH_0001} is already upstream since vLLM v0.34.0" in result.stderr
+        assert f"error: {PATCH_0001} is already upstream since vLLM {tag_facts.fixed_upstream()}" in result.stderr
     assert snapshot(project) == before and not (tmp_path / "out").exists()
 
 
 def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
-    # Same change, but its context claims a line v0.20.0 does not have.
+    # Same change, but its context claims a line the pinned release does not have.
     text = (project / "patches" / PATCH_0001).read_text()
     broken = text.replace(" \n     def topk_indices_dtype(self)", " \n     def topk_indices_dtypes(self)", 1)
     assert broken != text
@@ -198,10 +202,10 @@ def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path
     before = snapshot(project)
     offline = run_release(project, "upstream-pr", "0002", "--out", str(tmp_path / "out"))
     assert offline.returncode == 2
-    assert "error: 0002-broken.patch does not apply to the pristine v0.20.0 subtree" in offline.stderr
+    assert f"error: 0002-broken.patch does not apply to the pristine {HEAD.tag} subtree" in offline.stderr
     state = clone_state(vllm)
     cloned = run_release(project, "upstream-pr", "0002", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
-    assert cloned.returncode == 2 and f"does not apply to v0.20.0 in {vllm}" in cloned.stderr
+    assert cloned.returncode == 2 and f"does not apply to {HEAD.tag} in {vllm}" in cloned.stderr
     assert clone_state(vllm) == state
     assert snapshot(project) == before and not (tmp_path / "out").exists()
 
@@ -243,7 +247,7 @@ def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> N
             "flexible-extract": MetricResult(value + 0.001, 0.0071, 1319),
         }
         report.runs.append(
-            RunResult(label, fixed, fixed, {"vllm": "0.20.0"}, ["vllm", "serve"], "builtin", "local", metrics, {})
+            RunResult(label, fixed, fixed, {"vllm": HEAD.version}, ["vllm", "serve"], "builtin", "local", metrics, {})
         )
     report.passed, report.verdict = True, "with-fix strict-match 0.9257 >= 0.90"
     write_report(report, reports / "gsm8k" / "20261201T100000Z-flashinfer_nvlink_two_sided")

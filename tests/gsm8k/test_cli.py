@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.gsm8k import make_fake_serving_env
+from helpers.gsm8k import fake_overlay_version, make_fake_serving_env
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
 from release.core.layout import Layout
 from release.gsm8k import cli, smoke
@@ -52,7 +52,7 @@ def test_compare_reports_both_runs_and_the_delta(tmp_path: Path, tiny_data: Path
     assert with_fix["metrics"]["flexible-extract"]["n"] == 4
     assert report["delta"]["strict-match"]["delta"] == pytest.approx(0.5)
     assert (without["fix_active"], with_fix["fix_active"]) == (False, True)
-    assert with_fix["versions"]["vllm-fused-moe"] == "0.20.0.post1"
+    assert with_fix["versions"]["vllm-fused-moe"] == fake_overlay_version()
     assert without["versions"]["vllm-fused-moe"] is None
     argv = with_fix["serve_argv"]
     assert argv[0] == str(fixed / "bin" / "vllm")

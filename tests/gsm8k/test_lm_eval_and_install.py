@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from release.core.errors import DataNotFoundError, LmEvalError
 from release.gsm8k.lm_eval_runner import build_lm_eval_argv, parse_results
 from release.gsm8k.venvs import InstallPlan, install_commands, parse_probe_output
+
+HEAD = tag_facts.head()
 
 
 def test_lm_eval_argv_is_the_upstream_reports_command(tmp_path: Path) -> None:
@@ -64,11 +67,13 @@ def test_parse_results_without_a_file_is_an_lm_eval_error(tmp_path: Path) -> Non
 
 def test_fixed_install_takes_our_wheel_from_our_index_alone(tmp_path: Path) -> None:
     index = tmp_path / "index"
-    plan = InstallPlan(venv=tmp_path / "v", with_patches=True, index_dir=index, overlay_version="0.20.0.post1")
+    overlay = f"{HEAD.version}+fm.2"
+    plan = InstallPlan(venv=tmp_path / "v", with_patches=True, index_dir=index, overlay_version=overlay)
     first, second = install_commands(plan)
-    assert first[-1] == "vllm==0.20.0" and "--index-url" not in first
+    # vLLM defaults to the release vendor/ was built from.
+    assert first[-1] == f"vllm=={HEAD.version}" and "--index-url" not in first
     assert second[second.index("--index-url") + 1] == index.resolve().as_uri() + "/simple"
-    assert second[-1] == "vllm-fused-moe==0.20.0.post1"
+    assert second[-1] == f"vllm-fused-moe=={overlay}"
     assert "--extra-index-url" not in second
     assert first[0] == str(tmp_path / "v" / "bin" / "python")
 
@@ -78,7 +83,7 @@ def test_upstream_install_is_vllm_alone(tmp_path: Path) -> None:
         venv=tmp_path / "v", with_patches=False, vllm_index_args=("--index-url", "https://mirror/simple")
     )
     (only,) = install_commands(plan)
-    assert only[-3:] == ["--index-url", "https://mirror/simple", "vllm==0.20.0"]
+    assert only[-3:] == ["--index-url", "https://mirror/simple", f"vllm=={HEAD.version}"]
     assert not any("fused-moe" in part for part in only)
 
 
@@ -88,5 +93,5 @@ def test_fixed_install_without_index_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_probe_output_is_found_among_log_lines() -> None:
-    stdout = 'INFO noise\nGSM8K-PROBE {"versions": {"vllm": "0.20.0"}, "output_is_reduced": {}}\n'
-    assert parse_probe_output(stdout)["versions"] == {"vllm": "0.20.0"}
+    stdout = 'INFO noise\nGSM8K-PROBE {"versions": {"vllm": "1.2.3"}, "output_is_reduced": {}}\n'
+    assert parse_probe_output(stdout)["versions"] == {"vllm": "1.2.3"}

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import tag_facts
+
 FAKE_SERVER = Path(__file__).with_name("fake_completions_server.py")
 
 TRAIN = [
@@ -60,13 +62,17 @@ def wait_until(condition, timeout_s: float = 10.0, interval_s: float = 0.05) -> 
     return bool(condition())
 
 
+def fake_overlay_version() -> str:
+    return f"{tag_facts.head().version}+fm.1"
+
+
 def make_fake_serving_env(
     root: Path,
     *,
     mode: str,
     fix_active: bool,
     data: Path,
-    overlay_version: str | None = "0.20.0.post1",
+    overlay_version: str | None = fake_overlay_version(),  # None: no overlay installed
     extra_env: dict[str, str] | None = None,
 ) -> Path:
     """A stand-in for a serving venv: bin/vllm starts the model-server test double, bin/python
@@ -86,7 +92,9 @@ def make_fake_serving_env(
         (package / f"{backend}.py").write_text(
             f"class {cls}:\n    def output_is_reduced(self):\n        return {fix_active!r}\n"
         )
-    dists = {"vllm": "0.20.0", "flashinfer_python": "0.6.8.post1"}
+    # The stub environment claims the head's vLLM and FlashInfer pin, with or without our overlay.
+    head = tag_facts.head()
+    dists = {"vllm": head.version, "flashinfer_python": tag_facts.pinned_version(head.flashinfer)}
     if overlay_version:
         dists["vllm_fused_moe"] = overlay_version
     for name, version in dists.items():

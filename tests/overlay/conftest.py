@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from helpers.build import plan
 from release.core.layout import Layout
+from release.core.versions import version_of_tag
 from release.overlay.build import BuildResult, build
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
@@ -25,8 +27,8 @@ def built(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> BuildResu
 
 @pytest.fixture(scope="session")
 def vllm_wheels() -> dict[str, Path]:
-    # The real release wheels (cached; downloaded once with pip where missing).
-    return {"0.20.0": pypi_wheel("v0.20.0"), "0.21.0": pypi_wheel("v0.21.0")}
+    """The head's real release wheel and another release's (cached; downloaded once with pip where missing)."""
+    return {version_of_tag(tag): pypi_wheel(tag) for tag in (tag_facts.head().tag, tag_facts.other_than_head())}
 
 
 @pytest.fixture(scope="session")

@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from helpers.freshvenv import create, site_packages
+from release.core.versions import version_of_tag
 
 PROBE = Path(__file__).with_name("probe.py")
 CLASSES = ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize")
-ACTIVATED = "vllm-fused-moe 0.20.0+fm"
+HEAD = tag_facts.head()
+OTHER = version_of_tag(tag_facts.other_than_head())  # a real release the overlay was not built for
+ACTIVATED = f"vllm-fused-moe {HEAD.version}+fm"
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +48,8 @@ def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict, str]:
 def runs(index: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, str]]:
     root = tmp_path_factory.mktemp("venvs")
     with ThreadPoolExecutor(2) as pool:
-        pinned = pool.submit(create, root / "vllm-0.20.0", index, ["vllm==0.20.0", "vllm-fused-moe"])
-        other = pool.submit(create, root / "vllm-0.21.0", index, ["vllm==0.21.0", "vllm-fused-moe"])
+        pinned = pool.submit(create, root / "vllm-pinned", index, [f"vllm=={HEAD.version}", "vllm-fused-moe"])
+        other = pool.submit(create, root / "vllm-other", index, [f"vllm=={OTHER}", "vllm-fused-moe"])
         pinned_python, other_python = pinned.result(), other.result()
     jobs = {
         "on": (pinned_python, [str(PROBE), "spawn", "fork"], None),
@@ -92,23 +96,23 @@ def test_off_leaves_upstream_in_place(runs) -> None:
 
 def test_another_vllm_version_does_not_activate_and_says_why(runs) -> None:
     report, output = runs["other"]
-    assert report["main"]["vllm_version"] == "0.21.0"
+    assert report["main"]["vllm_version"] == OTHER
     _assert_from(report["main"], runs["sites"][0]["other"] + "/vllm/model_executor", reduced=False)
-    assert "built for vLLM v0.20.0, but vLLM 0.21.0 is installed; not activating" in output
+    assert f"built for vLLM {HEAD.tag}, but vLLM {OTHER} is installed; not activating" in output
 
 
 def test_strict_makes_a_mismatch_an_error(runs) -> None:
     report, _output = runs["strict"]
     assert report["error"].startswith("OverlayMismatchError")
-    assert "vLLM 0.21.0 is installed" in report["error"]
+    assert f"vLLM {OTHER} is installed" in report["error"]
 
 
 def test_info_names_the_tag_the_patches_and_their_origins(runs, layout) -> None:
     from release.queue.series import Series
 
     info, _ = runs["info"]
-    assert info["vllm_tag"] == "v0.20.0" and info["would_activate"] is True
+    assert info["vllm_tag"] == HEAD.tag and info["would_activate"] is True
     assert [p["name"] for p in info["patches"]] == Series.load(layout.series).names
     assert all(p["trailers"].get("Origin") for p in info["patches"])
     other, _ = runs["info-other"]
-    assert other["would_activate"] is False and "0.21.0 is installed" in other["why_not"]
+    assert other["would_activate"] is False and f"{OTHER} is installed" in other["why_not"]

@@ -14,6 +14,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from helpers import tag_facts
 from helpers.build import plan
 from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
@@ -111,7 +112,7 @@ def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, lay
             str(tmp_path / "got"),
             "--index-url",
             (index / "simple").as_uri(),
-            "vllm-fused-moe==0.20.0",
+            f"vllm-fused-moe=={tag_facts.head().version}",
         ],
         check=True,
         env=pip_env(),

@@ -92,7 +92,9 @@ def test_same_name_different_bytes_is_refused_and_index_unchanged(
 def test_wheel_whose_name_clashes_with_its_metadata_is_refused(
     published: Path, built: BuildResult, tmp_path: Path
 ) -> None:
-    renamed = tmp_path / built.wheel.name.replace("0.20.0+fm.1", "0.20.0+fm.7")
+    name, version, rest = built.wheel.name.split("-", 2)
+    renamed = tmp_path / "-".join([name, version.replace("+fm.1", "+fm.7"), rest])
+    assert renamed.name != built.wheel.name
     shutil.copyfile(built.wheel, renamed)
     before = snapshot(published)
     with pytest.raises(BadWheelError, match="metadata"):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from helpers import run_release
 from release.core.versions import Version, parse_version
+from release.queue.pin import Pin
 from release.rebase.tags import newer_than, parse_ls_remote, releases
 
 # Recorded in the real format: "<sha>\trefs/tags/<name>", annotated tags followed by their
@@ -118,6 +120,9 @@ def remote(tmp_path: Path) -> Path:
 
 
 def test_tags_command_lists_newer_releases_from_a_real_remote(project: Path, remote: Path) -> None:
+    # Without --pin the command compares with UPSTREAM.toml: pin the copy at the remote's first release.
+    pin_file = project / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml"
+    pin_file.write_text(replace(Pin.load(pin_file), tag="v0.20.0").dumps())
     result = run_release(project, "tags", "--remote", str(remote))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["v0.21.0"]

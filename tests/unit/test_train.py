@@ -90,7 +90,8 @@ def test_check_reproduces_every_tag_offline(project: Path) -> None:
 
 
 def test_a_hand_edited_hash_fails_naming_the_tag_and_the_file(project: Path) -> None:
-    tag = train_of(project).tags[-1]
+    # Not the head: its files are also compared with vendor/, which would add lines.
+    tag = [t for t in train_of(project).tags if t != head_of(project)][-1]
     set_hash(project, tag, "patched", TWO_SIDED, "0" * 64)
     set_hash(project, tag, "pristine", "batched.py", "f" * 64)
     result = run_release(project, "train", "check")
@@ -276,6 +277,10 @@ def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Pa
     layout = Layout(project)
     patch = Queue.load(layout).series.names[0]
     tags = train_of(project).tags
+    if head_of(project) in tags[-2:]:
+        # The head never leaves the train: move the copy's head to the oldest tag first.
+        moved = run_release(project, "rebase", tags[0], "--from", "pypi")
+        assert moved.returncode == 0, moved.stderr
     head = head_of(project)
     # The two newest tags leave the train, as if vLLM had just published them.
     new = [t for t in tags if t != head][-2:]

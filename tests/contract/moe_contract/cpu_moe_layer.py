@@ -59,9 +59,10 @@ class CpuAll2AllMoELayer:
         hidden_states: torch.Tensor,
         router_logits: torch.Tensor,
         shared_experts_input: torch.Tensor | None,
-        input_ids: torch.Tensor | None,
-        layer_name: object,
+        *entry_args: object,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        # entry_args: what else a release passes its custom op (layer_name; later also
+        # input_ids, hidden_dim_unpadded). None of it changes the data path here.
         fused = self.routed_output(hidden_states, router_logits)
         if shared_experts_input is None:
             return fused

@@ -26,6 +26,7 @@ class RankResult:
     output: torch.Tensor
     output_dtype: str
     fused_output_is_reduced: bool
+    dp_chunking: bool
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,19 @@ class ContractRun:
     variants: tuple[str, ...]
     per_rank: tuple[dict[str, dict[str, object]], ...]
     wall_s: float
+    # Where the installed vLLM decides the reduce, and the paths the run drove to it.
+    site: dict[str, object]
+    paths: tuple[str, ...]
+    # Every vLLM function that ran on some rank, as (file, qualified name) (worker.VllmCallRecorder).
+    vllm_functions: tuple[tuple[str, str], ...]
 
-    def result(self, problem: MoEProblem, module: str, variant: str, rank: int) -> RankResult:
-        raw = self.per_rank[rank][result_key(problem, module, variant)]
+    def result(self, problem: MoEProblem, module: str, variant: str, rank: int, path: str) -> RankResult:
+        raw = self.per_rank[rank][result_key(problem, module, variant, path)]
         return RankResult(
             output=raw["output"],  # type: ignore[arg-type]
             output_dtype=str(raw["output_dtype"]),
             fused_output_is_reduced=bool(raw["fused_output_is_reduced"]),
+            dp_chunking=bool(raw["dp_chunking"]),
         )
 
 
@@ -79,7 +86,7 @@ def run_contract(
     problems: tuple[MoEProblem, ...],
     variants: tuple[SourceVariant, ...],
     workdir: Path,
-    timeout_s: float = 150.0,
+    timeout_s: float = 600.0,  # a hang guard: a loaded 2-core machine takes 2-5 minutes for a layout
     fail_on_rank: int | None = None,
 ) -> ContractRun:
     for problem in problems:
@@ -122,11 +129,15 @@ def run_contract(
             time.sleep(POLL_S)
     finally:
         _stop(processes)
-    per_rank = tuple(torch.load(result_dir / RESULT_FILE.format(rank=rank)) for rank in range(layout.world_size))
+    saved = [torch.load(result_dir / RESULT_FILE.format(rank=rank)) for rank in range(layout.world_size)]
+    site = saved[0]["site"]
     return ContractRun(
         layout=layout,
         problems=problems,
         variants=tuple(v.name for v in variants),
-        per_rank=per_rank,
+        per_rank=tuple(s["results"] for s in saved),
         wall_s=time.monotonic() - started,
+        site=site,
+        paths=tuple(site["paths"]),
+        vllm_functions=tuple(sorted({tuple(f) for s in saved for f in s["vllm_functions"]})),
     )

@@ -1,7 +1,8 @@
-"""The prepare/finalize sources a run can load: ours, pristine v0.20.0, and mutants.
+"""The prepare/finalize sources a run can load: ours, pristine upstream, and mutants.
 
 Pristine files come from reverse-applying patch 0001 to a copy of the vendored files
-(no network). A mutant is the vendored subtree with one `output_is_reduced()` turned
+(no network); they are the pinned tag's own (tests/contract/test_sources.py compares
+them with the installed vLLM). A mutant is the vendored subtree with one `output_is_reduced()` turned
 back to `return False`, found by AST so that a reformatted file still mutates cleanly.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from .paths import FLASHINFER_NVLINK_CLASSES, PATCH_0001, UPSTREAM_DIR, UPSTREAM_PACKAGE, VENDORED_PREPARE_FINALIZE
 
 VENDORED = "vendored"
-PRISTINE = "pristine-v0.20.0"
+PRISTINE = "pristine"
 
 
 def mutant_name(module: str) -> str:
@@ -92,7 +93,9 @@ def load_flashinfer_nvlink_classes(variant: SourceVariant) -> dict[str, type]:
     vLLM's fused_moe package imports the upstream modules itself (all2all_utils), so it
     must be imported first; our copy then replaces the entry in sys.modules.
     """
-    import vllm.model_executor.layers.fused_moe.runner.moe_runner  # noqa: F401
+    from .vllm_layer import reduce_site
+
+    importlib.import_module(reduce_site().module)
 
     classes: dict[str, type] = {}
     for module, class_name in FLASHINFER_NVLINK_CLASSES.items():

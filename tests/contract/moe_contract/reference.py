@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problem import DpRankTokens, MoEProblem, MoEWeights, gated_silu_mlp, route_top_k
+from .problem import DpRankTokens, MoEProblem, MoEWeights, gated_silu_mlp, route_top_k, shared_expert_tp_shard
 
 
 @dataclass(frozen=True)
@@ -30,3 +30,13 @@ def dense_reference(problem: MoEProblem, weights: MoEWeights, tokens: DpRankToke
         gated_silu_mlp(x, weights.shared_w13, weights.shared_w2) if problem.shared_experts else torch.zeros_like(routed)
     )
     return ReferenceOutput(routed=routed, shared=shared)
+
+
+def shared_tp_partial(
+    problem: MoEProblem, weights: MoEWeights, tokens: DpRankTokens, tp_rank: int, tp_size: int
+) -> torch.Tensor:
+    """One TP rank's shared-expert output before any all-reduce (the TP partials sum to `shared`)."""
+    if not problem.shared_experts:
+        return torch.zeros(tokens.hidden_states.shape[0], problem.hidden)
+    w13, w2 = shared_expert_tp_shard(weights, tp_rank, tp_size)
+    return gated_silu_mlp(tokens.hidden_states.float(), w13, w2)

@@ -1,14 +1,20 @@
 """Real vLLM objects for one MoE layer on one rank: process groups, config, kernel, runner.
 
-Everything here is vLLM v0.20.0 code except three seams, each because the real thing
-needs a GPU or a full engine config:
+Everything here is the installed vLLM release's code except these seams, each because
+the real thing needs a GPU or a full engine config:
 - the TP/DP/EP GroupCoordinators are built with vLLM's own `init_model_parallel_group`
   instead of `initialize_model_parallel`, which needs a VllmConfig (and with it the
   engine's serving dependencies);
 - the EP group's all2all manager is `FlashInferAll2AllManagerDouble`, because the real
   one allocates MNNVL workspaces on the GPU;
-- `MoERunner._forward_entry` (vLLM's `moe_forward` custom op, which would run the
-  modular kernel's CUDA prepare/experts/finalize) is the harness's CPU MoE layer.
+- the runner's custom-op entry (vLLM's `moe_forward`, which would run the modular
+  kernel's CUDA prepare/experts/finalize) is the harness's CPU MoE layer;
+- where a release's runner allocates its DP-chunking staging buffers on the current
+  accelerator at construction, they are allocated on the CPU (nothing reads them: they
+  feed only the custom op the CPU layer replaces).
+
+Which runner decides the final TP all-reduce differs between releases; `reduce_site()`
+picks the adapter by what the installed vLLM has (see `ReduceSite`), never by version.
 """
 
 from collections.abc import Callable
@@ -114,23 +120,91 @@ def make_prepare_finalize(cls: type, backend: str, problem: MoEProblem, layout: 
     return cls(num_dispatchers=layout.ep_size)
 
 
-def make_runner(
-    moe_config,
-    prepare_finalize,
-    shared_experts: torch.nn.Module | None,
-    forward_entry: Callable[..., torch.Tensor | tuple[torch.Tensor, torch.Tensor]],
-):  # -> MoERunner
-    """A real MoERunner whose modular kernel holds `prepare_finalize`.
+# The callers of a release's reduce decision, as `reduce_site()` names them.
+RUNNER_PATH = "runner"  # the runner sums shared + routed and all-reduces (MoERunner.forward)
+LAYER_PATH = "layer"  # reduce_results=True: SharedFusedMoE.forward around the runner
+MODEL_PATH = "model"  # reduce_results=False: the model sums, then the runner's maybe_all_reduce
+
+
+@dataclass(frozen=True)
+class ReduceSite:
+    """Where the installed vLLM decides whether the MoE output still needs a TP all-reduce.
+
+    `module`/`function` name the real code; `paths` are the ways models reach it, each of
+    which the harness drives. The site is found by what the release has, so a release
+    that moves the code fails loudly here instead of testing the wrong thing.
+    """
+
+    module: str
+    runner_class: str
+    function: str
+    paths: tuple[str, ...]
+
+    @property
+    def file(self) -> str:
+        return self.module.replace(".", "/") + ".py"
+
+
+RUNNER_PACKAGE = "vllm.model_executor.layers.fused_moe.runner"
+# Newest layout first: one MoERunner that adds the shared output and reduces once.
+REDUCE_SITES = (
+    ReduceSite(f"{RUNNER_PACKAGE}.moe_runner", "MoERunner", "_maybe_reduce_final_output", (RUNNER_PATH,)),
+    # DefaultMoERunner returns (shared, routed); the layer (SharedFusedMoE) or the model
+    # (e.g. nemotron_h, deepseek_v2) finishes the job, each through the runner's
+    # maybe_all_reduce_tensor_model_parallel.
+    ReduceSite(
+        f"{RUNNER_PACKAGE}.default_moe_runner", "DefaultMoERunner", "_maybe_reduce_output", (LAYER_PATH, MODEL_PATH)
+    ),
+)
+
+
+class UnknownReduceSite(RuntimeError):
+    """The installed vLLM has none of the reduce decisions the harness knows how to drive."""
+
+
+def reduce_site() -> ReduceSite:
+    import importlib
+    import importlib.util
+
+    for site in REDUCE_SITES:
+        if importlib.util.find_spec(site.module) is None:
+            continue
+        runner = getattr(importlib.import_module(site.module), site.runner_class, None)
+        if runner is not None and callable(getattr(runner, site.function, None)):
+            return site
+    known = ", ".join(f"{s.runner_class}.{s.function} in {s.file}" for s in REDUCE_SITES)
+    raise UnknownReduceSite(f"the installed vLLM has none of: {known}; teach moe_contract/vllm_layer.py its runner")
+
+
+# Where a release keeps TritonExperts (moved out of fused_moe.py into experts/ in a later release).
+TRITON_EXPERTS_MODULES = (
+    "vllm.model_executor.layers.fused_moe.experts.triton_moe",
+    "vllm.model_executor.layers.fused_moe.fused_moe",
+)
+
+
+def triton_experts_class() -> type:
+    import importlib
+    import importlib.util
+
+    for name in TRITON_EXPERTS_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            found = getattr(importlib.import_module(name), "TritonExperts", None)
+            if isinstance(found, type):
+                return found
+    raise ImportError(f"TritonExperts is in none of {', '.join(TRITON_EXPERTS_MODULES)}")
+
+
+def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
+    """A quant method that only owns a real FusedMoEKernel around `prepare_finalize`.
 
     The experts object only has to exist: FusedMoEKernel wants a modular experts class
     next to the prepare/finalize, but the CUDA kernels it would launch are replaced by
-    `forward_entry`.
+    the CPU layer.
     """
     from vllm.model_executor.layers.fused_moe.config import FusedMoEQuantConfig
-    from vllm.model_executor.layers.fused_moe.fused_moe import TritonExperts
     from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
     from vllm.model_executor.layers.fused_moe.modular_kernel import FusedMoEKernel
-    from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
 
     quant_config = FusedMoEQuantConfig.make()
 
@@ -147,9 +221,73 @@ def make_runner(
             raise NotImplementedError("the harness runs the experts")
 
     quant_method = UnquantizedKernelHolder(moe_config)
-    quant_method.moe_kernel = FusedMoEKernel(prepare_finalize, TritonExperts(moe_config, quant_config))
+    quant_method.moe_kernel = FusedMoEKernel(prepare_finalize, triton_experts_class()(moe_config, quant_config))
+    return quant_method
+
+
+LAYER_NAME = "model.layers.0.mlp.experts"
+Output = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """What the real runner reports about its own reduce decision."""
+
+    fused_output_is_reduced: bool
+    dp_chunking: bool  # the runner skips its final reduce for DP-chunked backends
+
+
+class MoEBlock:
+    """One MoE block on one rank, reached through `path`: hidden states in, block output out."""
+
+    def __init__(
+        self,
+        site: ReduceSite,
+        path: str,
+        moe_config,
+        prepare_finalize,
+        shared_experts: torch.nn.Module | None,
+        forward_entry: Callable[..., Output],
+    ) -> None:
+        if path not in site.paths:
+            raise ValueError(f"{site.runner_class} is not reached through the {path!r} path")
+        self.site, self.path = site, path
+        quant_method = make_quant_method(moe_config, prepare_finalize)
+        if site.runner_class == "MoERunner":
+            self.runner, self.layer = _moe_runner(moe_config, quant_method, shared_experts, forward_entry), None
+        else:
+            self.layer = _shared_fused_moe(moe_config, quant_method, shared_experts, forward_entry, path)
+            self.runner = self.layer.runner
+
+    @property
+    def facts(self) -> RunnerFacts:
+        if self.site.runner_class == "MoERunner":
+            return RunnerFacts(bool(self.runner._fused_output_is_reduced), dp_chunking=False)
+        return RunnerFacts(
+            bool(self.runner.must_reduce_shared_expert_outputs()), dp_chunking=bool(self.runner.use_dp_chunking)
+        )
+
+    def __call__(self, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
+        if self.layer is None:
+            return self.runner.forward(hidden_states, router_logits)
+        shared, routed = self.layer.forward(hidden_states, router_logits)
+        total = routed if shared is None else routed + shared
+        if self.path == MODEL_PATH:
+            from vllm.distributed import get_tensor_model_parallel_world_size
+
+            # What nemotron_h / deepseek_v2 / qwen3_moe do with a reduce_results=False
+            # layer: add the shared output, then, with the model's TP size (not the MoE
+            # layer's, which EP makes 1), ask the runner whether to all-reduce.
+            if get_tensor_model_parallel_world_size() > 1:
+                total = self.layer.maybe_all_reduce_tensor_model_parallel(total)
+        return total
+
+
+def _moe_runner(moe_config, quant_method, shared_experts, forward_entry):  # -> MoERunner
+    from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
+
     runner = MoERunner(
-        layer_name="model.layers.0.mlp.experts",
+        layer_name=LAYER_NAME,
         moe_config=moe_config,
         router=None,  # type: ignore[arg-type]  # routing happens in forward_entry
         routed_input_transform=None,
@@ -160,3 +298,51 @@ def make_runner(
     )
     runner._forward_entry = forward_entry
     return runner
+
+
+class _LayerName(torch.nn.Module):
+    """DefaultMoERunner reads only `layer.layer_name` from the layer it is built for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer_name = LAYER_NAME
+
+
+def _shared_fused_moe(moe_config, quant_method, shared_experts, forward_entry, path: str):  # -> SharedFusedMoE
+    """A real SharedFusedMoE whose runner is a real DefaultMoERunner, without FusedMoE.__init__.
+
+    FusedMoE.__init__ needs a VllmConfig and creates weights on the device; the forward
+    path reads only the attributes set here, with the values FusedMoE.__init__ and
+    _init_runner would give them (layer.py).
+    """
+    from unittest import mock
+
+    from vllm.model_executor.layers.fused_moe.runner.default_moe_runner import DefaultMoERunner
+    from vllm.model_executor.layers.fused_moe.shared_fused_moe import SharedFusedMoE
+
+    reduce_results = path == LAYER_PATH
+    # FusedMoE.__init__: the runner owns the shared experts ("overlapped") unless the
+    # backend is two-sided (nothing to gain) or EPLB is on.
+    use_overlapped = shared_experts is not None and not moe_config.moe_parallel_config.use_fi_nvl_two_sided_kernels
+    # Seam: DP-chunking staging buffers go to the CPU (the module docstring says why).
+    with mock.patch.object(torch.accelerator, "current_device_index", return_value="cpu"):
+        runner = DefaultMoERunner(
+            layer=_LayerName(),
+            moe_config=moe_config,
+            router=None,  # type: ignore[arg-type]  # routing happens in forward_entry
+            routed_input_transform=None,
+            gate=None,
+            shared_experts=shared_experts if use_overlapped else None,
+            quant_method=quant_method,
+            reduce_results=reduce_results,
+            enable_dbo=False,
+        )
+    runner.moe_forward = forward_entry
+    layer = SharedFusedMoE.__new__(SharedFusedMoE)
+    torch.nn.Module.__init__(layer)
+    layer.runner = runner
+    layer.reduce_results = reduce_results
+    layer.use_overlapped = use_overlapped
+    layer._shared_experts = shared_experts
+    layer._forward_method = layer.forward_native  # CustomOp.forward dispatches here on CPU
+    return layer

@@ -1,7 +1,9 @@
 """One rank of a contract run: real vLLM groups and runner, every case, results to disk."""
 
 import os
+import sys
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,26 +33,66 @@ class RunSpec:
     fail_on_rank: int | None = None
 
 
-def result_key(problem: MoEProblem, module: str, variant: str) -> str:
-    return f"{problem.case_id}|{module}|{variant}"
+def result_key(problem: MoEProblem, module: str, variant: str, path: str) -> str:
+    return f"{problem.case_id}|{module}|{variant}|{path}"
 
 
-def _run_cases(rank: int, spec: RunSpec) -> dict[str, dict[str, object]]:
+class VllmCallRecorder:
+    """Names every vLLM function the contract calls, as (file under vllm/, qualified name).
+
+    Code that runs because a module is being imported (decorators, registries, the
+    module bodies themselves) is left out: it is not on the reduce path, and it would
+    tie the record to every unrelated line that a release touches. The contract's claim
+    about a group of releases rests on these functions being byte-identical across the
+    group; tests/contract/test_code_under_test.py checks that.
+    """
+
+    def __init__(self) -> None:
+        import vllm
+
+        self.package = os.path.dirname(vllm.__file__) + os.sep  # as co_filename spells it
+        self.functions: set[tuple[str, str]] = set()
+        self._codes: set[types.CodeType] = set()
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        if code in self._codes or not code.co_filename.startswith(self.package):
+            return
+        caller: types.FrameType | None = frame
+        while caller is not None:
+            if caller.f_code.co_filename.startswith("<frozen importlib"):
+                return  # running under an import
+            caller = caller.f_back
+        self._codes.add(code)
+        relative = "vllm/" + code.co_filename[len(self.package) :].replace(os.sep, "/")
+        self.functions.add((relative, code.co_qualname))
+
+
+def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[str, object]:
     from vllm.distributed import get_ep_group
 
     from .cpu_moe_layer import CpuAll2AllMoELayer, SharedExpertTpShard
     from .flashinfer_two_sided import MoeCommTransportDouble, load_two_sided_combine
     from .prepare_finalize_sources import load_flashinfer_nvlink_classes
     from .problem import make_tokens, make_weights
-    from .vllm_layer import BACKEND_OF_MODULE, make_moe_config, make_prepare_finalize, make_runner
+    from .vllm_layer import BACKEND_OF_MODULE, MoEBlock, make_moe_config, make_prepare_finalize, reduce_site
 
     layout = spec.layout
+    site = reduce_site()
     ep_group = get_ep_group().cpu_group
     two_sided_combine = load_two_sided_combine(MoeCommTransportDouble(ep_group))
     classes = {variant.name: load_flashinfer_nvlink_classes(variant) for variant in spec.variants}
     results: dict[str, dict[str, object]] = {}
+    profiled: set[tuple[bool, str]] = set()
     for problem in spec.problems:
         problem.validate_for(layout)
+        # Profiling every call doubles the run; the vLLM code a problem reaches depends
+        # only on these two of its properties, so one problem of each kind is recorded.
+        kind = (problem.shared_experts, problem.payload_dtype)
+        sys.setprofile(None if kind in profiled else recorder)
+        profiled.add(kind)
         weights = make_weights(problem)
         tokens = make_tokens(problem)[layout.dp_rank(rank)]
         shared = (
@@ -61,16 +103,25 @@ def _run_cases(rank: int, spec: RunSpec) -> dict[str, dict[str, object]]:
         for module, backend in BACKEND_OF_MODULE.items():
             moe_config = make_moe_config(problem, layout, backend)
             for variant in spec.variants:
-                prepare_finalize = make_prepare_finalize(classes[variant.name][module], backend, problem, layout)
-                layer = CpuAll2AllMoELayer(problem, layout, rank, weights, backend, ep_group, two_sided_combine, shared)
-                runner = make_runner(moe_config, prepare_finalize, shared, layer)
-                output = runner.forward(tokens.hidden_states.to(problem.dtype), tokens.router_logits)
-                results[result_key(problem, module, variant.name)] = {
-                    "output": output.float(),
-                    "output_dtype": str(output.dtype),
-                    "fused_output_is_reduced": bool(runner._fused_output_is_reduced),
-                }
-    return results
+                for path in site.paths:
+                    cls = classes[variant.name][module]
+                    prepare_finalize = make_prepare_finalize(cls, backend, problem, layout)
+                    layer = CpuAll2AllMoELayer(
+                        problem, layout, rank, weights, backend, ep_group, two_sided_combine, shared
+                    )
+                    block = MoEBlock(site, path, moe_config, prepare_finalize, shared, layer)
+                    output = block(tokens.hidden_states.to(problem.dtype), tokens.router_logits)
+                    facts = block.facts
+                    results[result_key(problem, module, variant.name, path)] = {
+                        "output": output.float(),
+                        "output_dtype": str(output.dtype),
+                        "fused_output_is_reduced": facts.fused_output_is_reduced,
+                        "dp_chunking": facts.dp_chunking,
+                    }
+    return {
+        "results": results,
+        "site": {"file": site.file, "runner": site.runner_class, "function": site.function, "paths": site.paths},
+    }
 
 
 def worker_main(rank: int, spec: RunSpec) -> None:
@@ -79,14 +130,20 @@ def worker_main(rank: int, spec: RunSpec) -> None:
     try:
         from .vllm_layer import destroy_process_groups, init_process_groups
 
+        recorder = VllmCallRecorder()
+        sys.setprofile(recorder)
         init_process_groups(spec.layout, rank, spec.init_method)
         if spec.fail_on_rank == rank:
             raise InjectedFault(f"rank {rank} fails on purpose")
         if spec.fail_on_rank is not None:
             torch.distributed.barrier()  # blocks forever without the failed rank
-        results = _run_cases(rank, spec)
-        torch.save(results, spec.result_dir / RESULT_FILE.format(rank=rank))
+        run = _run_cases(rank, spec, recorder)
+        sys.setprofile(recorder)
         destroy_process_groups()
+        sys.setprofile(None)
+        torch.save(
+            {**run, "vllm_functions": sorted(recorder.functions)}, spec.result_dir / RESULT_FILE.format(rank=rank)
+        )
     except BaseException:
         (spec.result_dir / ERROR_FILE.format(rank=rank)).write_text(traceback.format_exc())
         raise SystemExit(1) from None  # the traceback is in the error file, where the launcher reads it

@@ -1,0 +1,99 @@
+"""The `vllm serve` command line that `nox -s gsm8k` builds is accepted by every train tag's vLLM.
+
+For each tag of patches/train.toml, the release wheel's Python files are unpacked (cached
+beside the wheels) and a separate interpreter, with them first on its path, builds vLLM's
+own `vllm serve` parser and parses our arguments (serve_flags_probe.py); no server starts.
+The argument lists come from the real `release gsm8k` option parser with its defaults, for
+both backends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from helpers import tag_facts
+from release.core.versions import version_of_tag
+from release.gsm8k import cli
+from release.gsm8k.server import BACKENDS
+from release.gsm8k.smoke import serve_argv
+from release.pristine.wheel import cache_dir, pypi_wheel
+
+PROBE = Path(__file__).with_name("serve_flags_probe.py")
+MARKER = "SERVE-FLAGS "
+MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"  # the upstream report's model; never loaded
+PORT = 8123
+UNKNOWN_BACKEND = "flashinfer_nvlink_three_sided"
+
+pytestmark = [pytest.mark.network, pytest.mark.timeout(300)]
+
+
+def unpacked_release(tag: str) -> Path:
+    """The Python files and METADATA of `tag`'s release wheel, unpacked once into the cache."""
+    wheel = pypi_wheel(tag)
+    target = cache_dir().parent / "vllm-py" / wheel.name.removesuffix(".whl")
+    if (target / ".complete").is_file():
+        return target
+    staging = target.with_name(target.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as archive:
+        # The compiled extensions are CUDA builds that cannot load here anyway; the parser is Python.
+        archive.extractall(staging, [n for n in archive.namelist() if n.endswith(".py") or ".dist-info/" in n])
+    (staging / ".complete").write_text(wheel.name)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def gsm8k_serve_argv(backend: str, tmp_path: Path) -> list[str]:
+    """What `nox -s gsm8k -- --model MODEL --backend BACKEND` would start, all other options at their defaults."""
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    args = parser.parse_args(["--model", MODEL, "--backend", backend])
+    return serve_argv(cli.config_from_args(args, tmp_path), "vllm", PORT)
+
+
+def probe(release: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env.update(PYTHONPATH=str(release), VLLM_LOGGING_LEVEL="ERROR")
+    done = subprocess.run(
+        [sys.executable, str(PROBE), json.dumps(argvs)], capture_output=True, text=True, env=env, timeout=240
+    )
+    reports = [json.loads(line[len(MARKER) :]) for line in done.stdout.splitlines() if line.startswith(MARKER)]
+    assert done.returncode == 0 and len(reports) == len(argvs), done.stdout[-2000:] + done.stderr[-4000:]
+    return reports
+
+
+@pytest.mark.parametrize("tag", tag_facts.train().tags)
+def test_gsm8k_serve_arguments_are_accepted_by_the_tags_vllm(tag: str, tmp_path: Path) -> None:
+    release = unpacked_release(tag)
+    ours = {backend: gsm8k_serve_argv(backend, tmp_path) for backend in BACKENDS}
+    for argv in ours.values():
+        assert argv[:3] == ["vllm", "serve", MODEL]
+    unknown = [UNKNOWN_BACKEND if a in BACKENDS else a for a in ours[BACKENDS[0]]]
+    reports = probe(release, [argv[1:] for argv in ours.values()] + [unknown[1:]])
+
+    for report in reports:
+        # The tag's own code parsed it, not the vLLM installed in this environment.
+        assert report["vllm_version"] == version_of_tag(tag)
+        assert str(report["vllm_file"]).startswith(str(release) + os.sep)
+    for backend, report in zip(ours, reports, strict=False):
+        assert report["accepted"] is True, f"vLLM {tag} refuses {ours[backend]}: {report}"
+        args = report["args"]
+        assert isinstance(args, dict)
+        assert args["model_tag"] == MODEL and args["port"] == PORT
+        assert args["all2all_backend"] == backend
+        argv = ours[backend]
+        assert args["tensor_parallel_size"] == int(argv[argv.index("--tensor-parallel-size") + 1])
+        assert args["data_parallel_size"] == int(argv[argv.index("--data-parallel-size") + 1])
+        assert args["enable_expert_parallel"] is True
+    # The same parser refuses a backend the release does not have: acceptance above means something.
+    assert reports[-1]["accepted"] is False and reports[-1]["exit_code"] == 2
