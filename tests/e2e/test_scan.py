@@ -14,13 +14,15 @@ from release.scan.document import to_markdown
 
 # What research on the real wheels found (every file read and checked against its RECORD): the
 # FlashInfer NVLink classes live in prepare_finalize/ from 0.19.0 and are fixed from 0.22.0;
-# 0.17.x/0.18.x keep them elsewhere (a line of their own, later). 0.20.1 and 0.21.0 were rebuilt
+# 0.17.x keeps the a2a class in flashinfer_a2a_prepare_finalize.py, 0.18.x the NVLink classes in
+# fused_moe/flashinfer_nvlink_*_prepare_finalize.py: each its own release line, judged by that
+# line's variant of 0001 (patches/lines.toml). 0.20.1 and 0.21.0 were rebuilt
 # with build tag 1, which pip takes. Columns: status, line, 0001, wheel prefix, FlashInfer pin.
 FACTS_0_17_TO_0_22_1 = {
-    "0.17.0": ("not-affected", None, "absent", "vllm-0.17.0-cp", "flashinfer-python==0.6.4"),
-    "0.17.1": ("not-affected", None, "absent", "vllm-0.17.1-cp", "flashinfer-python==0.6.4"),
-    "0.18.0": ("not-affected", None, "absent", "vllm-0.18.0-cp", "flashinfer-python==0.6.6"),
-    "0.18.1": ("not-affected", None, "absent", "vllm-0.18.1-cp", "flashinfer-python==0.6.6"),
+    "0.17.0": ("affected", "flashinfer_a2a", "applies", "vllm-0.17.0-cp", "flashinfer-python==0.6.4"),
+    "0.17.1": ("affected", "flashinfer_a2a", "applies", "vllm-0.17.1-cp", "flashinfer-python==0.6.4"),
+    "0.18.0": ("affected", "flashinfer_nvlink", "applies", "vllm-0.18.0-cp", "flashinfer-python==0.6.6"),
+    "0.18.1": ("affected", "flashinfer_nvlink", "applies", "vllm-0.18.1-cp", "flashinfer-python==0.6.6"),
     "0.19.0": ("affected", "prepare_finalize", "applies", "vllm-0.19.0-cp", "flashinfer-python==0.6.6"),
     "0.19.1": ("affected", "prepare_finalize", "applies", "vllm-0.19.1-cp", "flashinfer-python==0.6.6"),
     "0.20.0": ("affected", "prepare_finalize", "applies", "vllm-0.20.0-cp", "flashinfer-python==0.6.8.post1"),
