@@ -15,17 +15,17 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from helpers import tag_facts
+from release.core.layout import write_files
 from release.core.versions import version_of_tag
 from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
-from release.pristine.wheel import cache_dir, pypi_wheel
+from release.pristine.wheel import cache_dir, pypi_content
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
 MARKER = "SERVE-FLAGS "
@@ -36,18 +36,26 @@ UNKNOWN_BACKEND = "flashinfer_nvlink_three_sided"
 pytestmark = [pytest.mark.network, pytest.mark.timeout(300)]
 
 
+def _python_member(name: str) -> bool:
+    # The compiled extensions are CUDA builds that cannot load here anyway; the parser is Python.
+    # RECORD itself has no hash in RECORD: the reader verifies every other member against it.
+    return name.endswith(".py") or (".dist-info/" in name and not name.endswith("/RECORD"))
+
+
 def unpacked_release(tag: str) -> Path:
-    """The Python files and METADATA of `tag`'s release wheel, unpacked once into the cache."""
-    wheel = pypi_wheel(tag)
-    target = cache_dir().parent / "vllm-py" / wheel.name.removesuffix(".whl")
+    """The Python files and METADATA of `tag`'s release wheel, unpacked once into the cache.
+
+    Read with the tooling's lazy reader (range requests for those members, each checked against
+    the wheel's RECORD): a few MB of Python out of a 240-470 MB wheel, for every train tag.
+    """
+    content = pypi_content(version_of_tag(tag), _python_member)
+    target = cache_dir().parent / "vllm-py" / content.wheel.removesuffix(".whl")
     if (target / ".complete").is_file():
         return target
     staging = target.with_name(target.name + f".tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    with zipfile.ZipFile(wheel) as archive:
-        # The compiled extensions are CUDA builds that cannot load here anyway; the parser is Python.
-        archive.extractall(staging, [n for n in archive.namelist() if n.endswith(".py") or ".dist-info/" in n])
-    (staging / ".complete").write_text(wheel.name)
+    write_files(staging, content.files)
+    (staging / ".complete").write_text(content.wheel)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
@@ -72,7 +80,13 @@ def probe(release: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
     return reports
 
 
-@pytest.mark.parametrize("tag", tag_facts.train().tags)
+# The harness drives the NVLink backends (`--all2all-backend flashinfer_nvlink_*`), which vLLM has
+# from 0.18.0; the older lines know only `flashinfer_all2allv`, which `nox -s gsm8k` does not start
+# yet (docs/gsm8k.md). So: every train tag of the lines whose vLLM has those backends.
+NVLINK_TAGS = [e.tag for e in tag_facts.train().entries if e.line in ("prepare_finalize", "flashinfer_nvlink")]
+
+
+@pytest.mark.parametrize("tag", NVLINK_TAGS)
 def test_gsm8k_serve_arguments_are_accepted_by_the_tags_vllm(tag: str, tmp_path: Path) -> None:
     release = unpacked_release(tag)
     ours = {backend: gsm8k_serve_argv(backend, tmp_path) for backend in BACKENDS}
