@@ -1,12 +1,14 @@
 """Thin sessions: each installs a dependency group of pyproject.toml and calls `python -m release`.
 
-`nox -s lint` then `nox -s test` is what CI runs (.ci/run); `nox -l` lists the rest.
+`python3 -m nox -s lint test` is what CI runs (.ci/run); `python3 -m nox -l` lists the rest.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +49,45 @@ def contract_versions() -> list[str]:
     return chosen
 
 
+def index_url(name: str) -> str:
+    return str(next(index["url"] for index in PYPROJECT["tool"]["uv"]["index"] if index["name"] == name))
+
+
+def unreachable(url: str) -> str | None:
+    """Why `url` does not answer within a few seconds, or None: a dead index must not cost minutes."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10):
+            return None
+    except OSError as exc:  # URLError, timeouts and refused connections are all OSErrors
+        return str(getattr(exc, "reason", exc))
+
+
+def install_torch_cpu(session: nox.Session) -> None:
+    """torch's CPU build from PyTorch's CPU index (PyPI's is the CUDA build): for torch only, with uv."""
+    cpu_index = index_url("pytorch-cpu")
+    why = unreachable(f"{cpu_index}/torch/")
+    if why:
+        # pip's own configuration (pip.conf, PIP_* variables) is what this machine offers instead;
+        # tests/unit/test_environment.py fails if that was not a CPU build.
+        session.warn(f"{cpu_index} is unreachable ({why}); torch from pip's configured indexes")
+        session.run("python", "-m", "pip", "install", "--quiet", *group("torch-cpu"))
+    elif session.venv_backend == "uv":
+        session.install("--group", "torch-cpu")  # pyproject.toml pins torch to the explicit pytorch-cpu index
+    else:
+        # pip cannot pin one package to one index: this step sees the CPU index alone (which also
+        # serves torch's dependencies), and the other installs never see it.
+        session.install("--index-url", cpu_index, "--timeout", "30", *group("torch-cpu"))
+
+
 def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
     """torch CPU, what vLLM's code under test imports, then vLLM `tag` and its FlashInfer without deps."""
     session.install(*group("test"))
-    session.install("-r", "tests/requirements-torch-cpu.txt", "-r", "tests/requirements-vllm-cpu.txt")
-    # The release wheel our tooling reads (and caches) is the one installed: one download.
-    wheel = Path(
-        str(
-            session.run(
-                "python",
-                "-c",
-                f"from release.pristine.wheel import pypi_wheel; print(pypi_wheel({tag!r}))",
-                silent=True,
-            )
-        ).strip()
-    )
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
+    # The release wheel our tooling reads (and caches) is the one installed: one download for both.
+    code = "import sys; from release.pristine.wheel import pypi_wheel; print(pypi_wheel(sys.argv[1]))"
+    output = session.run("python", "-c", code, tag, silent=True, stderr=None)
+    wheel = Path(str(output).strip().splitlines()[-1])
     # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
     session.install("--no-deps", str(wheel), flashinfer)
     return wheel
@@ -156,11 +182,11 @@ def publish(session: nox.Session) -> None:
 def kernel(session: nox.Session) -> None:
     """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch).
 
-    nox -s kernel [-- --flashinfer VERSION] [PYTEST ARGS]: VERSION defaults to the head's pin;
+    nox -s kernel [-- --flashinfer VERSION] [PYTEST ARGS] (or FLASHINFER=VERSION): VERSION defaults to the head's pin;
     another version is a verification run (tests/kernel/test_kernel_probe.py says so).
     """
     args = list(session.posargs)
-    flashinfer = head()["flashinfer"].removeprefix("flashinfer-python==")
+    flashinfer = os.environ.get("FLASHINFER") or head()["flashinfer"].removeprefix("flashinfer-python==")
     if "--flashinfer" in args:
         at = args.index("--flashinfer")
         if at + 1 >= len(args):

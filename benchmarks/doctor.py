@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# A benchmark runs as a script: the repository (release/) and tests/ (the helpers package) on the path.
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from tests.doctor.common import scan_file  # noqa: E402
-from tests.overlay.freshvenv import create  # noqa: E402
-
+from helpers.doctor import scan_file  # noqa: E402
+from helpers.freshvenv import create  # noqa: E402
 from release.core.layout import Layout  # noqa: E402
 from release.overlay.build import BuildPlan, build  # noqa: E402
 from release.overlay.index import publish  # noqa: E402

@@ -152,5 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted; vendor/ and patches/ are only ever changed in one final swap", file=sys.stderr)
+        print("interrupted; vendor/ and patches/ are only ever changed in one journaled swap", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:
+        # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print("hint: a swap cut short is finished by the next command; see docs/guarantees.md", file=sys.stderr)
+        return EXIT_FAILED

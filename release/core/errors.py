@@ -293,3 +293,66 @@ class DoctorError(BadInputError):
         "--python must be a Python 3.10+ interpreter of the environment to check (e.g. /opt/venv/bin/python); "
         "run it with vendor/vllm_fused_moe/doctor.py by hand to see its own error"
     )
+
+
+# ----------------------------------------------------------------- hardening
+
+
+class UnsafeSourceError(SourceError):
+    """A source holds a name or an entry that would read or write outside the subtree."""
+
+    default_hint = (
+        "a source may hold only regular files inside the vendored subtree: no `..` or absolute names, "
+        "no symbolic links, no submodules; nothing was written"
+    )
+
+
+class VersionProofError(SourceError):
+    """A source cannot prove that it is the release tag it was asked for."""
+
+    default_hint = (
+        "a wheel proves its version by .dist-info/METADATA, a git source by the tag itself, a dir: source by "
+        "vllm/_version.py (written by setuptools-scm on install) or a static version in pyproject.toml"
+    )
+
+
+class LockedError(BadInputError):
+    """Another command holds the repository (or index) lock."""
+
+    default_hint = (
+        "wait for the other command to finish, or raise VLLM_FUSED_MOE_LOCK_TIMEOUT (seconds); the lock "
+        "is released by the operating system when its holder exits, even when killed"
+    )
+
+
+class WorkDirError(BadInputError):
+    """`rebase --continue/--abort` names no rebase work directory, or one without a usable state."""
+
+    default_hint = "the conflict report names the work directory; `python -m release rebase --abort DIR` drops any"
+
+
+class JournalError(ReleaseError):
+    """An interrupted swap cannot be finished by itself."""
+
+    default_hint = "docs/guarantees.md says how to finish or undo an interrupted swap by hand"
+
+
+class AfterSwapError(ReleaseError):
+    """The tree changed as asked, then something after the swap failed."""
+
+    default_hint = "the change itself is complete (`python -m release check` agrees); only this last step failed"
+
+
+class DirtyTreeError(BadInputError):
+    """`build` was asked to ship a tree that is not what its version and commit say (no --allow-dirty)."""
+
+    default_hint = (
+        "commit or discard the changes (`python -m release check`, `git status vendor/ patches/`), or pass "
+        "--allow-dirty to build a wheel whose version and build info say it is dirty"
+    )
+
+
+class OutputNotWritableError(BadInputError):
+    """An output (the report, --out, the lock's directory) cannot be written; checked before any change."""
+
+    default_hint = "name a directory you may write (it is created if missing)"

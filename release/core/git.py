@@ -163,30 +163,32 @@ def ls_remote_tags(url: str, timeout: float = 120) -> str:
 class WorkRepo:
     """A scratch repository laid out with upstream paths, where patches are applied."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: str = UPSTREAM_SUBTREE) -> None:
         self.path = path
+        # The upstream directory the files of the release line live in (the head's: prepare_finalize/).
+        self.root = root
 
     def run(self, *args: str, check: bool = True, fixed_date: bool = False) -> GitResult:
         env = {"GIT_COMMITTER_DATE": FIXED_DATE, "GIT_AUTHOR_DATE": FIXED_DATE} if fixed_date else None
         return git(*args, cwd=self.path, check=check, env=env)
 
     @classmethod
-    def create(cls, path: Path) -> WorkRepo:
+    def create(cls, path: Path, root: str = UPSTREAM_SUBTREE) -> WorkRepo:
         path.mkdir(parents=True, exist_ok=True)
-        repo = cls(path)
+        repo = cls(path, root)
         repo.run("init", "--quiet", "--initial-branch=queue")
         return repo
 
     @property
     def subtree(self) -> Path:
-        return self.path / UPSTREAM_SUBTREE
+        return self.path / self.root
 
     def commit_subtree(self, files: dict[str, bytes], message: str) -> str:
         """Make the subtree exactly `files` and commit it; returns the commit id."""
         if self.subtree.exists():
             shutil.rmtree(self.subtree)
         write_files(self.subtree, files)
-        self.run("add", "--all", "--", UPSTREAM_SUBTREE)
+        self.run("add", "--all", "--", self.root)
         self.run("commit", "--quiet", "--allow-empty", "-m", message, fixed_date=True)
         return self.head()
 
@@ -213,7 +215,7 @@ class WorkRepo:
         return read_tree(self.subtree)
 
     def subtree_files_at(self, ref: str) -> dict[str, bytes]:
-        return files_at(self.path, ref, UPSTREAM_SUBTREE)
+        return files_at(self.path, ref, self.root)
 
     def unmerged_paths(self) -> list[str]:
         out = self.run("diff", "--name-only", "--diff-filter=U", check=False).out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,11 +76,14 @@ class Layout:
 
 
 def read_tree(directory: Path) -> dict[str, bytes]:
+    """Regular files only: a symbolic link is never followed (`check` reports it as such)."""
     files: dict[str, bytes] = {}
     if not directory.is_dir():
         return files
     for path in sorted(directory.rglob("*")):
         rel = path.relative_to(directory)
+        if path.is_symlink() or any((directory / p).is_symlink() for p in rel.parents if p.parts):
+            continue
         if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
             files[rel.as_posix()] = path.read_bytes()
     return files
@@ -87,6 +91,31 @@ def read_tree(directory: Path) -> dict[str, bytes]:
 
 def write_files(directory: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
+        parts = name.split("/")
+        # Names come from sources that were checked (release.pristine.safe); this is the last line of defence.
+        if name.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in name:
+            from release.core.errors import UnsafeSourceError
+
+            raise UnsafeSourceError(f"refusing to write {name!r} under {directory}: not a plain relative path")
         target = directory / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+
+
+def writable_dir_problem(path: Path) -> str | None:
+    """Why `path` cannot be (created as) a writable directory, or None; creates nothing.
+
+    Checked before a command changes anything, so that an output that cannot be written is
+    bad input (exit 2, nothing changed) instead of a failure after the work is done.
+    """
+    probe = path.absolute()
+    while not probe.exists() and not probe.is_symlink():
+        if probe.parent == probe:
+            return f"no part of {path} exists"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is {'a broken link' if not probe.exists() else 'not a directory'}"
+    # Root may write anywhere; a directory without any write bit still means "leave this alone".
+    if not os.access(probe, os.W_OK | os.X_OK) or not probe.stat().st_mode & 0o222:
+        return f"{probe} is not writable"
+    return None

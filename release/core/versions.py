@@ -8,14 +8,24 @@ from dataclasses import dataclass
 TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$")
 
 
-def version_of_tag(tag: str) -> str:
-    """'v0.20.0' -> '0.20.0'; anything that is not a plain release tag is bad input."""
-    match = TAG_RE.match(tag)
+def canonical_tag(text: str) -> str:
+    """The one spelling of a release tag that every command writes: 'vX.Y.Z[.postN]'.
+
+    What a person types is taken as meant: surrounding whitespace is dropped and a bare
+    version gets its `v` (' 0.21.0' -> 'v0.21.0'). Anything else is bad input, one line.
+    Files the tool writes (UPSTREAM.toml, train.toml) must already hold this spelling.
+    """
+    match = TAG_RE.match(text.strip())
     if not match:
         from release.core.errors import UnknownTagError
 
-        raise UnknownTagError(f"{tag!r} is not a vLLM release tag (expected vX.Y.Z)")
-    return match.group("version")
+        raise UnknownTagError(f"{text!r} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)")
+    return "v" + match.group("version")
+
+
+def version_of_tag(tag: str) -> str:
+    """'v0.20.0' (or '0.20.0') -> '0.20.0'; anything that is not a plain release tag is bad input."""
+    return canonical_tag(tag)[1:]
 
 
 # One anchored grammar for everything that looks like a version tag; groups say which kind.

@@ -30,13 +30,19 @@ from release.core.errors import (
     BadInputError,
     BadPatchLevelError,
     BuildError,
+    DirtyTreeError,
+    OutputNotWritableError,
     ToolMissingError,
     TrainDriftError,
     UnverifiedFlashInferError,
 )
-from release.core.git import commit_time, head_commit
+from release.core.git import commit_time, git, head_commit
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_PACKAGE, UPSTREAM_SUBTREE, Layout, write_files
+from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
+from release.core.lock import repo_lock
+from release.queue.drift import drift
+from release.queue.lines import HEAD_LINE, Line, read_lines
+from release.queue.load import Queue, line_patches
 from release.queue.patch import Patch
 from release.queue.pin import Pin
 from release.queue.series import Series
@@ -55,8 +61,52 @@ BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
-# One line, run by site.py at every interpreter start-up of the environment.
-PTH_LINE = f"import {PACKAGE}._finder; {PACKAGE}._finder.install()\n"
+# Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
+# a traceback for a line that raises, so this never raises. It reads the kill switch before it
+# imports anything of ours, so VLLM_FUSED_MOE=off works whatever state the package is in. When
+# off, or when the hook cannot be installed (a broken or half-removed package), a stand-in finder
+# speaks once, only when vLLM imports the subtree: an INFO line (off), a warning (upstream runs),
+# or in strict mode an ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
+PTH_BOOTSTRAP = f"""\
+import os, sys
+mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
+target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
+why = "off" if mode in ("off", "0", "false", "no") else None
+if why is None:
+    try:
+        import {PACKAGE}._finder
+        {PACKAGE}._finder.install()
+    except Exception as exc:
+        why = type(exc).__name__ + ": " + str(exc)
+if why is not None and not any(type(finder).__name__ == "OverlayStandIn" for finder in sys.meta_path):
+
+    class OverlayStandIn:
+        spoke = False
+
+        def find_spec(self, name, path=None, module=None):
+            if name != target and not name.startswith(target + "."):
+                return None
+            if why != "off" and mode == "strict":
+                raise ImportError("vllm-fused-moe is broken (" + why + ") and VLLM_FUSED_MOE=strict")
+            if not OverlayStandIn.spoke:
+                OverlayStandIn.spoke = True
+                try:
+                    import logging
+
+                    log = logging.getLogger("vllm.vllm_fused_moe")
+                    if why == "off":
+                        log.info("vllm-fused-moe: disabled by VLLM_FUSED_MOE=off; upstream %s left in place", target)
+                    else:
+                        log.warning("vllm-fused-moe is broken (%s); upstream %s runs unpatched (reinstall "
+                                    "vllm-fused-moe, or set VLLM_FUSED_MOE=off)", why, target)
+                except Exception:
+                    pass
+            return None
+
+    sys.meta_path.insert(0, OverlayStandIn())
+"""
+# One line: site.py executes a .pth line that starts with `import`.
+PTH_LINE = f"import sys; exec({PTH_BOOTSTRAP!r}, {{'__name__': '{PACKAGE}_pth'}})\n"
 
 
 @dataclass(frozen=True)
@@ -65,6 +115,7 @@ class BuildPlan:
     out: Path
     patch_level: int | None = None
     isolation: str = "auto"  # auto | on | off
+    allow_dirty: bool = False  # build a tree that is not its commit; the version and build info say so
 
 
 @dataclass(frozen=True)
@@ -74,6 +125,8 @@ class BuildTarget:
     pin: Pin
     flashinfer: str  # the PEP 440 range the wheel requires: the tag's pin ∩ VERIFIED.toml
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
+    line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
+    patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
 
 
 @dataclass(frozen=True)
@@ -88,24 +141,42 @@ class BuildResult:
     isolated: bool
 
 
-def overlay_version(vllm_version: str, patch_level: int) -> str:
+def overlay_version(vllm_version: str, patch_level: int, dirty: bool = False) -> str:
     """`0.20.0+fm.1`: vLLM's version, then our patch level as a PEP 440 local label.
 
     A local label is PEP 440's word for "upstream's release plus downstream patches". Its
     number is a separate dot segment so it compares as an integer (fm.10 > fm.9; fm10 < fm9).
+    A build of a tree that is not its commit (`--allow-dirty`) ends in `.dirty`.
     """
     if patch_level < 1:
         raise BadPatchLevelError(f"patch level {patch_level} is not a positive integer")
-    return f"{vllm_version}+fm.{patch_level}"
+    return f"{vllm_version}+fm.{patch_level}" + (".dirty" if dirty else "")
 
 
 def build(plan: BuildPlan) -> BuildResult:
     """The head's wheel, from vendor/ (what `python -m release build` makes)."""
-    pin = Pin.load(plan.layout.upstream_toml)
-    target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer))
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
-        result = build_target(plan, target, Path(scratch))
-        return _deliver(result, plan.out)
+    with repo_lock(plan.layout, "build"):
+        dirty = _checked_inputs(plan)
+        pin = Pin.load(plan.layout.upstream_toml)
+        target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer))
+        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
+            result = build_target(plan, target, Path(scratch), dirty)
+            return _deliver(result, plan.out)
+
+
+def _checked_inputs(plan: BuildPlan) -> list[str]:
+    """Refuse an unwritable --out and a dirty tree (unless --allow-dirty) before anything is built.
+
+    Returns what is dirty (empty for a clean tree); the version and build info say so.
+    """
+    problem = writable_dir_problem(plan.out)
+    if problem:
+        raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
+    dirty = dirty_reasons(plan.layout)
+    if dirty and not plan.allow_dirty:
+        shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
+    return dirty
 
 
 def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildResult]:
@@ -114,10 +185,16 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
     All or nothing: every tag's FlashInfer range and tree are settled, and every wheel is
     built in a scratch directory, before the first one is copied to `plan.out`.
     """
+    with repo_lock(plan.layout, "build --all" if tags is None else "build --tag"):
+        return _build_train(plan, tags)
+
+
+def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     from release.train.check import check_train, select
     from release.train.model import Train
 
     layout = plan.layout
+    dirty = _checked_inputs(plan)
     entries = select(Train.load(layout.train), tags)
     verified = read_verified(layout.verified_toml)
     ranges = {e.tag: verified.range_for(e.flashinfer) for e in entries}
@@ -136,6 +213,7 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
             hint="`python -m release train check` lists every tag and file that differ",
         )
     head = Pin.load(layout.upstream_toml).tag
+    lines = read_lines(layout.lines)
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
@@ -144,30 +222,34 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
                 target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]))
             else:
                 assert checked.replay is not None  # a check without findings made the tree
+                line = lines.get(entry.line)
                 pin = Pin(
                     tag=entry.tag,
                     source=entry.source,
-                    subtree=UPSTREAM_SUBTREE,
+                    subtree=line.root,
                     flashinfer=entry.flashinfer,
                     wheel=entry.wheel,
                     wheel_sha256=entry.wheel_sha256,
                     commit=entry.commit,
                     files=entry.pristine,
                 )
-                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files)
-            results.append(build_target(plan, target, Path(scratch) / entry.tag))
+                target = BuildTarget(
+                    pin, str(ranges[entry.tag]), checked.replay.files, line, tuple(line_patches(layout, line))
+                )
+            results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
         return [_deliver(result, plan.out) for result in results]
 
 
-def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path) -> BuildResult:
+def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str]) -> BuildResult:
+    """One wheel in `scratch`; `dirty` (from _checked_inputs) marks the version and the build info."""
     started = time.perf_counter()
-    patches = active_patches(plan.layout)
+    patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
     level = plan.patch_level if plan.patch_level is not None else max(len(patches), 1)
-    version = overlay_version(target.pin.version, level)
+    version = overlay_version(target.pin.version, level, dirty=bool(dirty))
     epoch = source_date_epoch(plan.layout.root)
     isolated = _use_isolation(plan.isolation)
     stage = scratch / "src"
-    stage_package(plan.layout, stage, version, target, patches, epoch)
+    stage_package(plan.layout, stage, version, target, patches, epoch, dirty)
     built = run_backend(stage, scratch / "dist", epoch, isolated)
     data = built.read_bytes()
     return BuildResult(
@@ -183,10 +265,54 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path) -> BuildRe
 
 
 def _deliver(result: BuildResult, out: Path) -> BuildResult:
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / result.wheel.name
-    shutil.copyfile(result.wheel, target)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / result.wheel.name
+        shutil.copyfile(result.wheel, target)
+    except OSError as exc:
+        raise OutputNotWritableError(f"cannot write the wheel into {out}: {exc}") from None
     return replace(result, wheel=target)
+
+
+def dirty_reasons(layout: Layout) -> list[str]:
+    """Why the tree is not exactly its commit + pin + series (empty when it is).
+
+    - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
+    - links anywhere in the overlay or patches/ (never followed, never shipped, even dirty);
+    - in a git checkout, every change to vendor/vllm_fused_moe/ and patches/ that is not
+      committed: hand edits of the hook, a deleted file, an extra file (ignored ones too,
+      since the build would ship them), so the commit in the build info is the truth.
+    """
+    links = [p for top in (layout.overlay, layout.patches) for p in _walk(top) if p.is_symlink()]
+    if links:
+        raise BadInputError(
+            f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
+            hint="replace the link by the file it stands for, or remove it",
+        )
+    reasons = [f"{d.path} ({d.kind})" for d in drift(layout, Queue.load(layout))[0]]
+    toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
+    if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
+        listing = git(
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--",
+            layout.overlay.relative_to(layout.root).as_posix(), layout.patches.relative_to(layout.root).as_posix(),
+            cwd=layout.root,
+        ).stdout  # fmt: skip
+        for entry in listing.decode("utf-8", "replace").split("\0"):
+            code, path = entry[:2], entry[3:]
+            if not entry or "__pycache__" in path.split("/") or path.endswith(".pyc"):
+                continue
+            what = {"??": "not committed", "!!": "ignored by git but would be shipped"}.get(code, "changed")
+            reasons.append(f"{path} ({what})")
+    return reasons
+
+
+def _walk(top: Path) -> list[Path]:
+    found: list[Path] = []
+    if top.is_symlink():
+        return [top]
+    for directory, subdirs, files in os.walk(top):
+        found += [Path(directory) / name for name in [*subdirs, *files]]
+    return found
 
 
 def active_patches(layout: Layout) -> list[Patch]:
@@ -210,7 +336,13 @@ def source_date_epoch(root: Path) -> int:
 
 
 def stage_package(
-    layout: Layout, stage: Path, version: str, target: BuildTarget, patches: list[Patch], epoch: int
+    layout: Layout,
+    stage: Path,
+    version: str,
+    target: BuildTarget,
+    patches: list[Patch],
+    epoch: int,
+    dirty: list[str],
 ) -> None:
     package = stage / PACKAGE
     ignored = ["__pycache__", "*.pyc", "_build_info.json", "patches"]
@@ -218,30 +350,51 @@ def stage_package(
         # Another tag of the train: its own subtree and pin replace the head's.
         ignored += ["prepare_finalize", "UPSTREAM.toml"]
     shutil.copytree(layout.overlay, package, ignore=shutil.ignore_patterns(*ignored))
+    line = target.line or head_line(layout)
     if target.subtree is not None:
-        write_files(package / "prepare_finalize", target.subtree)
+        write_files(package / line.overlay_dir, target.subtree)
         (package / "UPSTREAM.toml").write_text(target.pin.dumps(), encoding="utf-8")
     (package / "patches").mkdir()
-    shutil.copyfile(layout.series, package / "patches" / "series")
+    # The series this wheel's files carry: patches/series for the head line, the line's own otherwise.
+    shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
     for patch in patches:
-        shutil.copyfile(layout.patches / patch.name, package / "patches" / patch.name)
-    info = build_info(layout, version, target, patches, epoch)
+        (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
+    info = build_info(layout, version, target, patches, epoch, line.targets(line.overlay_dir), dirty)
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, target.pin, target.flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
 
 
-def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[Patch], epoch: int) -> BuildInfo:
+def head_line(layout: Layout) -> Line:
+    """The head's release line: the one its train entry names (the head line by default)."""
+    from release.train.model import Train
+
+    pin = Pin.load(layout.upstream_toml)
+    entry = Train.load(layout.train).get(pin.tag) if layout.train.is_file() else None
+    return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)
+
+
+def build_info(
+    layout: Layout,
+    version: str,
+    target: BuildTarget,
+    patches: list[Patch],
+    epoch: int,
+    targets: dict[str, str] | None = None,
+    dirty: list[str] | None = None,
+) -> BuildInfo:
     pin = target.pin
     return {
+        "dirty": list(dirty or []),
         "version": version,
         "vllm_tag": pin.tag,
         "vllm_version": pin.version,
         "vllm_wheel": pin.wheel,
         "vllm_wheel_sha256": pin.wheel_sha256,
         "upstream_source": pin.source,
-        "upstream_package": UPSTREAM_PACKAGE,
+        "upstream_package": pin.subtree.replace("/", "."),
+        "targets": targets if targets is not None else {UPSTREAM_PACKAGE: "prepare_finalize/"},
         "flashinfer_pin": pin.flashinfer,
         "flashinfer_specifier": target.flashinfer,
         "commit": head_commit(layout.root),
@@ -251,6 +404,7 @@ def build_info(layout: Layout, version: str, target: BuildTarget, patches: list[
 
 
 def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
+    modules = pin.subtree.rsplit("/", 1)[-1]  # prepare_finalize for the head line, fused_moe for older ones
     return f'''[build-system]
 requires = ["{BACKEND}=={BACKEND_VERSION}"]
 build-backend = "hatchling.build"
@@ -258,7 +412,7 @@ build-backend = "hatchling.build"
 [project]
 name = "{PROJECT}"
 version = "{version}"
-description = "vLLM {pin.tag} fused-MoE prepare_finalize with the vllm-fused-moe patch series, activated in place"
+description = "vLLM {pin.tag} fused-MoE {modules} with the vllm-fused-moe patch series, activated in place"
 readme = "README.md"
 license = "Apache-2.0"
 requires-python = ">=3.10"
@@ -279,8 +433,8 @@ def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
     lines = [
         f"# vllm-fused-moe {version}",
         "",
-        f"vLLM {pin.tag}'s `{UPSTREAM_PACKAGE}` with these patches, served under the upstream module",
-        "names by an import hook (`vllm_fused_moe.pth`). `VLLM_FUSED_MOE=off` disables it,",
+        f"vLLM {pin.tag}'s `{pin.subtree.replace('/', '.')}` modules with these patches, served under the",
+        "upstream module names by an import hook (`vllm_fused_moe.pth`). `VLLM_FUSED_MOE=off` disables it,",
         "`VLLM_FUSED_MOE=strict` turns a version mismatch into an error. `vllm-fused-moe info` tells all.",
         "",
     ]

@@ -15,7 +15,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
         "Without --all or --tag: the head of the train, from vendor/. Each wheel requires "
         "vllm==<its tag> and flashinfer-python in (its tag's own pin ∩ VERIFIED.toml); a tag "
-        "whose pin admits no verified version is refused (exit 2) and nothing is built."
+        "whose pin admits no verified version is refused (exit 2) and nothing is built. "
+        "A dirty tree (vendor/ not pristine + series, or, in a git checkout, uncommitted or extra "
+        "files in vendor/vllm_fused_moe/ or patches/) is refused: the wheel would claim a commit it "
+        "is not. Links are refused always."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
@@ -46,10 +49,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="build isolation: auto uses the installed backend when it is the pinned version",
     )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="build a dirty tree anyway: the version ends in .dirty (0.20.0+fm.1.dirty) and the build "
+        "info lists what is dirty",
+    )
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    plan = BuildPlan(layout, args.out, args.patch_level, args.isolation)
+    plan = BuildPlan(layout, args.out, args.patch_level, args.isolation, args.allow_dirty)
     if args.all or args.tags:
         results = build_train(plan, None if args.all else args.tags)
     else:

@@ -17,15 +17,21 @@ import re
 import stat
 import urllib.parse
 import zipfile
-from dataclasses import dataclass
+import zlib
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError, PublishError
+from release.core.faults import fault_point
 from release.core.hashing import file_sha256
+from release.core.journal import write_atomic
+from release.core.layout import writable_dir_problem
+from release.core.lock import INDEX_LOCK, index_lock
 
 TMP_PREFIX = ".publish-"
 HREF_RE = re.compile(r'<a href="(?P<href>[^"#]+)#sha256=(?P<sha>[0-9a-f]{64})"')
@@ -57,11 +63,22 @@ def inspect_wheel(path: Path) -> Wheel:
             metadata_names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(metadata_names) != 1:
                 raise BadWheelError(f"{path.name} has {len(metadata_names)} .dist-info/METADATA files, expected one")
-            headers = HeaderParser().parsestr(archive.read(metadata_names[0]).decode("utf-8"))
-    except zipfile.BadZipFile:
-        raise BadWheelError(f"{path.name} is not a zip archive") from None
+            raw = archive.read(metadata_names[0])
+    except zipfile.BadZipFile as exc:
+        what = "is not a zip archive" if "not a zip" in str(exc).lower() else f"has corrupt data ({exc})"
+        raise BadWheelError(f"{path.name} {what}") from None
+    except (zlib.error, EOFError, OSError, ValueError) as exc:
+        raise BadWheelError(f"{path.name} has corrupt data ({exc})") from None
+    try:
+        headers = HeaderParser().parsestr(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadWheelError(f"{path.name}: its .dist-info/METADATA is not UTF-8 text") from None
     meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
-    if canonicalize_name(meta_name) != name or Version(meta_version) != version:
+    try:
+        parsed_version = Version(meta_version)
+    except InvalidVersion:
+        raise BadWheelError(f"{path.name}: its METADATA Version {meta_version!r} is not a PEP 440 version") from None
+    if canonicalize_name(meta_name) != name or parsed_version != version:
         raise BadWheelError(
             f"{path.name} says it is {meta_name} {meta_version} inside: its name clashes with its metadata"
         )
@@ -72,29 +89,141 @@ def inspect_wheel(path: Path) -> Wheel:
 class Outcome:
     added: list[str]
     already: list[str]
+    repaired: list[str] = field(default_factory=list)
 
 
 def publish(wheels: list[Path], index: Path) -> Outcome:
     candidates = [inspect_wheel(path) for path in wheels]
+    _plan(candidates, index / "simple")  # two different wheels of one name are refused before anything is made
+    created = _make_index_dir(index)
+    try:
+        # A read-only index cannot be written by anyone we could race with; it is read as it is.
+        with index_lock(index) if _writable(index) else nullcontext():
+            return _publish(candidates, index)
+    except BaseException:
+        for directory in reversed(created):
+            _remove_if_only_lock(directory)
+        raise
+
+
+def _publish(candidates: list[Wheel], index: Path) -> Outcome:
     simple = index / "simple"
+    repaired = repair(simple)
     for project in sorted({w.project for w in candidates}):
         check_consistent(simple / project)
     added, already = _plan(candidates, simple)
     if added:  # a rerun with nothing new writes nothing, so it also works on a read-only index
         _check_writable(index, simple, {w.project for w in added})
         _apply(added, simple)
-    return Outcome([w.name for w in added], [w.name for w in already])
+    return Outcome([w.name for w in added], [w.name for w in already], repaired)
+
+
+def _make_index_dir(index: Path) -> list[Path]:
+    """Create INDEX_DIR and its missing parents (as --help says); returns what was created."""
+    if index.is_dir():
+        return []
+    problem = writable_dir_problem(index)
+    if problem:
+        raise IndexNotWritableError(f"cannot create the index {index}: {problem}; nothing was published")
+    missing = [index, *(p for p in index.parents if not p.exists())]
+    index.mkdir(parents=True)
+    return sorted(missing, key=lambda p: len(p.parts))
+
+
+def _remove_if_only_lock(directory: Path) -> None:
+    # Bad input leaves nothing behind: a directory we made holds at most our lock files.
+    if directory.is_dir() and all(p.name.startswith(INDEX_LOCK) for p in directory.iterdir()):
+        for p in directory.iterdir():
+            p.unlink()
+        directory.rmdir()
+
+
+def _writable(directory: Path) -> bool:
+    mode = directory.stat().st_mode
+    return os.access(directory, os.W_OK) and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _check_writable(index: Path, simple: Path, projects: set[str]) -> None:
     # Root may write anywhere; a directory without write bits still means "leave this alone".
     for directory in [index, simple, *(simple / p for p in sorted(projects))]:
-        if directory.exists():
-            mode = directory.stat().st_mode
-            if not os.access(directory, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-                raise IndexNotWritableError(f"{directory} is read-only; nothing was published")
-        elif directory == index and not directory.parent.is_dir():
-            raise IndexNotWritableError(f"{directory.parent} does not exist; nothing was published")
+        if directory.exists() and not _writable(directory):
+            raise IndexNotWritableError(f"{directory} is read-only; nothing was published")
+
+
+def repair(simple: Path) -> list[str]:
+    """Finish what an interrupted publish left, or refuse what no publish of ours can leave.
+
+    Runs under the index lock, so every `.publish-*` file is a dead publish's: removed. A wheel
+    on disk that its page does not list (renamed in before the page was) and a page that is
+    truncated or stale are repaired by regenerating the page from the files, each checked. A
+    listed file that is gone or has other bytes, or a stray non-wheel, is refused: no crash of
+    ours makes those. A read-only index is never repaired, only refused.
+    """
+    if not simple.is_dir():
+        return []
+    done: list[str] = []
+    writable = _writable(simple)
+    projects = sorted(p for p in simple.iterdir() if p.is_dir() and not p.name.startswith("."))
+    leftovers = sorted(p for d in [simple, *projects] for p in d.iterdir() if p.name.startswith(TMP_PREFIX))
+    if leftovers:
+        if not writable or not all(_writable(p.parent) for p in leftovers):
+            shown = ", ".join(str(p) for p in leftovers)
+            raise IndexCorruptError(f"leftovers of an interrupted publish in a read-only index: {shown}")
+        for path in leftovers:
+            path.unlink()
+        done.append(f"removed {len(leftovers)} leftover(s) of an interrupted publish ({leftovers[0].name}, ...)")
+    for project_dir in projects:
+        page = project_dir / "index.html"
+        listed = _listed(page)
+        on_disk = {p.name for p in project_dir.iterdir() if p.name != "index.html"}
+        gone = sorted(set(listed) - on_disk)
+        if gone:
+            raise IndexCorruptError(f"{page} lists {', '.join(gone)}, which is gone from {project_dir}")
+        for name, sha in sorted(listed.items()):
+            if file_sha256(project_dir / name) != sha:
+                raise IndexCorruptError(f"{project_dir / name} does not have the sha256 its index.html lists")
+        wheels = []
+        for name in sorted(on_disk):
+            path = project_dir / name
+            if not name.endswith(".whl") or not path.is_file():
+                raise IndexCorruptError(f"{path} is not a wheel; no publish puts it there")
+            try:
+                wheel = inspect_wheel(path)
+            except BadWheelError as exc:
+                raise IndexCorruptError(f"{path} is no wheel a publish puts there: {exc}") from None
+            if wheel.project != project_dir.name:
+                raise IndexCorruptError(f"{path} is a wheel of {wheel.project}, not of {project_dir.name}")
+            wheels.append(wheel)
+        expected = project_page(project_dir, project_dir.name, [])
+        if _read(page) != expected:
+            why = f"it did not list {', '.join(sorted(on_disk - set(listed)))}" if on_disk - set(listed) else "stale"
+            _rewrite(page, expected, writable and _writable(project_dir), why)
+            done.append(f"repaired {page} ({why}, left by an interrupted publish)")
+    if projects:
+        expected = root_page(simple, set())
+        if _read(simple / "index.html") != expected:
+            _rewrite(simple / "index.html", expected, writable, "it did not list every project")
+            done.append(f"repaired {simple / 'index.html'} (it did not list every project)")
+    return done
+
+
+def _listed(page: Path) -> dict[str, str]:
+    return {urllib.parse.unquote(m.group("href")): m.group("sha") for m in HREF_RE.finditer(_read(page))}
+
+
+def _read(page: Path) -> str:
+    try:
+        return page.read_text("utf-8")
+    except FileNotFoundError:
+        return ""
+    except UnicodeDecodeError:
+        return "\0"  # not text: never equal to a page we would write, so it is regenerated
+
+
+def _rewrite(page: Path, text: str, writable: bool, why: str) -> None:
+    if not writable:
+        raise IndexCorruptError(f"{page} is half-written or stale ({why}) and the index is read-only")
+    write_atomic(page, text.encode("utf-8"))
 
 
 def check_consistent(project_dir: Path) -> None:
@@ -149,11 +278,13 @@ def _apply(added: list[Wheel], simple: Path) -> None:
             if not directory.exists():
                 directory.mkdir()
                 created.append(directory)
+        fault_point("publish:dirs")
         renames: list[tuple[Path, Path]] = []
         for wheel in added:
             temporary = simple / wheel.project / f"{TMP_PREFIX}{wheel.name}"
             temporaries.append(temporary)
             _copy(wheel.path, temporary)
+            fault_point("publish:copied")
             if file_sha256(temporary) != wheel.sha256:
                 raise PublishError(f"{wheel.path} changed while it was being published")
             renames.append((temporary, simple / wheel.project / wheel.name))
@@ -167,6 +298,7 @@ def _apply(added: list[Wheel], simple: Path) -> None:
             temporary = page.with_name(f"{TMP_PREFIX}{page.name}")
             temporaries.append(temporary)
             temporary.write_text(text, encoding="utf-8")
+            fault_point("publish:page-written")
             renames.append((temporary, page))
     except OSError as exc:
         for temporary in temporaries:
@@ -178,6 +310,7 @@ def _apply(added: list[Wheel], simple: Path) -> None:
     # Everything is written; only renames are left: wheels first, so no page ever links a missing file.
     for temporary, final in renames:
         temporary.replace(final)
+        fault_point("publish:renamed")
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -6,12 +6,14 @@ import tempfile
 from pathlib import Path
 
 from release.core.errors import SourceError, UnknownTagError
-from release.core.git import files_at, git
+from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
+from release.pristine import safe
 from release.pristine.tree import UpstreamTree, _flashinfer_pin
+from release.queue.lines import Line
 
 
-def read_git(tag: str, url_or_path: str, source: str) -> UpstreamTree:
+def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) -> UpstreamTree:
     """Fetch just `tag` (depth 1, no blobs until asked) and read only the subtree's blobs."""
     local = Path(url_or_path)
     if not source.startswith("git+") and not (local / ".git").exists() and not (local / "HEAD").is_file():
@@ -26,10 +28,15 @@ def read_git(tag: str, url_or_path: str, source: str) -> UpstreamTree:
             if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
                 raise UnknownTagError(f"{source} has no tag {tag}")
             raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
+        # The tag, fetched by its exact name, is this source's proof of the version.
         commit = git("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=repo).out.strip()
-        files = files_at(repo, commit, UPSTREAM_SUBTREE)
+        root = line.root if line else UPSTREAM_SUBTREE
+        safe.check_git_entries(ls_tree(repo, commit, root), source)
+        files = files_at(repo, commit, root)
+        if line is not None:
+            files = line.relative({f"{root}/{name}": data for name, data in files.items()})
         if not files:
-            raise SourceError(f"{source} at {tag} has no {UPSTREAM_SUBTREE}/")
+            raise SourceError(f"{source} at {tag} has no {root}/")
         cuda = git("show", f"{commit}:requirements/cuda.txt", cwd=repo, check=False)
         pin = _flashinfer_pin(cuda.out) if cuda.ok else ""
     return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin, commit=commit)

@@ -5,27 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.core.errors import SourceError
-from release.core.versions import version_of_tag
+from release.core.versions import canonical_tag
+from release.pristine import safe
 from release.pristine.dir_source import read_dir
 from release.pristine.git_source import read_git
 from release.pristine.tree import UpstreamTree
 from release.pristine.wheel import read_pypi, read_wheel
+from release.queue.lines import Line
 
 DEFAULT_GIT_URL = "https://github.com/vllm-project/vllm.git"
 DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"
 
 
-def fetch(tag: str, source: str) -> UpstreamTree:
-    version_of_tag(tag)
+def fetch(tag: str, source: str, line: Line | None = None) -> UpstreamTree:
+    """`tag`'s pristine code: the modules of `line` (default: the head's subtree), keyed below its root.
+
+    Proven to be that tag and to stay inside the subtree: each reader proves the version and
+    refuses links where it reads (release.pristine.safe); the names of every tree are checked
+    here, for every kind of source, before anyone writes them.
+    """
+    tree = _read(canonical_tag(tag), source, line)
+    safe.check_tree(tree.files, source)
+    return tree
+
+
+def _read(tag: str, source: str, line: Line | None) -> UpstreamTree:
     kind, _, rest = source.partition(":")
     if source == "pypi":
-        return read_pypi(tag)
+        return read_pypi(tag, line)
     if kind == "wheel" and rest:
-        return read_wheel(tag, Path(rest), source_label=source)
+        return read_wheel(tag, Path(rest), source, line)
     if kind == "dir" and rest:
-        return read_dir(tag, Path(rest), source)
+        return read_dir(tag, Path(rest), source, line)
     if kind == "git" and rest:
-        return read_git(tag, rest, source)
+        return read_git(tag, rest, source, line)
     if kind == "git+http" or kind == "git+https" or kind == "git+file" or kind == "git+ssh":
-        return read_git(tag, source.removeprefix("git+"), source)
+        return read_git(tag, source.removeprefix("git+"), source, line)
     raise SourceError(f"unknown source {source!r}")

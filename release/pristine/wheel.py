@@ -36,9 +36,11 @@ from release.core.errors import PackageIndexError, SourceError, WheelIntegrityEr
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
+from release.pristine import safe
 from release.pristine.index import IndexFile, note, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
-from release.pristine.tree import UpstreamTree, _flashinfer_pin, _metadata_field
+from release.pristine.tree import UpstreamTree, _flashinfer_pin
+from release.queue.lines import Line
 
 Want = Callable[[str], bool]
 DIST_INFO_RE = re.compile(r"^[^/]+\.dist-info/(METADATA|RECORD)$")
@@ -70,9 +72,13 @@ class WheelContent:
     wheel_sha256: str  # the index's sha256 of the whole file (or, for a local file, its own)
     names: list[str]  # every file member of the wheel
     files: dict[str, bytes]  # the wanted members, by their path in the wheel
-    metadata: str
+    metadata_raw: bytes | None  # .dist-info/METADATA as stored (verified against RECORD); None: absent
     how: str  # "local wheel", "cached wheel", "cached members", "range requests", "full download"
     transfer: Transfer = field(default_factory=Transfer)
+
+    @property
+    def metadata(self) -> str:
+        return self.metadata_raw.decode("utf-8", "replace") if self.metadata_raw is not None else ""
 
 
 # ----------------------------------------------------------------- any archive
@@ -115,23 +121,34 @@ def verify_member(name: str, data: bytes, record: dict[str, tuple[str, str]], la
         )
 
 
-def read_archive(archive: zipfile.ZipFile, label: str, want: Want) -> tuple[list[str], dict[str, bytes], str]:
-    """Every member name, the wanted members and METADATA, each checked against RECORD."""
-    names = [info.filename for info in archive.infolist() if not info.is_dir()]
+def read_archive(archive: zipfile.ZipFile, label: str, want: Want) -> tuple[list[str], dict[str, bytes], bytes | None]:
+    """Every member name, the wanted members and METADATA, each checked against RECORD.
+
+    A wanted member that is a link or whose name leaves the subtree is refused before it is read.
+    """
+    infos = [info for info in archive.infolist() if not info.is_dir()]
+    names = [info.filename for info in infos]
+    wanted = [info for info in infos if want(info.filename)]
+    for info in wanted:
+        safe.check_wheel_member(info, label)
     _, _, record = _record(archive, label)
     files = {}
-    for name in names:
-        if want(name):
-            data = _read(archive, name, label)
-            verify_member(name, data, record, label)
-            files[name] = data
-    metadata = ""
+    for info in wanted:
+        data = _read(archive, info.filename, label)
+        verify_member(info.filename, data, record, label)
+        files[info.filename] = data
+    return names, files, _metadata(archive, names, record, label)
+
+
+def _metadata(
+    archive: zipfile.ZipFile, names: list[str], record: dict[str, tuple[str, str]], label: str
+) -> bytes | None:
     metadata_name = next((n for n in names if DIST_INFO_RE.match(n) and n.endswith("/METADATA")), None)
-    if metadata_name:
-        raw = _read(archive, metadata_name, label)
-        verify_member(metadata_name, raw, record, label)
-        metadata = raw.decode("utf-8", "replace")
-    return names, files, metadata
+    if metadata_name is None:
+        return None
+    raw = _read(archive, metadata_name, label)
+    verify_member(metadata_name, raw, record, label)
+    return raw
 
 
 def _open_zip(source: Path | LazyHTTPFile, label: str) -> zipfile.ZipFile:
@@ -222,15 +239,12 @@ def _from_members_cache(path: Path, entry: IndexFile, want: Want) -> WheelConten
                 return None  # another module set was read last time: fetch the rest
             files = {}
             for name in wanted:
+                # Our own cache, but a file on disk all the same: the same member checks as a wheel.
+                safe.check_wheel_member(archive.getinfo(name), label)
                 data = _read(archive, name, label)
                 verify_member(name, data, record, label)
                 files[name] = data
-            metadata_name = next((n for n in held if DIST_INFO_RE.match(n) and n.endswith("/METADATA")), None)
-            metadata = ""
-            if metadata_name:
-                raw = _read(archive, metadata_name, label)
-                verify_member(metadata_name, raw, record, label)
-                metadata = raw.decode("utf-8", "replace")
+            metadata = _metadata(archive, sorted(held), record, label)
     except (WheelIntegrityError, zipfile.BadZipFile, OSError, EOFError) as exc:
         note(f"cached members {path} are unusable ({exc}); reading them from the index again")
         path.unlink(missing_ok=True)
@@ -352,15 +366,15 @@ def _wheels_for(directory: Path, version: str) -> list[Path]:
     return sorted(p for p in directory.glob("vllm-*.whl") if pattern.match(p.name)) if directory.is_dir() else []
 
 
-def _tree(tag: str, content: WheelContent, source_label: str) -> UpstreamTree:
-    version = version_of_tag(tag)
-    wheel_version = _metadata_field(content.metadata, "Version")
-    if wheel_version and wheel_version != version:
-        raise SourceError(f"{content.wheel} is vLLM {wheel_version}, not {tag}")
-    prefix = UPSTREAM_SUBTREE + "/"
+def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None = None) -> UpstreamTree:
+    # Every way of reading (local, cached wheel, cached members, range requests, download) ends
+    # here: the wheel must prove it is `tag` by its METADATA (release.pristine.safe).
+    safe.prove_wheel_version(content.metadata_raw, tag, content.wheel)
+    root = line.root if line else UPSTREAM_SUBTREE
+    prefix = root + "/"
     files = {name[len(prefix) :]: data for name, data in content.files.items()}
     if not files:
-        raise SourceError(f"{content.wheel} has no {UPSTREAM_SUBTREE}/")
+        raise SourceError(f"{content.wheel} has no {' '.join(line.modules) if line else prefix}")
     return UpstreamTree(
         tag=tag,
         source=source_label,
@@ -371,13 +385,14 @@ def _tree(tag: str, content: WheelContent, source_label: str) -> UpstreamTree:
     )
 
 
-def read_pypi(tag: str) -> UpstreamTree:
-    """`--from pypi`: the subtree of `tag`'s release wheel, read lazily or from the cache."""
-    return _tree(tag, pypi_content(version_of_tag(tag), subtree_member), "pypi")
+def read_pypi(tag: str, line: Line | None = None) -> UpstreamTree:
+    """`--from pypi`: the line's modules (default: the subtree) of `tag`'s release wheel, read lazily or cached."""
+    want = line.wants if line else subtree_member
+    return _tree(tag, pypi_content(version_of_tag(tag), want), "pypi", line)
 
 
-def read_wheel(tag: str, wheel: Path, source_label: str) -> UpstreamTree:
-    """`--from wheel:PATH`: the subtree of a local wheel file."""
+def read_wheel(tag: str, wheel: Path, source_label: str, line: Line | None = None) -> UpstreamTree:
+    """`--from wheel:PATH`: the line's modules (default: the subtree) of a local wheel file."""
     if not wheel.is_file():
         raise SourceError(f"no wheel at {wheel}")
-    return _tree(tag, read_local(wheel, subtree_member), source_label)
+    return _tree(tag, read_local(wheel, line.wants if line else subtree_member), source_label, line)

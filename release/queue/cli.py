@@ -11,14 +11,18 @@ from release.core.layout import Layout
 def configure_check(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Undo the series on a copy of vendor/ and compare every file with the sha256 in "
-        "UPSTREAM.toml; any hand edit is reported file by file."
+        "UPSTREAM.toml; any hand edit is reported file by file, as are links, executable bits and "
+        "files a patch created that are gone. A swap a killed rebase left is finished first."
     )
 
 
 def run_check(args: argparse.Namespace, layout: Layout) -> int:
+    from release.core.lock import repo_lock
     from release.queue.status import check
 
-    found = check(layout)
+    # A reader: it finishes a swap a killed command left (and says so), and never waits for a writer.
+    with repo_lock(layout, "check", shared=True):
+        found = check(layout)
     for d in found:
         print(d.line())
     if found:
@@ -32,7 +36,10 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace, layout: Layout) -> int:
+    from release.core.lock import repo_lock
     from release.queue.status import status_lines
 
-    print("\n".join(status_lines(layout)))
+    with repo_lock(layout, "status", shared=True):
+        lines = status_lines(layout)
+    print("\n".join(lines))
     return EXIT_OK

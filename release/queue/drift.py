@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ class Drift:
     """One file of vendor/ that is not pristine + series."""
 
     path: str
-    kind: str  # "edited", "added", "missing", "patch-does-not-reverse"
+    kind: str  # "edited", "added", "missing", "patch-does-not-reverse", "mode", "symlink", "not-a-file"
     detail: str
 
     def line(self) -> str:
@@ -64,9 +66,15 @@ def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
     vendor = layout.vendor_files()
     pristine, blocked = unapply(vendor, queue.patches)
     found: list[Drift] = []
-    for name in sorted(set(queue.pin.files) | set(pristine)):
+    odd = odd_entries(layout.subtree)
+    for name in sorted(set(queue.pin.files) | set(pristine) | set(blocked) | set(odd)):
         expected = queue.pin.files.get(name)
-        if name in blocked:
+        if name in odd:
+            found.append(odd[name])
+        elif name in blocked and name not in vendor:
+            # Reversing needs the file; without it the patch that touches it cannot be undone.
+            found.append(Drift(name, "missing", f"{blocked[name]} creates or changes it, but it is gone"))
+        elif name in blocked:
             found.append(
                 Drift(name, "patch-does-not-reverse", f"{blocked[name]} no longer matches this file; it was edited")
             )
@@ -77,3 +85,33 @@ def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
         elif sha256_hex(pristine[name]) != expected:
             found.append(Drift(name, "edited", f"differs from upstream {queue.pin.tag} + series"))
     return found, pristine
+
+
+def odd_entries(subtree: Path) -> dict[str, Drift]:
+    """What a byte comparison cannot see: links (never followed), executable bits, special files.
+
+    Every vendored file is a regular, non-executable file: `rebase` writes them so and the
+    wheel ships them so. Anything else is a change by hand.
+    """
+    found: dict[str, Drift] = {}
+    if not subtree.is_dir():
+        return found
+    pending = [(subtree, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = prefix + entry.name
+                if entry.name == "__pycache__" or entry.name.endswith(".pyc"):
+                    continue
+                if entry.is_symlink():
+                    target = Path(entry.path).readlink()
+                    found[name] = Drift(name, "symlink", f"a symbolic link to {target}, not a file; never followed")
+                elif entry.is_dir(follow_symlinks=False):
+                    pending.append((Path(entry.path), name + "/"))
+                elif not entry.is_file(follow_symlinks=False):
+                    found[name] = Drift(name, "not-a-file", "neither a regular file nor a directory")
+                elif entry.stat(follow_symlinks=False).st_mode & 0o111:
+                    mode = oct(stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode))
+                    found[name] = Drift(name, "mode", f"mode {mode}: executable, vendored files are not")
+    return found

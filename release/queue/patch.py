@@ -15,6 +15,10 @@ UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
 DIFF_FILE_RE = re.compile(r"^diff --git a/(?P<a>\S+) b/(?P<b>\S+)$", re.M)
 HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
+# Header lines that carry a file mode: a link (120000) or submodule (160000) is refused.
+MODE_LINE_RE = re.compile(
+    r"^(?:new file mode|deleted file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?P<mode>\d{6})$"
+)
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 
@@ -41,18 +45,21 @@ class Patch:
     text: str
 
     @classmethod
-    def load(cls, path: Path) -> Patch:
+    def load(cls, path: Path, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> Patch:
+        """Read and validate one patch; `prefixes` are the upstream paths it may touch (its line's modules)."""
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise MalformedPatchError(f"{path} is missing") from None
         except UnicodeDecodeError:
             raise MalformedPatchError(f"{path} is not UTF-8 text") from None
+        except OSError as exc:
+            raise MalformedPatchError(f"{path} cannot be read as a file ({exc.strerror})") from None
         patch = cls(path.name, text)
-        patch.validate()
+        patch.validate(prefixes)
         return patch
 
-    def validate(self) -> None:
+    def validate(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
         if not self.text.startswith("From "):
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
         if not self.subject:
@@ -62,12 +69,46 @@ class Patch:
         hunks = self.hunks
         if not hunks:
             raise MalformedPatchError(f"{self.name}: holds no hunk")
-        for path in self.files:
-            if not path.startswith(UPSTREAM_SUBTREE_PREFIX):
-                raise MalformedPatchError(
-                    f"{self.name}: touches {path}, outside {UPSTREAM_SUBTREE_PREFIX}",
-                    hint="patches use upstream paths inside the vendored subtree only",
-                )
+        self._validate_paths(prefixes)
+
+    def _validate_paths(self, prefixes: tuple[str, ...]) -> None:
+        """Every path git would read from the mail stays inside the subtree, and every file stays a file.
+
+        git takes paths from a file header (`diff --git`, `---`/`+++`, `rename`/`copy` lines) and
+        creates links from mode 120000: each is checked, so no patch can reach outside the subtree
+        or add a link. Hunk bodies are skipped: a removed line may well start with `--- `.
+        """
+        in_header = False
+        for line in self.diff.splitlines():
+            paths: list[str] = []
+            if line.startswith("diff --git "):
+                match = DIFF_FILE_RE.match(line)
+                if not match:  # a quoted or unusual name that our parser would not see
+                    raise MalformedPatchError(f"{self.name}: cannot read the paths of {line!r}")
+                paths, in_header = [match.group("a"), match.group("b")], True
+            elif line.startswith("@@"):
+                in_header = False
+            elif not in_header:
+                continue
+            elif line.startswith(("--- ", "+++ ")):
+                name = line[4:].split("\t", 1)[0]
+                if name != "/dev/null":
+                    if not name.startswith(("a/", "b/")):
+                        raise MalformedPatchError(f"{self.name}: cannot read the path of {line!r}")
+                    paths = [name[2:]]
+            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+                paths = [line.split(" ", 2)[2]]
+            elif (mode := MODE_LINE_RE.match(line)) and mode.group("mode") not in ("100644", "100755"):
+                raise MalformedPatchError(f"{self.name}: {line!r}: a patch may only hold regular files, no links")
+            for path in paths:
+                parts = path.split("/")
+                inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
+                if not inside or any(p in ("", ".", "..") for p in parts):
+                    raise MalformedPatchError(
+                        f"{self.name}: touches {path}, outside {', '.join(prefixes)}",
+                        hint="patches use upstream paths inside their release line's modules only "
+                        "(patches/lines.toml), no `..`",
+                    )
 
     @property
     def header(self) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from release.core.errors import ConfigError
 from release.core.layout import UPSTREAM_SUBTREE
-from release.core.versions import version_of_tag
+from release.core.versions import canonical_tag, version_of_tag
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
@@ -48,6 +48,9 @@ class Pin:
         for key in ("tag", "source", "subtree"):
             if not isinstance(upstream.get(key), str) or not upstream[key]:
                 raise ConfigError(f"{path}: [upstream] {key} is missing")
+        tag = canonical_tag(upstream["tag"])
+        if upstream["tag"] != tag:
+            raise ConfigError(f"{path}: [upstream] tag {upstream['tag']!r} must be spelled {tag!r}")
         for name, digest in files.items():
             if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
                 raise ConfigError(f"{path}: [files] {name!r} is not a sha256 hex digest")

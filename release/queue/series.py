@@ -17,11 +17,18 @@ class Series:
     lines: tuple[str, ...]
 
     @classmethod
-    def load(cls, path: Path) -> Series:
+    def load(cls, path: Path, common: Path | None = None) -> Series:
+        """`common`: where a line's series (patches/lines/<line>/series) finds the patches it shares."""
+        if path.parent.exists() and not path.parent.is_dir():
+            raise MalformedSeriesError(f"{path.parent} is not a directory", hint="restore patches/ from git")
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise MalformedSeriesError(f"{path} is missing") from None
+        except UnicodeDecodeError:
+            raise MalformedSeriesError(f"{path} is not UTF-8 text") from None
+        except OSError as exc:
+            raise MalformedSeriesError(f"{path} cannot be read as a file ({exc.strerror})") from None
         series = cls(tuple(text.splitlines()))
         seen: set[str] = set()
         for name in series.names:
@@ -30,8 +37,9 @@ class Series:
             if name in seen:
                 raise MalformedSeriesError(f"{path}: {name!r} is listed twice")
             seen.add(name)
-            if not (path.parent / name).is_file():
-                raise MalformedSeriesError(f"{path} names {name!r}, which is not in {path.parent}")
+            if not (path.parent / name).is_file() and not (common is not None and (common / name).is_file()):
+                where = f"{path.parent}" + (f" nor {common}" if common is not None else "")
+                raise MalformedSeriesError(f"{path} names {name!r}, which is not in {where}")
         return series
 
     @property

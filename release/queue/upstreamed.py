@@ -47,10 +47,10 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
     return any(haystack[i : i + width] == needle for i in range(len(haystack) - width + 1))
 
 
-def effect_present(patch: Patch, files: dict[str, bytes]) -> bool:
-    """The semantic check: every hunk's post-image is in `files` and its pre-image is gone."""
+def effect_present(patch: Patch, files: dict[str, bytes], root: str = UPSTREAM_SUBTREE) -> bool:
+    """The semantic check: every hunk's post-image is in `files` (keyed below `root`) and its pre-image is gone."""
     for hunk in patch.hunks:
-        data = files.get(hunk.path[len(UPSTREAM_SUBTREE) + 1 :])
+        data = files.get(hunk.path[len(root) + 1 :])
         if data is None:
             return False
         text = _normalise(data.decode("utf-8", "replace").splitlines())
@@ -85,7 +85,7 @@ def classify(repo: WorkRepo, patch: Patch, patch_file: Path) -> Classification:
         how = "applies as it is"
     elif repo.apply_check(patch_file, reverse=True).ok:
         return Classification("upstream", "reverse-applies cleanly: already upstream")
-    elif effect_present(patch, repo.subtree_files()):
+    elif effect_present(patch, repo.subtree_files(), repo.root):
         return Classification("upstream", "its change is present and its pre-image gone (semantic check)")
     else:
         how = "3-way merge"

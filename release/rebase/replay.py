@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release.core.faults import fault_point
 from release.core.git import WorkRepo
+from release.core.layout import UPSTREAM_SUBTREE
+from release.pristine.tree import UpstreamTree
 from release.queue.patch import Patch
 from release.queue.upstreamed import classify, hunk_label
 from release.rebase.report import Conflict, PatchOutcome
@@ -28,7 +31,9 @@ class Replay:
     retired: list[str] = field(default_factory=list)
 
 
-def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay) -> Patch | None:
+def replay_series(
+    repo: WorkRepo, work: Path, patches: list[Patch], replay: Replay, upstream: UpstreamTree
+) -> Patch | None:
     """Classify each patch in order; returns the patch that conflicts, if any."""
     for patch in patches:
         patch_file = work / "patches" / patch.name
@@ -40,27 +45,36 @@ def replay_series(repo: WorkRepo, work: Path, patches: list[Patch], replay: Repl
             replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", decided.how))
             continue
         if decided.status == "conflict":
-            replay.outcomes.append(
-                PatchOutcome(
-                    patch.name,
-                    patch.subject,
-                    "conflict",
-                    decided.how,
-                    conflicts=describe_conflict(repo, patch),
-                )
-            )
+            absent = absent_files(patch, upstream)
+            how = f"its file(s) are absent in vLLM {upstream.tag}: {', '.join(absent)}" if absent else decided.how
+            conflicts = describe_conflict(repo, patch, upstream)
+            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "conflict", how, conflicts=conflicts))
             return patch
+        fault_point("rebase:replayed")
         replay.applied.append(patch.name)
         replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", decided.how))
     return None
 
 
-def describe_conflict(repo: WorkRepo, patch: Patch) -> list[Conflict]:
+def absent_files(patch: Patch, upstream: UpstreamTree) -> list[str]:
+    """The files the patch changes (not creates) that the new tag no longer has."""
+    cut = len(UPSTREAM_SUBTREE) + 1
+    created = {h.path for h in patch.hunks if h.header.startswith("@@ -0,0 ")}
+    return [p for p in patch.files if p not in created and p[cut:] not in upstream.files]
+
+
+def describe_conflict(repo: WorkRepo, patch: Patch, upstream: UpstreamTree) -> list[Conflict]:
     conflicts: list[Conflict] = []
     unmerged = repo.unmerged_paths()
+    absent = set(absent_files(patch, upstream))
     paths = unmerged or list(patch.files)
-    for path in paths:
+    for path in dict.fromkeys([*paths, *sorted(absent)]):
         hunks = [hunk_label(h) for h in patch.hunks if h.path == path]
+        if path in absent:
+            theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)
+            ours = f"(absent in vLLM {upstream.tag}: the new tag deleted or moved this file)"
+            conflicts.append(Conflict(path, hunks, ours, theirs))
+            continue
         ours, theirs = _conflict_sides(repo.path / path)
         if not unmerged:
             theirs = "\n".join("\n".join(h.lines) for h in patch.hunks if h.path == path)

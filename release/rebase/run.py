@@ -14,12 +14,21 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
-from release.core.errors import BadInputError, ConflictError, DirtyVendorError
+from release.core.errors import (
+    AfterSwapError,
+    ConflictError,
+    DirtyVendorError,
+    OutputNotWritableError,
+    WorkDirError,
+)
+from release.core.faults import fault_point
 from release.core.git import WorkRepo
-from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.core.versions import version_of_tag
+from release.core.journal import write_atomic
+from release.core.layout import UPSTREAM_SUBTREE, Layout, writable_dir_problem
+from release.core.lock import repo_lock
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
@@ -53,6 +62,13 @@ class OutcomeState(TypedDict):
     conflicts: list[dict[str, object]]
 
 
+class Resolved(TypedDict):
+    """How `rebase --continue` committed the hand resolution (saved so a killed --continue can redo the rest)."""
+
+    head: str
+    status: str  # "applied", or "upstream" when the resolution is upstream's version
+
+
 class RebaseState(TypedDict):
     """The work directory's state.json: what `rebase --continue` needs to finish the run."""
 
@@ -62,11 +78,14 @@ class RebaseState(TypedDict):
     report_dir: str
     fingerprint: str
     upstream: UpstreamState
+    base: str  # the new tag's pristine commit in the scratch repo
+    stopped_at: str  # HEAD under the half-applied patch
     conflicted: str
     remaining: list[str]
     applied: list[str]
     retired: list[str]
     outcomes: list[OutcomeState]
+    resolved: NotRequired[Resolved]
 
 
 @dataclass
@@ -79,27 +98,41 @@ class RebaseOptions:
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
+    with repo_lock(options.layout, "rebase"):
+        return _rebase(options)
+
+
+def _rebase(options: RebaseOptions) -> RebaseReport:
     layout = options.layout
-    version_of_tag(options.tag)
+    options.tag = canonical_tag(options.tag)
+    check_report_dir(options)
     queue = Queue.load(layout)
     old_pristine = require_clean_vendor(layout, queue)
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
     try:
+        fault_point("rebase:work-dir")
         repo = WorkRepo.create(work / "repo")
         # The old pristine goes in first so that `am --3way` finds each patch's pre-image blobs.
         repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
         base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
         replay = Replay()
-        stopped = replay_series(repo, work, queue.patches, replay)
+        stopped = replay_series(repo, work, queue.patches, replay, upstream)
         if stopped is not None:
-            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
+            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
         return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
     except BaseException:
         # Keep the work dir only when it holds a conflict to continue from.
         if not (work / STATE).exists():
             shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def check_report_dir(options: RebaseOptions) -> None:
+    """An unwritable --report is bad input now, not a failure after vendor/ changed."""
+    problem = writable_dir_problem(report_dir(options))
+    if problem:
+        raise OutputNotWritableError(f"cannot write the report to {report_dir(options)}: {problem}")
 
 
 def require_clean_vendor(layout: Layout, queue: Queue) -> dict[str, bytes]:
@@ -112,9 +145,16 @@ def require_clean_vendor(layout: Layout, queue: Queue) -> dict[str, bytes]:
 
 def open_work_dir(layout: Layout, tag: str) -> Path:
     work = layout.work / f"rebase-{tag}"
+    if work.exists() and not (work / STATE).is_file():
+        # We hold the repository lock, so no rebase is running there: a killed run left it before
+        # it stopped at a conflict, and it holds nothing to continue from.
+        shutil.rmtree(work)
+        print(
+            f"note: removed {work}, left by a rebase that was killed before it stopped at a conflict", file=sys.stderr
+        )
     if work.exists():
-        raise BadInputError(
-            f"a rebase onto {tag} is already in progress in {work}",
+        raise WorkDirError(
+            f"a rebase onto {tag} is already in progress: it stopped at a conflict in {work}",
             hint=f"finish it with `python -m release rebase --continue {work}` or drop it with `--abort {work}`",
         )
     work.mkdir(parents=True)
@@ -141,16 +181,18 @@ def stop_on_conflict(
     work: Path,
     replay: Replay,
     stopped: Patch,
+    base: str,
 ) -> RebaseReport:
     names = [p.name for p in queue.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", "not-reached", "after the conflict"))
+    repo = WorkRepo(work / "repo")
     state: RebaseState = {
         "tag": options.tag,
         "source": options.source,
         "dry_run": options.dry_run,
-        "report_dir": str(options.report_dir) if options.report_dir else "",
+        "report_dir": str(options.report_dir.absolute()) if options.report_dir else "",
         "fingerprint": _queue_fingerprint(options.layout),
         "upstream": {
             "flashinfer": upstream.flashinfer,
@@ -158,6 +200,8 @@ def stop_on_conflict(
             "wheel_sha256": upstream.wheel_sha256,
             "commit": upstream.commit,
         },
+        "base": base,  # the new tag's pristine commit in the scratch repo
+        "stopped_at": repo.head(),  # HEAD under the half-applied patch
         "conflicted": stopped.name,
         "remaining": remaining,
         "applied": replay.applied,
@@ -174,13 +218,19 @@ def stop_on_conflict(
             for o in replay.outcomes
         ],
     }
-    (work / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    save_state(work, state)
+    fault_point("rebase:state")
     report = make_report(options, queue, upstream, old_pristine, replay, "conflict")
     report.work_dir = str(work)
     report.continue_command = f"python -m release rebase --continue {work}"
     report.abort_command = f"python -m release rebase --abort {work}"
     write_report(options, report)
     return report
+
+
+def save_state(work: Path, state: RebaseState) -> None:
+    # Atomic: a kill while writing leaves the previous state (or none), never half a file.
+    write_atomic(work / STATE, (json.dumps(state, indent=2) + "\n").encode("utf-8"))
 
 
 def finish(
@@ -225,18 +275,20 @@ def finish(
         and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
-    if not options.dry_run:
-        install(
-            options.layout,
-            Outputs(
-                vendor=repo.subtree_files(),
-                refreshed=refreshed,
-                retired=retired,
-                series=series.dumps(),
-                pin=pin.dumps(),
-                train=head.text,
-            ),
+    if options.dry_run:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        outputs = Outputs(
+            vendor=repo.subtree_files(),
+            refreshed=refreshed,
+            retired=retired,
+            series=series.dumps(),
+            pin=pin.dumps(),
+            train=head.text,
         )
+        # The work dir goes with the swap (the journal discards it), so no state outlives the change.
+        install(options.layout, outputs, f"rebase {queue.pin.tag} -> {options.tag}", discard=[work])
+        fault_point("rebase:swapped")
     if head.stranded:
         print(
             f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
@@ -244,8 +296,15 @@ def finish(
             "until they are removed (`train remove TAG`) or the patch returns to the series",
             file=sys.stderr,
         )
-    shutil.rmtree(work, ignore_errors=True)
-    write_report(options, report)
+    try:
+        write_report(options, report)
+    except OSError as exc:
+        if options.dry_run:
+            raise OutputNotWritableError(f"cannot write the report: {exc}") from None
+        raise AfterSwapError(
+            f"the rebase onto {options.tag} is done (vendor/, patches/ and UPSTREAM.toml changed), "
+            f"but its report could not be written: {exc}"
+        ) from None
     return report
 
 
@@ -274,50 +333,83 @@ def make_report(
     )
 
 
+def report_dir(options: RebaseOptions) -> Path:
+    return options.report_dir or options.layout.root / "reports" / f"rebase-{options.tag}"
+
+
 def write_report(options: RebaseOptions, report: RebaseReport) -> None:
-    directory = options.report_dir or options.layout.root / "reports" / f"rebase-{options.tag}"
-    md, js = report.write(directory)
+    md, js = report.write(report_dir(options))
     print(f"report: {md} and {js}", file=sys.stderr)
 
 
 # ------------------------------------------------------------- continue / abort
 
 
+def work_dir(layout: Layout, given: Path) -> Path:
+    """The work directory a user named: relative to here or to the checkout, and nothing but a rebase's."""
+    candidates = [given] if given.is_absolute() else [Path.cwd() / given, layout.root / given]
+    found = next((c for c in candidates if c.exists()), candidates[0])
+    work = found.resolve()
+    if work.parent != layout.work.resolve() or not work.name.startswith("rebase-"):
+        raise WorkDirError(f"{given} is not a rebase work directory (.work/rebase-TAG/ of {layout.root})")
+    if not work.is_dir():
+        raise WorkDirError(f"{given} does not exist: no rebase is stopped there")
+    return work
+
+
 def load_state(work: Path) -> RebaseState:
     state_file = work / STATE
     if not state_file.is_file():
-        raise BadInputError(f"{work} holds no rebase in progress", hint="the conflict report names the work directory")
-    state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
+        raise WorkDirError(
+            f"{work} holds no conflict to continue: a rebase was killed there before it stopped",
+            hint=f"drop it with `python -m release rebase --abort {work}`, or start the rebase again "
+            "(it removes the leftover by itself)",
+        )
+    try:
+        state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
+        missing = [k for k in ("tag", "source", "fingerprint", "conflicted", "remaining", "applied", "retired",
+                               "outcomes", "upstream", "dry_run", "report_dir") if k not in state]  # fmt: skip
+        if missing:
+            raise KeyError(", ".join(missing))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WorkDirError(
+            f"{state_file} is damaged ({exc.__class__.__name__}: {exc})",
+            hint=f"drop it with `python -m release rebase --abort {work}` and start the rebase again",
+        ) from None
     return state
 
 
-def abort(layout: Layout, work: Path) -> None:
-    load_state(work)
-    shutil.rmtree(work)
-    print(f"dropped {work}; vendor/ and patches/ were never changed", file=sys.stderr)
+def abort(layout: Layout, given: Path) -> None:
+    with repo_lock(layout, "rebase --abort"):
+        work = work_dir(layout, given)
+        had_state = (work / STATE).is_file()
+        shutil.rmtree(work)
+        what = "its conflict" if had_state else "a killed rebase's leftovers"
+        print(f"dropped {work} ({what}); vendor/ and patches/ were never changed", file=sys.stderr)
 
 
-def resume(layout: Layout, work: Path) -> RebaseReport:
+def resume(layout: Layout, given: Path) -> RebaseReport:
+    with repo_lock(layout, "rebase --continue"):
+        return _resume(layout, work_dir(layout, given))
+
+
+def _resume(layout: Layout, work: Path) -> RebaseReport:
     """Finish a rebase whose conflict was resolved by hand in `work`/repo."""
     state = load_state(work)
     if state["fingerprint"] != _queue_fingerprint(layout):
-        raise BadInputError(
+        raise WorkDirError(
             "vendor/ or patches/ changed since the rebase stopped",
             hint=f"abort with `python -m release rebase --abort {work}` and start again",
         )
     repo = WorkRepo(work / "repo")
-    if repo.unmerged_paths():
-        raise ConflictError(
-            f"still unresolved in {repo.path}: {', '.join(repo.unmerged_paths())}",
-            hint="edit the files, `git add` them, then continue again",
-        )
-    if repo.am_in_progress():
-        result = repo.run("am", "--continue", check=False)
-        if not result.ok:
-            raise ConflictError(
-                f"`git am --continue` failed in {repo.path}: {result.message}",
-                hint="`git add` the resolved files first",
-            )
+    if "resolved" not in state:
+        state["resolved"] = resolve_conflict(repo, state)
+        save_state(work, state)
+    else:
+        # A --continue was killed after the conflict was resolved: replay the rest again from there.
+        if repo.am_in_progress():
+            repo.run("am", "--quit")
+        repo.run("reset", "--quiet", "--hard", state["resolved"]["head"])
     options = RebaseOptions(
         state["tag"],
         state["source"],
@@ -325,22 +417,57 @@ def resume(layout: Layout, work: Path) -> RebaseReport:
         state["dry_run"],
         Path(state["report_dir"]) if state["report_dir"] else None,
     )
+    check_report_dir(options)
     queue = Queue.load(layout)
-    replay = Replay(applied=state["applied"] + [state["conflicted"]], retired=state["retired"])
+    conflicted, status = state["conflicted"], state["resolved"]["status"]
+    replay = Replay(
+        applied=state["applied"] + ([conflicted] if status == "applied" else []),
+        retired=state["retired"] + ([conflicted] if status == "upstream" else []),
+    )
     for o in state["outcomes"]:
         if o["status"] == "not-reached":
             continue
-        if o["name"] == state["conflicted"]:
-            o = {**o, "status": "applied", "how": "conflict resolved by hand", "conflicts": []}
+        if o["name"] == conflicted:
+            how = (
+                "conflict resolved by hand"
+                if status == "applied"
+                else "conflict resolved to upstream's version (the patch became empty): retired"
+            )
+            o = {**o, "status": status, "how": how, "conflicts": []}
         replay.outcomes.append(PatchOutcome(o["name"], o["subject"], o["status"], o["how"], o["refreshed"]))
     remaining = [p for p in queue.patches if p.name in state["remaining"]]
-    # The new tag's pristine tree is the commit below the patches applied before the stop.
-    base = repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
+    # The new tag's pristine tree: recorded at the stop (older states: the commit below the applied patches).
+    base = state.get("base") or repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
     old_pristine = require_clean_vendor(layout, queue)
-    stopped = replay_series(repo, work, remaining, replay)
+    stopped = replay_series(repo, work, remaining, replay, upstream)
     if stopped is not None:
-        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped)
+        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
     return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
+
+
+def resolve_conflict(repo: WorkRepo, state: RebaseState) -> Resolved:
+    """Commit the hand resolution of the stopped patch; an empty one retires it (upstream's version)."""
+    if repo.unmerged_paths():
+        raise ConflictError(
+            f"still unresolved in {repo.path}: {', '.join(repo.unmerged_paths())}",
+            hint="edit the files, `git add` them, then continue again",
+        )
+    status = "applied"
+    if repo.am_in_progress():
+        if not repo.run("diff", "--cached", "--quiet", "HEAD", check=False).ok:
+            result = repo.run("am", "--continue", check=False)
+            if not result.ok:
+                raise ConflictError(
+                    f"`git am --continue` failed in {repo.path}: {result.message or '(git said nothing)'}",
+                    hint="`git add` the resolved files first",
+                )
+        else:
+            # Nothing left to commit: the resolution is upstream's version, so the patch is already there.
+            repo.run("am", "--skip")
+            status = "upstream"
+    elif state.get("stopped_at") and repo.head() == state["stopped_at"]:
+        status = "upstream"  # the maintainer ran `git am --skip` (or --abort) by hand: nothing of ours is left
+    return Resolved(head=repo.head(), status=status)

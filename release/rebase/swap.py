@@ -1,17 +1,18 @@
-"""Put a finished rebase in place: vendor/ subtree, UPSTREAM.toml and patches/ swap together.
+"""Put a finished rebase in place: vendor/ subtree, UPSTREAM.toml and patches/ change as one.
 
-Everything is written to a staging directory first; the swap is renames, undone if
-any of them fails, so a rebase leaves either the old state or the new one.
+The outputs become a list of journal outputs (release.core.journal): the new subtree, the
+whole new patches/ directory (with patches/train.toml when the train's head moved) and the
+new pin. The journal makes the change survive a SIGKILL at any instant: the next command that takes the
+repository lock finishes it and says so.
 """
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.layout import Layout, write_files
+from release.core.journal import Output, commit
+from release.core.layout import Layout, read_tree
 
 
 @dataclass
@@ -24,45 +25,30 @@ class Outputs:
     train: str | None = None  # patches/train.toml with the head's entry moved; None: no train here
 
 
-def install(layout: Layout, outputs: Outputs) -> None:
-    stage = layout.work / f"stage-{uuid.uuid4().hex[:8]}"
-    try:
-        new_subtree = stage / "subtree"
-        write_files(new_subtree, outputs.vendor)
-        new_patches = stage / "patches"
-        shutil.copytree(layout.patches, new_patches)
-        for name, text in outputs.refreshed.items():
-            (new_patches / name).write_text(text, encoding="utf-8")
-        for name, text in outputs.retired.items():
-            (new_patches / "retired").mkdir(exist_ok=True)
-            (new_patches / "retired" / name).write_text(text, encoding="utf-8")
-            (new_patches / name).unlink()
-        (new_patches / "series").write_text(outputs.series, encoding="utf-8")
-        if outputs.train is not None:
-            # train.toml lives in patches/, so it moves in the same rename as the series.
-            (new_patches / "train.toml").write_text(outputs.train, encoding="utf-8")
-        new_pin = stage / "UPSTREAM.toml"
-        new_pin.write_text(outputs.pin, encoding="utf-8")
-        _swap(
-            layout,
-            [(new_subtree, layout.subtree), (new_patches, layout.patches), (new_pin, layout.upstream_toml)],
-            stage,
-        )
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+def plan(layout: Layout, outputs: Outputs) -> list[Output]:
+    """The journal outputs: every path that changes, each with its complete new content."""
+    patches_rel = _relative(layout, layout.patches)
+    patches = read_tree(layout.patches)
+    for name, text in outputs.refreshed.items():
+        patches[name] = text.encode("utf-8")
+    for name, text in outputs.retired.items():
+        patches[f"retired/{name}"] = text.encode("utf-8")
+        patches.pop(name, None)
+    patches["series"] = outputs.series.encode("utf-8")
+    if outputs.train is not None:
+        # train.toml lives in patches/, so it changes in the same journaled output as the series.
+        patches[layout.train.relative_to(layout.patches).as_posix()] = outputs.train.encode("utf-8")
+    return [
+        Output(_relative(layout, layout.subtree), files=dict(outputs.vendor)),
+        Output(patches_rel, files=patches),
+        Output(_relative(layout, layout.upstream_toml), data=outputs.pin.encode("utf-8")),
+    ]
 
 
-def _swap(layout: Layout, pairs: list[tuple[Path, Path]], stage: Path) -> None:
-    done: list[tuple[Path, Path]] = []  # (target, backup)
-    try:
-        for new, target in pairs:
-            backup = stage / f"old-{target.name}"
-            target.replace(backup)
-            done.append((target, backup))
-            new.replace(target)
-    except BaseException:
-        for target, backup in reversed(done):
-            if target.exists():
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
-            backup.replace(target)
-        raise
+def install(layout: Layout, outputs: Outputs, what: str, discard: list[Path] | None = None) -> None:
+    """Swap the outputs in as one journaled change; `discard` (the work dir) goes with it."""
+    commit(layout, plan(layout, outputs), what, discard)
+
+
+def _relative(layout: Layout, path: Path) -> str:
+    return path.relative_to(layout.root).as_posix()

@@ -82,6 +82,12 @@ def build_document(
         "releases": {version: releases[version] for version in ordered},
         "skipped": {v: skipped[v] for v in sorted(skipped, key=Version)},
     }
+    if result.lines is not None:
+        document["lines"] = {
+            line.name: {"modules": list(line.modules), "note": line.note, "fires": line.fires}
+            for line in result.lines.lines
+        }
+        document["left_out"] = [{"releases": o.releases, "reason": o.reason} for o in result.lines.left_out]
     return document, dropped
 
 
@@ -156,6 +162,7 @@ def to_markdown(document: dict[str, Any]) -> str:
             f"| {version} | {STATUS_TEXT[e['status']]} | {e['line'] or '-'} | {cells} | "
             f"{'yes' if e['in_train'] else '-'} | {e['flashinfer'] or '-'} | `{e['wheel']}` |"
         )
+    out += lines_markdown(document)
     skipped = document.get("skipped") or {}
     by_reason: dict[str, list[str]] = {}
     for version, why in skipped.items():
@@ -163,3 +170,25 @@ def to_markdown(document: dict[str, Any]) -> str:
     for why, versions in by_reason.items():
         out += ["", f"Not read ({why}): {', '.join(versions)}."]
     return "\n".join(out) + "\n"
+
+
+def lines_markdown(document: dict[str, Any]) -> list[str]:
+    """Per release line: its releases, where the code lives, when the bug bites, and who is left out."""
+    lines = document.get("lines") or {}
+    if not lines:
+        return []
+    releases = document["releases"]
+    fixed = document["fixed_in"] or "not yet"
+    out = ["", "## Release lines", "", f"Every line is fixed upstream from {fixed} on (the first fixed release).", ""]
+    out += ["| line | affected releases | in the train | where the code lives | when the double reduce happens |"]
+    out += ["| --- | --- | --- | --- | --- |"]
+    for name, info in lines.items():
+        on = [v for v, e in releases.items() if e["line"] == name and e["status"] == "affected"]
+        train = [v for v in on if releases[v]["in_train"]]
+        span = f"{on[0]} - {on[-1]} ({len(on)})" if on else "-"
+        out.append(f"| `{name}` | {span} | {len(train)} of {len(on)} | {info['note']} | {info.get('fires') or '-'} |")
+    left = document.get("left_out") or []
+    if left:
+        out += ["", "Left out of the train (no flag can fix them):", ""]
+        out += [f"- vLLM {item['releases'].lstrip('=')}: {item['reason']}." for item in left]
+    return out

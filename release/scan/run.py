@@ -25,12 +25,14 @@ from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
+from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.tree import _flashinfer_pin
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
-from release.queue.load import Queue
+from release.queue.lines import Lines, read_lines
+from release.queue.load import Queue, line_patches
 from release.queue.patch import Patch
 from release.queue.upstreamed import classify
 from release.scan.lines import Line, load_lines
@@ -70,6 +72,7 @@ class ScanResult:
     skipped: dict[str, str]  # version -> why it was not read
     patches: list[Patch]
     seconds: float
+    lines: Lines | None = None  # patches/lines.toml, for the document's `lines` and `left_out`
 
     @property
     def transfer(self) -> Transfer:
@@ -117,6 +120,8 @@ def scan(options: ScanOptions) -> ScanResult:
     layout = options.layout
     queue, patches = scan_patches(layout)
     lines = load_lines(layout.lines)
+    # An older line's series: each of its patches stands in for the common patch it varies.
+    variants = {line.name: line_variants(layout, line, patches) for line in lines if not is_head(layout, line)}
     # The pinned pristine tree goes into each scratch repository first, as in rebase, so that
     # `git am --3way` finds each patch's pre-image blobs.
     pinned_pristine, _ = unapply(layout.vendor_files(), queue.patches)
@@ -129,22 +134,51 @@ def scan(options: ScanOptions) -> ScanResult:
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
-            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp))
+            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants)
             results.append(result)
             say(progress_line(number, len(todo), result))
-    return ScanResult(results, skipped, patches, time.monotonic() - started)
+    return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
+
+
+def is_head(layout: Layout, line: Line) -> bool:
+    """The head line takes patches/series itself (vendor/ holds it)."""
+    return line.series_path(layout.root) == layout.series
+
+
+def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str, Patch]:
+    """{common patch name: the patch this line applies in its place} (a variant, or the patch itself)."""
+    known = {p.name for p in patches}
+    out: dict[str, Patch] = {}
+    for patch in line_patches(layout, line):
+        varies = patch.trailers.get("Varies", patch.name)
+        out[varies if varies in known else patch.name] = patch
+    return out
 
 
 def scan_release(
-    release: Release, lines: list[Line], patches: list[Patch], pinned: dict[str, bytes], tmp: Path
+    release: Release,
+    lines: list[Line],
+    patches: list[Patch],
+    pinned: dict[str, bytes],
+    tmp: Path,
+    variants: dict[str, dict[str, Patch]] | None = None,
 ) -> ReleaseResult:
     started = time.monotonic()
     version = str(release.version)
     content = pypi_content(version, lambda name: any(line.wants(name) for line in lines))
-    line = next((line for line in lines if line.present(content.names)), None)
-    prefix = UPSTREAM_SUBTREE + "/"
-    subtree = {n[len(prefix) :]: d for n, d in content.files.items() if n.startswith(prefix)}
-    states = classify_patches(patches, subtree if line else {}, pinned, tmp / version)
+    safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
+    line = next((line for line in lines if line.present(content.names, content.files)), None)
+    own = (variants or {}).get(line.name) if line else None
+    if line is None or own is None:
+        # The head line (or none): the series and the retired patches, on the prepare_finalize/ subtree.
+        prefix = UPSTREAM_SUBTREE + "/"
+        subtree = {n[len(prefix) :]: d for n, d in content.files.items() if n.startswith(prefix)}
+        states = classify_patches(patches, subtree if line else {}, pinned, tmp / version)
+    else:
+        # An older line: each common patch is judged by the variant the line takes in its place.
+        found = classify_patches(list(own.values()), line.relative(content.files), {}, tmp / version, line.root)
+        by_variant = {variant.name: found[variant.name] for variant in own.values()}
+        states = {p.name: by_variant[own[p.name].name] if p.name in own else ABSENT for p in patches}
     return ReleaseResult(
         version=version,
         line=line.name if line else None,
@@ -158,27 +192,28 @@ def scan_release(
     )
 
 
-def existing_files(patch: Patch) -> list[str]:
-    """The files a patch changes that must exist before it (not the ones it creates), subtree-relative."""
-    cut = len(UPSTREAM_SUBTREE) + 1
+def existing_files(patch: Patch, root: str = UPSTREAM_SUBTREE) -> list[str]:
+    """The files a patch changes that must exist before it (not the ones it creates), relative to `root`."""
+    cut = len(root) + 1
     created = {h.path for h in patch.hunks if h.header.startswith("@@ -0,0 ")}
     return [path[cut:] for path in patch.files if path not in created]
 
 
 def classify_patches(
-    patches: list[Patch], files: dict[str, bytes], pinned: dict[str, bytes], work: Path
+    patches: list[Patch], files: dict[str, bytes], pinned: dict[str, bytes], work: Path, root: str = UPSTREAM_SUBTREE
 ) -> dict[str, str]:
-    """Each patch on one release's subtree, in order, with rebase's classifier."""
+    """Each patch on one release's files (keyed below `root`), in order, with rebase's classifier."""
     states: dict[str, str] = {}
-    present = [p for p in patches if files and any(f in files for f in existing_files(p))]
+    present = [p for p in patches if files and any(f in files for f in existing_files(p, root))]
     for patch in patches:
         if patch not in present:
             states[patch.name] = ABSENT
     if not present:
         return states
-    repo = WorkRepo.create(work)
+    repo = WorkRepo.create(work, root)
     try:
-        repo.commit_subtree(pinned, "pinned pristine")
+        if pinned:
+            repo.commit_subtree(pinned, "pinned pristine")
         repo.commit_subtree(files, "release pristine")
         for patch in present:
             patch_file = work / ".patches" / patch.name

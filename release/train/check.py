@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from release.core.errors import ReleaseError, UnknownTrainTagError
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
-from release.queue.load import Queue
+from release.queue.lines import Line, read_lines
+from release.queue.load import Queue, line_patches
 from release.queue.patch import Patch
 from release.train.model import Train, TrainEntry
 from release.train.replay import TagReplay, head_pristine, replay_tag
@@ -54,7 +56,7 @@ def select(train: Train, tags: list[str] | None) -> list[TrainEntry]:
         return list(train.entries)
     chosen = []
     for tag in tags:
-        entry = train.get(tag)
+        entry = train.get(canonical_tag(tag))
         if entry is None:
             raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
         chosen.append(entry)
@@ -67,9 +69,14 @@ def check_train(layout: Layout, tags: list[str] | None = None, jobs: int | None 
     queue = Queue.load(layout)
     entries = select(train, tags)
     base = head_pristine(layout, queue)
+    lines = read_lines(layout.lines)
+    # Each line's series, once: the head line's is patches/series, the others' their own.
+    series = {name: line_patches(layout, lines.get(name)) for name in {e.line for e in entries}}
     workers = jobs or min(4, os.cpu_count() or 1, max(len(entries), 1))
     with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda e: check_entry(layout, queue, e, base), entries))
+        results = list(
+            pool.map(lambda e: check_entry(layout, queue, e, base, lines.get(e.line), series[e.line]), entries)
+        )
     if not tags and queue.pin.tag not in train.tags:
         results.insert(
             0,
@@ -81,11 +88,21 @@ def check_train(layout: Layout, tags: list[str] | None = None, jobs: int | None 
     return results
 
 
-def check_entry(layout: Layout, queue: Queue, entry: TrainEntry, base: dict[str, bytes]) -> TagCheck:
+def check_entry(
+    layout: Layout,
+    queue: Queue,
+    entry: TrainEntry,
+    base: dict[str, bytes],
+    line: Line | None = None,
+    patches: list[Patch] | None = None,
+) -> TagCheck:
+    """One tag: its line's modules from the recorded source, replayed with its line's series."""
     started = time.perf_counter()
     result = TagCheck(entry.tag)
+    head_line = line is None or patches is None or patches == queue.patches
+    patches = queue.patches if patches is None else patches
     try:
-        upstream = fetch(entry.tag, entry.source)
+        upstream = fetch(entry.tag, entry.source, None if head_line else line)
     except ReleaseError as exc:
         result.findings.append(Finding(entry.tag, entry.source, "source", f"cannot read it: {exc}"))
         result.seconds = time.perf_counter() - started
@@ -101,14 +118,18 @@ def check_entry(layout: Layout, queue: Queue, entry: TrainEntry, base: dict[str,
             result.findings.append(
                 Finding(tag, entry.wheel or entry.source, "source", f"{what} recorded {recorded}, source has {found}")
             )
-    result.findings += compare(tag, "pristine", entry.pristine, upstream.file_hashes(), queue.patches)
-    replay = replay_tag(upstream, base, queue.patches)
+    result.findings += compare(tag, "pristine", entry.pristine, upstream.file_hashes(), patches)
+    if head_line:
+        replay = replay_tag(upstream, base, patches)
+    else:
+        assert line is not None
+        replay = replay_tag(upstream, {}, patches, line.root)
     if replay.refusal:
         bad = next(o for o in replay.outcomes if o.status in ("conflict", "upstream"))
         result.findings.append(Finding(tag, f"patches/{bad.name}", "replay", replay.refusal))
     else:
         result.replay = replay
-        result.findings += compare(tag, "patched", entry.patched, replay.patched_hashes(), queue.patches)
+        result.findings += compare(tag, "patched", entry.patched, replay.patched_hashes(), patches)
     if tag == queue.pin.tag:
         result.findings += check_head(layout, queue, entry)
     result.seconds = time.perf_counter() - started

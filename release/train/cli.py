@@ -20,26 +20,32 @@ from release.core.errors import (
     EXIT_OK,
     BadInputError,
     DirtyVendorError,
+    SourceError,
     TrainDriftError,
     TrainRefusedError,
     UnknownTrainTagError,
 )
 from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.core.versions import version_of_tag
+from release.core.lock import repo_lock
+from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
+from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.lines import Line, read_lines
+from release.queue.load import Queue, line_patches
 from release.queue.verified import read_verified
-from release.train.model import Train, TrainEntry
+from release.train.model import DEFAULT_LINE, Train, TrainEntry
 from release.train.replay import TagReplay, replay_tag
 
 DEFAULT_TRAIN_SOURCE = "pypi"
 
 EPILOG = """actions:
-  add TAG...      replay patches/series on each TAG's pristine subtree (scratch dir, no fuzz,
-                  3-way) and record it; an existing tag is re-recorded. Refused with exit 2,
-                  and nothing written, when a patch conflicts or is already upstream.
+  add TAG...      replay its line's series on each TAG's pristine modules (scratch dir, no fuzz,
+                  3-way) and record it with its release line (--line NAME, or the first line of
+                  patches/lines.toml whose markers the release has); an existing tag is
+                  re-recorded. Refused with exit 2, and nothing written, when a patch conflicts or is already upstream.
   add --all       re-record every tag from its recorded source (after a change to patches/)
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
@@ -72,6 +78,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"where to read each TAG's pristine code (default: {DEFAULT_TRAIN_SOURCE})",
     )
     add.add_argument(
+        "--line",
+        default=None,
+        metavar="NAME",
+        help="the release line (patches/lines.toml) of the TAGs (default: the first line whose markers each has)",
+    )
+    add.add_argument(
         "--all",
         action="store_true",
         help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
@@ -94,14 +106,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     action: str = args.action
+    if action in ("add", "remove", "watch"):
+        # They write patches/train.toml: one writer of the repository at a time (release.core.lock).
+        with repo_lock(layout, f"train {action}"):
+            return _run(args, layout, action)
+    # Readers: they finish a swap a killed command left (and say so), and never wait for a writer.
+    with repo_lock(layout, f"train {action}", shared=True):
+        return _run(args, layout, action)
+
+
+def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
     if action == "add":
         if args.all == bool(args.tags):
             raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
         if args.all:
-            if args.source:
-                raise BadInputError("--all re-reads every tag from its recorded source; it takes no --from")
+            if args.source or args.line:
+                raise BadInputError(
+                    "--all re-reads every tag from its recorded source and line; it takes no --from/--line"
+                )
             return run_add(layout, [], None)
-        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE)
+        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE, args.line)
     if action == "remove":
         return run_remove(layout, args.tag)
     if action == "list":
@@ -114,15 +138,43 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
 # --------------------------------------------------------------------------- add
 
 
-def replay_for_add(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> TagReplay:
-    replay = replay_tag(fetch(tag, source), base, queue.patches)
+def fetch_on_line(layout: Layout, tag: str, source: str, name: str | None = None) -> tuple[Line, UpstreamTree]:
+    """`tag`'s pristine modules and its release line: the named one, or the first in patches/lines.toml
+    whose markers the release has (the scan's rule)."""
+    lines = read_lines(layout.lines)
+    for line in [lines.get(name)] if name else lines.lines:
+        try:
+            tree = fetch(tag, source, line)
+        except SourceError:
+            if name:
+                raise
+            continue
+        full = {f"{line.root}/{path}": data for path, data in tree.files.items()}
+        if line.present(list(full), full):
+            return line, tree
+    raise TrainRefusedError(
+        f"not adding {tag}: it is on no release line of patches/lines.toml"
+        + (f" ({name!r}'s markers are not all there)" if name else ""),
+        hint="`python -m release scan --since TAG --until TAG` says which line, if any, a release is on",
+    )
+
+
+def replay_for_add(
+    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str, line_name: str | None = None
+) -> tuple[str, TagReplay]:
+    line, upstream = fetch_on_line(layout, tag, source, line_name)
+    if line.series_path(layout.root) == layout.series:
+        replay = replay_tag(upstream, base, queue.patches)
+    else:
+        # Another line: its own series, and its files keyed below its own root; no head blobs needed.
+        replay = replay_tag(upstream, {}, line_patches(layout, line), line.root)
     if replay.refusal:
-        upstream = any(o.status == "upstream" for o in replay.outcomes)
+        fixed = any(o.status == "upstream" for o in replay.outcomes)
         raise TrainRefusedError(
             f"not adding {tag}: {replay.refusal}",
             hint=(
                 f"users of vLLM {tag} get the fix from vLLM itself; the train is unchanged"
-                if upstream
+                if fixed
                 else f"the train is unchanged; `python -m release rebase {tag} --dry-run --from {source}` "
                 "reports the conflict hunk by hunk (docs/patch-queue.md: release lines)"
             ),
@@ -134,18 +186,19 @@ def replay_for_add(layout: Layout, queue: Queue, base: dict[str, bytes], tag: st
                 f"not adding {tag}: it is the head, and pristine({tag} from {source}) + series is not vendor/",
                 hint="`python -m release check` shows how vendor/ drifted",
             )
-    return replay
+    return line.name, replay
 
 
-def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
+def run_add(layout: Layout, tags: list[str], source: str | None, line: str | None = None) -> int:
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
-    for tag in tags:
-        version_of_tag(tag)
+    tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
     train = Train.load(layout.train)
     sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
+    # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
+    on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
     tags = tags or train.tags
     if not tags:
         raise BadInputError(
@@ -158,37 +211,36 @@ def run_add(layout: Layout, tags: list[str], source: str | None) -> int:
     workers = min(len(tags), 4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
         # All or nothing: every tag is replayed before train.toml is written once.
-        replays = list(pool.map(lambda tag: replay_for_add(layout, queue, base, tag, sources[tag]), tags))
-    for replay in replays:
-        train = record(train, replay, sources[replay.tag])
+        replays = list(
+            pool.map(lambda tag: replay_for_add(layout, queue, base, tag, sources[tag], on_line.get(tag)), tags)
+        )
+    for line_name, replay in replays:
+        train = record(train, replay, sources[replay.tag], line_name)
     save(layout, train)
     return EXIT_OK
 
 
 def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> None:
     """Replay, record and save one tag (what `train watch` does per new release)."""
-    replay = replay_for_add(layout, queue, base, tag, source)
-    save(layout, record(Train.load(layout.train), replay, source))
+    line_name, replay = replay_for_add(layout, queue, base, tag, source)
+    save(layout, record(Train.load(layout.train), replay, source, line_name))
 
 
-def record(train: Train, replay: TagReplay, source: str) -> Train:
-    entry = replay.entry(source)
+def record(train: Train, replay: TagReplay, source: str, line: str = DEFAULT_LINE) -> Train:
+    entry = replay.entry(source, line)
     old = train.get(entry.tag)
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
     verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
-    print(f"{verb} {entry.tag}: {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}")
+    print(
+        f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}"
+    )
     return train.with_entry(entry)
 
 
 def save(layout: Layout, train: Train) -> None:
-    """Replace patches/train.toml in one rename, so a reader never sees half a file."""
-    partial = layout.train.with_name(f".{layout.train.name}.{os.getpid()}.tmp")
-    try:
-        partial.write_text(train.dumps(), encoding="utf-8")
-        partial.replace(layout.train)
-    finally:
-        partial.unlink(missing_ok=True)
+    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
+    write_atomic(layout.train, train.dumps().encode("utf-8"))
 
 
 def where(entry: TrainEntry) -> str:
@@ -203,7 +255,7 @@ def where(entry: TrainEntry) -> str:
 
 
 def run_remove(layout: Layout, tag: str) -> int:
-    version_of_tag(tag)
+    tag = canonical_tag(tag)
     train = Train.load(layout.train)
     if train.get(tag) is None:
         raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
-from release.core.layout import Layout
+from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import unapply
 from release.queue.load import Queue
@@ -61,12 +61,12 @@ class TagReplay:
     def patched_hashes(self) -> dict[str, str]:
         return {name: sha256_hex(data) for name, data in sorted(self.files.items())}
 
-    def entry(self, source: str) -> TrainEntry:
+    def entry(self, source: str, line: str = DEFAULT_LINE) -> TrainEntry:
         """The train entry this replay proves: where the pristine code came from and both sets of hashes."""
         return TrainEntry(
             tag=self.tag,
             source=source,
-            line=DEFAULT_LINE,
+            line=line,
             wheel=self.upstream.wheel,
             wheel_sha256=self.upstream.wheel_sha256,
             commit=self.upstream.commit,
@@ -86,14 +86,21 @@ def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
     return recovered
 
 
-def replay_tag(upstream: UpstreamTree, base: dict[str, bytes], patches: list[Patch]) -> TagReplay:
-    """pristine(tag) + series, classified patch by patch, in a scratch repository."""
+def replay_tag(
+    upstream: UpstreamTree, base: dict[str, bytes], patches: list[Patch], root: str = UPSTREAM_SUBTREE
+) -> TagReplay:
+    """pristine(tag) + series, classified patch by patch, in a scratch repository.
+
+    `root` is the upstream directory the line's files are keyed below; `base` (the head's
+    pristine tree, or nothing for another line) only supplies pre-image blobs for --3way.
+    """
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
         work = Path(tmp)
-        repo = WorkRepo.create(work / "repo")
-        repo.commit_subtree(base, "head pristine: the pre-image blobs for --3way")
+        repo = WorkRepo.create(work / "repo", root)
+        if base:
+            repo.commit_subtree(base, "head pristine: the pre-image blobs for --3way")
         repo.commit_subtree(upstream.files, f"vllm {upstream.tag} (pristine)")
         replay = Replay()
-        replay_series(repo, work, patches, replay)
+        replay_series(repo, work, patches, replay, upstream)
         files = repo.subtree_files()
     return TagReplay(upstream, files, replay.outcomes, len(patches))

@@ -38,10 +38,15 @@ class Said(logging.Handler):
 
 
 @pytest.fixture
-def said() -> Iterator[Said]:
+def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
+    # A logger of the test's own: the hook's logger() would import vllm.logger, whose handler binds
+    # the stream of whichever test configured it first and so hides later tests' output from capfd.
     handler = Said()
-    log = logging.getLogger(_activate.LOGGER_NAME)
+    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-decision")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
     log.addHandler(handler)
+    monkeypatch.setattr(_activate, "logger", lambda: log)
     yield handler
     log.removeHandler(handler)
 

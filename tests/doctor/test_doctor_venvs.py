@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from helpers import REPO
 from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
@@ -44,8 +45,9 @@ doctor = doctor_module()
 SCAN_NAME = doctor.SCAN_NAME
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
+def _version_key(version: str) -> Version:
+    # The scan names post releases too (0.10.1.1, 0.6.6.post1): PEP 440 orders them, int() cannot.
+    return Version(version)
 
 
 class Releases:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_release, snapshot, tag_facts
+from helpers import private_cache, run_release, snapshot, tag_facts, work_leftovers
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
@@ -316,13 +316,14 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
 
     fill = {"git": str(vllm_git), "empty": str(empty), "wheel_from": str(pypi_wheel(FROM))}
     before = snapshot(project)
-    result = run_release(project, "rebase", *[a.format(**fill) for a in args])
+    # A tag PyPI lacks makes the CLI try a download: it must leave nothing in the user's cache.
+    result = run_release(project, "rebase", *[a.format(**fill) for a in args], env=private_cache(tmp_path))
     assert result.returncode == 2, (result.stdout, result.stderr)
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1 and message in error_lines[0], result.stderr
     assert any(line.startswith("hint: ") for line in result.stderr.splitlines())
     assert snapshot(project) == before
-    assert not (project / ".work").exists() or not any((project / ".work").iterdir())
+    assert work_leftovers(project) == []
 
 
 def test_help_documents_sources_and_exit_codes() -> None:

@@ -37,6 +37,36 @@ def run_release(root: Path, *args: str, env: dict[str, str] | None = None) -> su
     )
 
 
+def private_cache(tmp_path: Path) -> dict[str, str]:
+    """The environment for a CLI run that may download: the user's cached releases are linked in and
+    read where they are, while a new version directory (even a failed download's) lands under tmp_path."""
+    from release.pristine.wheel import cache_dir
+
+    wheels = tmp_path / "cache" / "wheels"  # cache_dir() is $VLLM_FUSED_MOE_CACHE/wheels
+    wheels.mkdir(parents=True)
+    if cache_dir().is_dir():
+        for version in cache_dir().iterdir():
+            if version.is_dir():
+                (wheels / version.name).symlink_to(version, target_is_directory=True)
+    return {"VLLM_FUSED_MOE_CACHE": str(wheels.parent)}
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes allocated under `path`, each file once (uv hard-links its cache into venvs)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every byte under vendor/ and patches/, to prove a failed command changed nothing."""
     files = {}
@@ -45,3 +75,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
             if path.is_file() and "__pycache__" not in path.parts:
                 files[str(path.relative_to(root))] = path.read_bytes()
     return files
+
+
+def work_leftovers(root: Path) -> list[str]:
+    """What .work/ holds besides the repository lock (release.core.lock), which stays by design."""
+    work = root / ".work"
+    return sorted(p.name for p in work.iterdir() if not p.name.startswith("repo.lock")) if work.is_dir() else []

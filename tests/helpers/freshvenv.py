@@ -48,16 +48,13 @@ def create(directory: Path, index: Path, requirements: list[str]) -> Path:
         capture_output=True,
         text=True,
     )
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    (site / "_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    lend_test_env(python)
     return python
+
+
+def lend_test_env(python: Path) -> None:
+    """Append the running environment's site-packages (torch, vLLM's import-time packages) to the venv's path."""
+    (site_packages(python) / "_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
 
 
 def site_packages(python: Path) -> Path:

@@ -67,8 +67,15 @@ def test_cross_rank_reduction_processes_sharing_gpus(probe: kernel_probe.ProbeRe
     token. The reduction that the old TP all-reduce duplicated is the one across
     EP ranks: run EP 2 as two processes (on however many GPUs there are; two
     processes may share one GPU, the MNNVL workspace then uses POSIX-fd handles)."""
-    if not all(b.can_run for b in probe.backends):
-        pytest.skip("a backend cannot run here: " + "; ".join(b.reason for b in probe.backends))
+    # A backend this FlashInfer does not have (one-sided on 0.5.x) is left out; any other that cannot run skips.
+    runnable = [b for b in probe.backends if b.can_run]
+    if not runnable:
+        pytest.skip("no backend can run here: " + "; ".join(b.reason for b in probe.backends))
+    import kernel_contract as kc
+
+    absent = [b for b in probe.backends if not b.can_run and kc.missing(b.backend)]
+    if len(runnable) + len(absent) != len(probe.backends):
+        pytest.skip("a backend cannot run here: " + "; ".join(b.reason for b in probe.backends if not b.can_run))
     import json
     import os
     import subprocess
@@ -106,7 +113,7 @@ def test_cross_rank_reduction_processes_sharing_gpus(probe: kernel_probe.ProbeRe
         tail = (proc.stdout + proc.stderr)[-3000:]
         assert out.exists(), f"torchrun rc={proc.returncode}, no results:\n{tail}"
         results = json.loads(out.read_text())
-    expected = len(kernel_probe.BACKENDS) * len(TOP_KS) * len(TOKEN_COUNTS) * ep_size
+    expected = len(runnable) * len(TOP_KS) * len(TOKEN_COUNTS) * ep_size
     failed = [r for r in results if not r["passed"]]
     assert len(results) == expected, tail
     assert not failed, f"{len(failed)} of {len(results)} (case, rank) failed: {failed[:3]}"

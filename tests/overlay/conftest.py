@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from helpers import tag_facts
+from helpers.build import plan
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.overlay.build import BuildPlan, BuildResult, build
+from release.overlay.build import BuildResult, build
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
 
@@ -21,7 +22,7 @@ def layout() -> Layout:
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory, layout: Layout) -> BuildResult:
-    return build(BuildPlan(layout, tmp_path_factory.mktemp("dist")))
+    return build(plan(layout, tmp_path_factory.mktemp("dist")))
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from helpers import tag_facts
+from helpers.build import plan
 from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
 from release.core.layout import Layout, read_tree
-from release.overlay.build import PTH_LINE, PTH_NAME, BuildPlan, BuildResult, build, overlay_version
+from release.overlay.build import PTH_LINE, PTH_NAME, BuildResult, build, overlay_version
 from release.queue.pin import Pin
 from release.queue.series import Series
 from release.queue.verified import read_verified
@@ -31,7 +32,7 @@ def _metadata(wheel: Path) -> tuple[HeaderParser, zipfile.ZipFile]:
 
 
 def test_two_builds_of_one_commit_are_byte_identical(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
-    again = build(BuildPlan(layout, tmp_path / "again"))
+    again = build(plan(layout, tmp_path / "again"))
     assert again.wheel.name == built.wheel.name
     assert again.sha256 == built.sha256
     print(
@@ -74,7 +75,7 @@ def test_wheel_holds_the_vendored_subtree_byte_for_byte_and_its_provenance(built
 
 def test_build_never_writes_into_vendor(layout: Layout, tmp_path: Path) -> None:
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
-    build(BuildPlan(layout, tmp_path))
+    build(plan(layout, tmp_path))
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
     assert after == before
 
@@ -96,7 +97,7 @@ def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
 def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
     from release.overlay.index import publish
 
-    newer = build(BuildPlan(layout, tmp_path / "fm2", patch_level=2))
+    newer = build(plan(layout, tmp_path / "fm2", patch_level=2))
     index = tmp_path / "index"
     publish([built.wheel], index)
     publish([newer.wheel], index)

@@ -14,16 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from helpers.build import plan
 from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError
 from release.core.layout import Layout
-from release.overlay.build import BuildPlan, BuildResult, build
+from release.overlay.build import BuildResult, build
 from release.overlay.index import TMP_PREFIX, publish
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
+    # The index lock file (INDEX_DIR/.publish.lock*) is not part of the index: it stays by design.
     return {
         p.relative_to(directory).as_posix(): (p.read_bytes() if p.is_file() else b"<dir>")
         for p in sorted(directory.rglob("*"))
+        if not p.name.startswith(".publish.lock")
     }
 
 
@@ -35,7 +38,7 @@ def links(page: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def second(layout: Layout, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
-    return build(BuildPlan(layout, tmp_path_factory.mktemp("fm2"), patch_level=2))
+    return build(plan(layout, tmp_path_factory.mktemp("fm2"), patch_level=2))
 
 
 @pytest.fixture
@@ -113,22 +116,127 @@ def test_read_only_index_is_refused_and_unchanged(published: Path, second: Build
     assert snapshot(published) == before
 
 
-@pytest.mark.parametrize("damage", ["leftover", "unlisted", "missing", "corrupt"])
-def test_half_written_index_is_refused_and_unchanged(
+@pytest.mark.parametrize("damage", ["unlisted", "missing", "corrupt", "junk"])
+def test_damage_no_publish_makes_is_refused_and_unchanged(
     published: Path, built: BuildResult, second: BuildResult, damage: str
 ) -> None:
     project = published / "simple" / "vllm-fused-moe"
-    if damage == "leftover":
-        (project / f"{TMP_PREFIX}{second.wheel.name}").write_bytes(second.wheel.read_bytes()[:100])
-    elif damage == "unlisted":
+    if damage == "unlisted":  # a wheel of another project in our project's directory
         shutil.copyfile(second.wheel, project / "stray-0.1-py3-none-any.whl")
     elif damage == "missing":
         (project / built.wheel.name).unlink()
-    else:
+    elif damage == "corrupt":
         (project / built.wheel.name).write_bytes(b"not the wheel")
+    else:
+        (project / "notes.txt").write_text("hand-made\n")
     before = snapshot(published)
     with pytest.raises(IndexCorruptError):
         publish([second.wheel], published)
+    assert snapshot(published) == before
+
+
+def test_what_an_interrupted_publish_leaves_is_repaired_and_said(
+    published: Path, built: BuildResult, second: BuildResult
+) -> None:
+    project = published / "simple" / "vllm-fused-moe"
+    (project / f"{TMP_PREFIX}{second.wheel.name}").write_bytes(second.wheel.read_bytes()[:100])
+    outcome = publish([second.wheel], published)
+    assert outcome.added == [second.wheel.name]
+    assert any("leftover" in line for line in outcome.repaired)
+    assert not list(published.rglob(f"{TMP_PREFIX}*"))
+    assert list(links(project / "index.html")) == [built.wheel.name, second.wheel.name]
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.0])
+def test_a_truncated_page_is_repaired_on_a_rerun_with_nothing_to_add(
+    published: Path, built: BuildResult, cut: float
+) -> None:
+    page = published / "simple" / "vllm-fused-moe" / "index.html"
+    whole = page.read_bytes()
+    page.write_bytes(whole[: int(len(whole) * cut)])
+    outcome = publish([built.wheel], published)
+    assert (outcome.added, outcome.already) == ([], [built.wheel.name])
+    assert outcome.repaired and "repaired" in outcome.repaired[0]
+    assert page.read_bytes() == whole
+
+
+def test_a_truncated_page_in_a_read_only_index_is_refused(published: Path, built: BuildResult) -> None:
+    page = published / "simple" / "vllm-fused-moe" / "index.html"
+    page.write_bytes(page.read_bytes()[:50])
+    directories = [p for p in [published, *published.rglob("*")] if p.is_dir()]
+    before = snapshot(published)
+    for directory in directories:
+        directory.chmod(directory.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        with pytest.raises(IndexCorruptError, match="read-only"):
+            publish([built.wheel], published)
+    finally:
+        for directory in directories:
+            directory.chmod(directory.stat().st_mode | stat.S_IWUSR)
+    assert snapshot(published) == before
+
+
+def test_missing_parents_of_the_index_are_created(tmp_path: Path, built: BuildResult) -> None:
+    index = tmp_path / "a" / "b" / "index"
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "publish", str(built.wheel), str(index)],
+        capture_output=True,
+        text=True,
+        cwd=Layout.default().root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert links(index / "simple" / "vllm-fused-moe" / "index.html") == {built.wheel.name: (built.sha256, ">=3.10")}
+
+
+def _rewrite_member(source: Path, target: Path, name_end: str, data: bytes | None) -> Path:
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            body = src.read(item)
+            dst.writestr(item, data if data is not None and item.filename.endswith(name_end) else body)
+    return target
+
+
+def _corrupt_member(source: Path, target: Path) -> Path:
+    shutil.copyfile(source, target)
+    with zipfile.ZipFile(target) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(".dist-info/METADATA"))
+    data = bytearray(target.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 10
+    data[start : start + 8] = b"\xff" * 8
+    target.write_bytes(bytes(data))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("non-utf8", "not UTF-8"),
+        ("bad-version", "not a PEP 440 version"),
+        ("corrupt-data", "corrupt data"),
+    ],
+)
+def test_a_wheel_with_bad_metadata_is_one_line_exit_2(
+    published: Path, built: BuildResult, tmp_path: Path, damage: str, message: str
+) -> None:
+    target = tmp_path / "bad" / built.wheel.name
+    target.parent.mkdir()
+    if damage == "non-utf8":
+        _rewrite_member(built.wheel, target, ".dist-info/METADATA", b"Name: vllm-fused-moe\nVersion: \xff\xfe\n")
+    elif damage == "bad-version":
+        _rewrite_member(built.wheel, target, ".dist-info/METADATA", b"Name: vllm-fused-moe\nVersion: one.two\n")
+    else:
+        _corrupt_member(built.wheel, target)
+    before = snapshot(published)
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "publish", str(target), str(published)],
+        capture_output=True,
+        text=True,
+        cwd=Layout.default().root,
+    )
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
     assert snapshot(published) == before
 
 

@@ -15,6 +15,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from helpers import REPO, run_release, snapshot
+from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
 from release.pristine.sources import fetch
 from release.queue.load import Queue
@@ -22,8 +23,8 @@ from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
 from release.train.model import Train
 
 TWO_SIDED = "flashinfer_nvlink_two_sided.py"
-# The releases issue 12 names as carrying the double reduce in prepare_finalize/ (data, not code).
-AFFECTED = ["v0.19.0", "v0.19.1", "v0.20.0", "v0.20.1", "v0.20.2", "v0.21.0"]
+# The FlashInfer all-to-all module of each release line: the file a line's series patches.
+A2A_FILE = re.compile(r"flashinfer_(nvlink_(one|two)_sided|a2a_prepare_finalize|cutlass_prepare_finalize)")
 # Where no source may be reached: `train check` must not need the network when wheels are cached.
 # (pip for whole wheels; VLLM_FUSED_MOE_INDEX_URL for the range reader of `--from pypi`.)
 NOWHERE = "http://127.0.0.1:9/simple/"
@@ -55,8 +56,13 @@ def set_hash(root: Path, tag: str, table: str, name: str, digest: str) -> None:
 
 
 def test_the_checked_in_train_covers_the_affected_releases_and_its_head() -> None:
+    # The scan's document (data) says which releases are affected; every one is in the train, on its line.
+    document = json.loads(Layout(REPO).affected_json.read_text())
+    affected = {f"v{v}": e["line"] for v, e in document["releases"].items() if e["status"] == "affected"}
     train = train_of(REPO)
-    assert train.tags == AFFECTED
+    assert train.tags == list(affected)
+    assert {e.tag: e.line for e in train.entries} == affected
+    assert len({e.line for e in train.entries}) >= 2
     assert head_of(REPO) in train.tags
 
 
@@ -72,7 +78,7 @@ def test_list_names_every_tag_marks_the_head_and_gives_each_its_flashinfer_range
     for row in data["releases"]:
         # A tag's wheel range is its own pin narrowed to what VERIFIED.toml lists, or null (not built).
         assert row["flashinfer_range"] in (None, row["flashinfer_pin"].removeprefix("flashinfer-python"))
-        assert TWO_SIDED in row["patched_files"]
+        assert row["patched_files"] and all(A2A_FILE.search(name) for name in row["patched_files"])
 
 
 def test_check_reproduces_every_tag_offline(project: Path) -> None:
@@ -108,7 +114,11 @@ def test_a_hand_edit_to_a_patch_fails_for_every_tag_naming_the_file_and_the_patc
     text = patch.read_text()
     assert "+        return True\n" in text
     patch.write_text(text.replace("+        return True\n", "+        return True  # edited\n", 1))
-    tags = train_of(project).tags
+    # The head line's tags take patches/series itself; the other lines take their own variants.
+    train = train_of(project)
+    head = train.get(head_of(project))
+    assert head is not None
+    tags = [e.tag for e in train.entries if e.line == head.line]
     result = run_release(project, "train", "check", tags[0], tags[-1])
     assert result.returncode == 1
     for tag in (tags[0], tags[-1]):
@@ -139,6 +149,8 @@ def test_add_refuses_a_tag_where_a_patch_conflicts(project: Path, tmp_path: Path
     text = target.read_text()
     assert text.count("        return False\n") >= 1
     target.write_text(text.replace("        return False\n", "        return bool(0)\n"))
+    # A dir: source proves its version as an installed vLLM does (setuptools-scm's _version.py).
+    (source / "vllm" / "_version.py").write_bytes(version_file(tag.removeprefix("v")))
     before = snapshot(project)
     result = run_release(project, "train", "add", tag, "--from", f"dir:{source}")
     assert result.returncode == 2, result.stdout + result.stderr
@@ -151,8 +163,9 @@ def test_bad_input_exits_2_and_changes_nothing(project: Path) -> None:
     head = head_of(project)
     cases = {
         ("train", "remove", head): "is the head of the train",
-        ("train", "remove", "v0.18.0"): "v0.18.0 is not in the train",
-        ("train", "check", "v0.18.0"): "v0.18.0 is not in the train",
+        ("train", "remove", "v0.10.2"): "v0.10.2 is not in the train",
+        ("train", "check", "v0.10.2"): "v0.10.2 is not in the train",
+        ("train", "add", "v0.11.0"): "v0.11.0: it is on no release line",
         ("train", "add", "nightly"): "is not a vLLM release tag",
         ("train", "add", "v0.21.0", "v0.21.0"): "named twice",
         ("train", "add"): "takes TAG... or --all",
@@ -173,7 +186,7 @@ def test_remove_then_add_gives_back_the_same_bytes(project: Path) -> None:
     assert tag not in train_of(project).tags
     added = run_release(project, "train", "add", tag)
     assert added.returncode == 0, added.stderr
-    assert added.stdout.startswith(f"added {tag}: pypi: vllm-")
+    assert added.stdout.startswith(f"added {tag} (line "), added.stdout
     assert layout.train.read_bytes() == original
     again = run_release(project, "train", "add", tag)
     assert again.stdout.startswith(f"re-recorded (unchanged) {tag}")

@@ -130,12 +130,22 @@ def test_actions_are_pinned_by_commit_and_checkouts_keep_no_credentials() -> Non
             assert "${{" not in match.group(0), f"{path.name}: an expression inside a run script"
 
 
-def test_ci_runs_nox_test_with_the_wheel_cache() -> None:
+def test_ci_runs_the_readme_test_command_with_the_wheel_cache() -> None:
     ci = load(REPO / ".github" / "workflows" / "ci.yml")
     assert set(ci["on"]) == {"push", "pull_request"}
     assert ci["jobs"]["test"]["runs-on"] == "ubuntu-latest"
     runs = [s.get("run", "") for s in steps(ci)]
-    assert "nox -s test" in runs
+    assert ".ci/run" in runs
+    # .ci/run is the README's second command, word for word, and nothing else.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    two = re.search(r"^## The two commands\n.*?^```\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert two, "README.md has no code block under '## The two commands'"
+    rebase, test = two.group(1).strip().splitlines()
+    assert rebase.endswith("python3 -m nox -s rebase -- v0.21.0 --from pypi")
+    assert test.endswith("python3 -m nox -s lint test")
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    commands = [line for line in script if line and not line.startswith(("#", "set ", "cd "))]
+    assert commands == [test]
     cache = next(s for s in steps(ci) if s.get("uses", "").startswith("actions/cache@"))
     assert cache["with"]["path"] == "~/.cache/vllm-fused-moe/wheels"
 

@@ -16,7 +16,7 @@ import sys
 from importlib import metadata
 
 from vllm_fused_moe import MODE_ENV, _activate, _meta
-from vllm_fused_moe._finder import TARGET, installed_finder
+from vllm_fused_moe._finder import installed_finder, mode
 
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
@@ -42,17 +42,17 @@ def report() -> Report:
         vllm_installed = None
     flashinfer = _activate.flashinfer_version()
     vllm_problem = _activate.vllm_problem(info, vllm_installed) if vllm_installed else "vLLM is not installed"
-    mode = _activate.mode()
+    chosen = mode()
     return {
         **info,
         "installed": {"vllm": vllm_installed, "flashinfer-python": flashinfer},
-        "mode": mode,
+        "mode": chosen,
         "hook_installed": installed_finder() is not None,
-        "would_activate": mode != "off" and vllm_problem is None and installed_finder() is not None,
-        "why_not": "disabled by VLLM_FUSED_MOE=off" if mode == "off" else vllm_problem,
+        "would_activate": chosen != "off" and vllm_problem is None and installed_finder() is not None,
+        "why_not": "disabled by VLLM_FUSED_MOE=off" if chosen == "off" else vllm_problem,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
-        "subtree": str(_meta.SUBTREE),
-        "what_to_do": what_to_do(info, vllm_installed, vllm_problem, mode),
+        "subtree": str(_meta.HERE / next(iter(_meta.targets().values())).rstrip("/")),
+        "what_to_do": what_to_do(info, vllm_installed, vllm_problem, chosen),
     }
 
 
@@ -74,7 +74,7 @@ def format_report(data: Report) -> str:
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",
         f"  vLLM tag        {data['vllm_tag']} ({data['upstream_source']}: {data['vllm_wheel'] or '-'})",
-        f"  overlays        {TARGET}.*",
+        f"  overlays        {', '.join(n + ('.*' if r.endswith('/') else '') for n, r in _meta.targets().items())}",
         f"  from            {data['subtree']}",
         f"  installed vLLM  {data['installed']['vllm'] or 'not installed'}",
         f"  flashinfer      installed {data['installed']['flashinfer-python'] or 'not installed'}, "
@@ -83,6 +83,8 @@ def format_report(data: Report) -> str:
     ]
     if data["would_activate"]:
         lines.append("  status          activates when vLLM imports the subtree")
+    elif data["mode"] == "off":
+        lines.append(f"  status          does not activate: {data['why_not']}")
     elif not data["hook_installed"]:
         lines.append("  status          hook not installed in this interpreter (vllm_fused_moe.pth not processed?)")
     else:
@@ -116,7 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="info", choices=["info", "doctor"])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(args_given)
-    data = report()
+    try:
+        data = report()
+    except _meta.BuildInfoError as exc:
+        print(
+            f"error: {exc}\nhint: reinstall vllm-fused-moe; VLLM_FUSED_MOE=off keeps vLLM working meanwhile",
+            file=sys.stderr,
+        )
+        return 1
     print(json.dumps(data, indent=2, sort_keys=True) if args.json else format_report(data))
     return 0
 

@@ -7,16 +7,14 @@ imported (its parent packages are) and `vllm.__version__` is what we compare.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from importlib.machinery import ModuleSpec
 from importlib.util import spec_from_file_location
+from pathlib import Path
 
 from vllm_fused_moe import MODE_ENV, _meta
-from vllm_fused_moe._finder import TARGET
+from vllm_fused_moe._finder import LOGGER_NAME, TARGET, mode
 
-# Under "vllm." so vLLM's own handler, format and VLLM_LOGGING_LEVEL apply to our lines.
-LOGGER_NAME = "vllm.vllm_fused_moe"
 MODES = ("on", "off", "strict")
 
 
@@ -24,29 +22,24 @@ class OverlayMismatchError(ImportError):
     """VLLM_FUSED_MOE=strict and the environment is not the one this overlay was verified for."""
 
 
-def mode() -> str:
-    value = os.environ.get(MODE_ENV, "").strip().lower()
-    if value in ("", "1", "true", "yes"):
-        return "on"
-    if value in ("0", "false", "no"):
-        return "off"
-    return value
-
-
 def decide() -> bool:
-    log = logger()
-    info = _meta.load()
     chosen = mode()
+    log = logger()
     if chosen not in MODES:
         log.warning("vllm-fused-moe: %s=%r is not one of %s; treating it as 'on'", MODE_ENV, chosen, "/".join(MODES))
         chosen = "on"
+    if chosen == "off":  # the finder answers off before it imports this module; kept for direct callers
+        log.info("vllm-fused-moe: disabled by %s=off; upstream %s left in place", MODE_ENV, TARGET)
+        return False
+    info = _meta.load()
     flashinfer = flashinfer_version()
     active, reason = activation(info, chosen, installed_vllm_version(), flashinfer)
+    missing = files_problem()
+    if active and missing:
+        # A half-removed package: the decision says yes, but there is nothing to serve.
+        active, reason = False, missing
     if not active and chosen == "strict":
         raise OverlayMismatchError(f"vllm-fused-moe: {reason} ({MODE_ENV}=strict)")
-    if chosen == "off":
-        log.info("vllm-fused-moe %s: %s; upstream %s left in place", info["version"], reason, TARGET)
-        return False
     if not active:
         log.warning("vllm-fused-moe: %s; not activating, upstream %s left in place", reason, TARGET)
         return False
@@ -55,11 +48,11 @@ def decide() -> bool:
 
     patches = ", ".join(p["name"].removesuffix(".patch") for p in info["patches"]) or "none"
     log.info(
-        "vllm-fused-moe %s activated for vLLM %s: %s.* served from %s (patches: %s; flashinfer-python %s, verified %s)",
+        "vllm-fused-moe %s activated for vLLM %s: %s served from %s (patches: %s; flashinfer-python %s, verified %s)",
         info["version"],
         info["vllm_version"],
-        TARGET,
-        _meta.SUBTREE,
+        ", ".join(_meta.targets()),
+        _meta.HERE,
         patches,
         flashinfer or "not installed",
         info["flashinfer_specifier"],
@@ -88,20 +81,34 @@ def activation(
     return True, problem
 
 
+def files_problem() -> str | None:
+    """Why our copy of the subtree cannot be served (a half-removed package), or None."""
+    if not (_meta.SUBTREE / "__init__.py").is_file():
+        return f"the overlay's files are missing ({_meta.SUBTREE / '__init__.py'})"
+    return None
+
+
 def spec_for(fullname: str) -> ModuleSpec | None:
     """The spec of our file for an upstream module name, or None when we have no such file."""
-    if fullname == TARGET:
-        return spec_from_file_location(
-            fullname, _meta.SUBTREE / "__init__.py", submodule_search_locations=[str(_meta.SUBTREE)]
-        )
-    relative = fullname[len(TARGET) + 1 :].split(".")
-    module_file = _meta.SUBTREE.joinpath(*relative).with_suffix(".py")
-    if module_file.is_file():
-        return spec_from_file_location(fullname, module_file)
-    package = _meta.SUBTREE.joinpath(*relative)
-    if (package / "__init__.py").is_file():
-        return spec_from_file_location(fullname, package / "__init__.py", submodule_search_locations=[str(package)])
+    targets = _meta.targets()
+    rel = targets.get(fullname)
+    if rel is not None:
+        return _spec(fullname, _meta.HERE / rel.rstrip("/"), rel.endswith("/"))
+    for name, rel in targets.items():
+        if rel.endswith("/") and fullname.startswith(name + "."):
+            base = _meta.HERE / rel.rstrip("/")
+            relative = fullname[len(name) + 1 :].split(".")
+            if base.joinpath(*relative).with_suffix(".py").is_file():
+                return _spec(fullname, base.joinpath(*relative).with_suffix(".py"), False)
+            if (base.joinpath(*relative) / "__init__.py").is_file():
+                return _spec(fullname, base.joinpath(*relative), True)
     return None
+
+
+def _spec(fullname: str, path: Path, package: bool) -> ModuleSpec | None:
+    if package:
+        return spec_from_file_location(fullname, path / "__init__.py", submodule_search_locations=[str(path)])
+    return spec_from_file_location(fullname, path) if path.is_file() else None
 
 
 def installed_vllm_version() -> str | None:

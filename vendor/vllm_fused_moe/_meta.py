@@ -15,6 +15,10 @@ BUILD_INFO = HERE / "_build_info.json"
 SUBTREE = HERE / "prepare_finalize"
 
 
+class BuildInfoError(RuntimeError):
+    """_build_info.json (or, in a source checkout, UPSTREAM.toml) cannot be read: the install is damaged."""
+
+
 class PatchInfo(TypedDict):
     name: str
     subject: str
@@ -36,6 +40,10 @@ class BuildInfo(TypedDict):
     commit: str
     source_date_epoch: int
     patches: list[PatchInfo]
+    # {upstream module name: its path in this package}; a package's path ends in "/". Builds
+    # before release lines had none: then the head's prepare_finalize package (see targets()).
+    targets: dict[str, str]
+    dirty: list[str]  # why the tree was not its commit (`build --allow-dirty`); empty for a clean build
 
 
 def load() -> BuildInfo:
@@ -43,14 +51,36 @@ def load() -> BuildInfo:
         info: BuildInfo = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return _from_source_tree()
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON and bad UTF-8 alike
+        raise BuildInfoError(f"{BUILD_INFO} is unreadable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(info, dict) or not all(key in info for key in ("version", "vllm_tag", "vllm_version")):
+        raise BuildInfoError(f"{BUILD_INFO} is not the build info of vllm-fused-moe")
     return info
 
 
-def _from_source_tree() -> BuildInfo:
-    import tomllib  # only a source checkout gets here, and the tooling is 3.11+
+_TARGETS: dict[str, str] | None = None
 
-    upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
-    verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
+
+def targets() -> dict[str, str]:
+    """What this build serves under vLLM's names: {module name: path below this package}."""
+    global _TARGETS
+    if _TARGETS is None:
+        info = load()
+        found = info.get("targets")
+        package = info.get("upstream_package") or "vllm.model_executor.layers.fused_moe.prepare_finalize"
+        _TARGETS = dict(found) if found else {package: SUBTREE.name + "/"}
+    return _TARGETS
+
+
+def _from_source_tree() -> BuildInfo:
+    try:
+        import tomllib  # only a source checkout gets here, and the tooling is 3.11+
+
+        upstream = tomllib.loads((HERE / "UPSTREAM.toml").read_text(encoding="utf-8"))["upstream"]
+        verified = tomllib.loads((HERE / "VERIFIED.toml").read_text(encoding="utf-8"))["flashinfer-python"]
+    except (ImportError, OSError, ValueError, KeyError) as exc:
+        # An installed wheel always has _build_info.json; without it the package was damaged.
+        raise BuildInfoError(f"{BUILD_INFO} is missing and the source files cannot stand in ({exc!r})") from None
     tag = str(upstream["tag"])
     pin = str(upstream.get("flashinfer", "")).removeprefix("flashinfer-python")
     # What `release build` requires for this tag: the tag's own pin ∩ the verified versions.
@@ -64,10 +94,12 @@ def _from_source_tree() -> BuildInfo:
         "upstream_source": upstream.get("source", ""),
         "flashinfer_pin": str(upstream.get("flashinfer", "")),
         "upstream_package": str(upstream["subtree"]).replace("/", "."),
+        "targets": {str(upstream["subtree"]).replace("/", "."): SUBTREE.name + "/"},
         "flashinfer_specifier": _range(pin, inside),
         "commit": "",
         "source_date_epoch": 0,
         "patches": [],
+        "dirty": [],
     }
 
 

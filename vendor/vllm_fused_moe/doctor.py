@@ -219,6 +219,9 @@ def overlay_state() -> dict[str, Any]:
             return state
         # The hook's own decision, made on the facts it would read when vLLM imports the subtree.
         active, reason = decision(info, chosen, vllm, activate.flashinfer_version())
+        missing = getattr(activate, "files_problem", lambda: None)()
+        if active and missing:  # what decide() adds to activation(): a half-removed package serves nothing
+            active, reason = False, missing
         state["activates"], state["reason"] = bool(active), reason
         if chosen not in activate.MODES:
             state["reason"] = (

@@ -1,0 +1,143 @@
+"""Small, offline upstream sources for the hardening tests: real files, real zip, real git.
+
+Also `demo_wheel`, a tiny real wheel to publish.
+
+The files are vLLM's own: the pinned pristine subtree is recovered from vendor/ by undoing
+the series (what `check` does), so no network and no release wheel is needed. A "next tag"
+is that tree with a line inserted at the top of every module, which moves every patch's
+context (so a rebase refreshes each patch) without touching any patched line.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+from release.core.git import WorkRepo
+from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.queue.drift import drift
+from release.queue.load import Queue
+
+SUBTREE = UPSTREAM_SUBTREE
+NEXT_TAG = "v0.20.99"  # a tag no real source has: these tests never reach the network
+
+
+def pristine(project: Path) -> dict[str, bytes]:
+    """The pinned tag's pristine subtree, recovered from the project's vendor/."""
+    layout = Layout(project)
+    found, files = drift(layout, Queue.load(layout))
+    assert not found, found
+    return files
+
+
+def next_tree(project: Path) -> dict[str, bytes]:
+    """The pristine tree as a later tag would have it: one comment line more in every module."""
+    return {
+        name: (b"# moved by upstream\n" + data if name.endswith(".py") else data)
+        for name, data in pristine(project).items()
+    }
+
+
+def version_file(version: str) -> bytes:
+    # What setuptools-scm writes into vllm/_version.py of a vLLM install.
+    return f"__version__ = version = '{version}'\n__version_tuple__ = version_tuple = (0, 0, 0)\n".encode()
+
+
+def make_dir(root: Path, files: dict[str, bytes], version: str | None = None) -> Path:
+    """A tree laid out like vLLM's: PATH/vllm/model_executor/.../prepare_finalize/ (+ vllm/_version.py)."""
+    for name, data in files.items():
+        target = root / SUBTREE / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    if version is not None:
+        (root / "vllm" / "_version.py").write_bytes(version_file(version))
+    (root / "requirements").mkdir(parents=True, exist_ok=True)
+    (root / "requirements" / "cuda.txt").write_text("flashinfer-python==0.6.8.post1\n")
+    return root
+
+
+def make_wheel(
+    path: Path,
+    files: dict[str, bytes],
+    version: str | None,
+    raw_members: list[tuple[zipfile.ZipInfo | str, bytes]] | None = None,
+) -> Path:
+    """A wheel-shaped zip: the subtree, METADATA (unless version is None), any raw members as given,
+    and a RECORD that lists every member with its sha256 (as a real wheel's does), so what the
+    reader refuses is the attack itself, not a missing hash."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    members: list[tuple[zipfile.ZipInfo | str, bytes]] = [(f"{SUBTREE}/{n}", d) for n, d in sorted(files.items())]
+    dist_info = f"vllm-{version or '0'}.dist-info"
+    if version is not None:
+        metadata = f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+        metadata += "Requires-Dist: flashinfer-python==0.6.8.post1\n"
+        members.append((f"{dist_info}/METADATA", metadata.encode()))
+    members += raw_members or []
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for info, data in members:
+        name = info.filename if isinstance(info, zipfile.ZipInfo) else info
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([name, f"sha256={digest}", len(data)])
+    writer.writerow([f"{dist_info}/RECORD", "", ""])
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info, data in members:
+            archive.writestr(info, data)
+        archive.writestr(f"{dist_info}/RECORD", record.getvalue())
+    return path
+
+
+def make_git(path: Path, tags: dict[str, dict[str, bytes]]) -> Path:
+    """A vLLM-shaped git repository with one commit and tag per entry, oldest first."""
+    repo = WorkRepo.create(path)
+    (path / "requirements").mkdir(exist_ok=True)
+    (path / "requirements" / "cuda.txt").write_text("flashinfer-python==0.6.8.post1\n")
+    repo.run("add", "requirements")
+    for tag, files in tags.items():
+        repo.commit_subtree(files, f"release {tag}")
+        repo.run("tag", tag)
+    return path
+
+
+def add_patch(project: Path, name: str, file: str, old: str, new: str, message: str) -> str:
+    """Add a patch to the project's queue (format-patch mail, series line) and apply it to vendor/.
+
+    `old` is replaced by `new` in `file` (relative to the subtree); `old == ""` creates `file` as `new`.
+    """
+    from release.core.layout import read_tree
+
+    vendor = project / "vendor" / "vllm_fused_moe" / "prepare_finalize"
+    work = WorkRepo.create(project.parent / f"make-{name}")
+    base = work.commit_subtree(read_tree(vendor), "vendor/ as it is")
+    target = work.subtree / file
+    if old:
+        text = target.read_text()
+        assert old in text, (file, old)
+        target.write_text(text.replace(old, new, 1))
+    else:
+        target.write_text(new)
+    work.run("add", "--all")
+    work.run("commit", "-q", "-m", f"{message}\n\nOrigin: vendor, test", fixed_date=True)
+    mail = work.export(base, project.parent / f"out-{name}")[0]
+    (project / "patches" / name).write_text(mail.read_text())
+    with (project / "patches" / "series").open("a") as series:
+        series.write(name + "\n")
+    (vendor / file).write_bytes(target.read_bytes())
+    return name
+
+
+def demo_wheel(directory: Path, version: str) -> Path:
+    """A tiny real wheel of the project `demo` (enough for an index: name, METADATA, RECORD)."""
+    path = directory / f"demo-{version}-py3-none-any.whl"
+    directory.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("demo/__init__.py", f"VERSION = {version!r}\n")
+        info = f"demo-{version}.dist-info"
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: demo\nVersion: {version}\n")
+        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{info}/RECORD", "")
+    return path

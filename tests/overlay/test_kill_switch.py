@@ -1,0 +1,138 @@
+"""`VLLM_FUSED_MOE=off` works whatever is broken, and the `.pth` line never prints at start-up.
+
+Real venvs with our wheel from our index (tests/overlay/freshvenv.py), then damaged the way
+installs get damaged: a corrupt build-info file, a module that no longer imports, files
+half removed, the package gone with its `.pth` left behind. Each is run as real
+interpreters: a bare `python -c` (every process of the environment runs the `.pth`), and
+one that imports vLLM's subtree in each mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from helpers.freshvenv import create, site_packages
+
+pytestmark = pytest.mark.slow
+
+TARGET = "vllm.model_executor.layers.fused_moe.prepare_finalize"
+PROBE = f"""
+import json, sys
+try:
+    import {TARGET} as module
+    print(json.dumps({{"file": module.__file__}}))
+except BaseException as exc:
+    print(json.dumps({{"error": type(exc).__name__ + ": " + str(exc)}}))
+"""
+
+
+def _corrupt_build_info(package: Path) -> None:
+    (package / "_build_info.json").write_text('{"version": "0.20.0+fm.1", "vllm_t')
+
+
+def _broken_module(package: Path) -> None:
+    (package / "_activate.py").write_text("raise RuntimeError('broken on purpose')\n")
+
+
+def _no_finder(package: Path) -> None:
+    (package / "_finder.py").unlink()
+
+
+def _no_package(package: Path) -> None:
+    shutil.rmtree(package)
+
+
+def _no_subtree(package: Path) -> None:
+    shutil.rmtree(package / "prepare_finalize")
+
+
+DAMAGE = {
+    f.__name__.lstrip("_"): f for f in (_corrupt_build_info, _broken_module, _no_finder, _no_package, _no_subtree)
+}
+# Which runs import vLLM (each takes seconds): off everywhere; on and strict for each way the hook breaks
+# (the finder fails to decide; the .pth cannot install the finder; our files are gone).
+ON = ("corrupt_build_info", "no_package", "no_subtree")
+STRICT = ("broken_module", "no_finder", "no_subtree")
+VLLM_RUNS = [(d, "off") for d in DAMAGE] + [(d, "on") for d in ON] + [(d, "strict") for d in STRICT]
+
+
+def _env(mode: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH", "VLLM_PLUGINS")}
+    if mode:
+        env["VLLM_FUSED_MOE"] = mode
+    return env
+
+
+def _python(python: Path, code: str, mode: str | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, env=_env(mode), timeout=400, cwd=python.parent
+    )
+
+
+@pytest.fixture(scope="module")
+def damaged(index: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("damaged")
+    pristine = create(root / "intact", index, ["vllm-fused-moe"])
+    pythons = {}
+    for name, damage in DAMAGE.items():
+        copy = root / name
+        shutil.copytree(root / "intact", copy, symlinks=True)
+        python = copy / "bin" / "python"
+        damage(site_packages(python) / "vllm_fused_moe")
+        pythons[name] = python
+    assert pristine.is_file()
+    return pythons
+
+
+@pytest.fixture(scope="module")
+def vllm_runs(damaged: dict[str, Path]) -> dict[tuple[str, str], tuple[dict, str]]:
+    # (result, stdout + stderr) of each run in VLLM_RUNS
+    def one(damage: str, mode: str) -> tuple[dict, str]:
+        proc = _python(damaged[damage], PROBE, mode)
+        last = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        # vLLM logs to stdout; our warnings go through its logging, or to stderr before it is configured.
+        return (json.loads(last[-1]) if last else {"rc": proc.returncode}), proc.stdout + proc.stderr
+
+    with ThreadPoolExecutor(3) as pool:
+        futures = {run: pool.submit(one, *run) for run in VLLM_RUNS}
+        return {run: future.result() for run, future in futures.items()}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+@pytest.mark.parametrize("mode", [None, "off", "strict"])
+def test_the_pth_line_never_prints_at_interpreter_start(damaged: dict[str, Path], damage: str, mode: str) -> None:
+    proc = _python(damaged[damage], "print('started')", mode)
+    assert proc.returncode == 0 and proc.stdout == "started\n"
+    assert proc.stderr == "", proc.stderr
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_off_serves_upstream_whatever_is_broken(vllm_runs, damage: str) -> None:
+    result, stderr = vllm_runs[(damage, "off")]
+    assert "error" not in result, (result, stderr[-2000:])
+    assert "/vllm/model_executor/" in result["file"] and "vllm_fused_moe" not in result["file"]
+    assert "Traceback" not in stderr and "vllm-fused-moe is broken" not in stderr
+
+
+@pytest.mark.parametrize("damage", ON)
+def test_on_falls_back_to_upstream_and_warns_once(vllm_runs, damage: str) -> None:
+    result, stderr = vllm_runs[(damage, "on")]
+    assert "error" not in result, (result, stderr[-2000:])
+    assert "vllm_fused_moe" not in result["file"]
+    warnings = [line for line in stderr.splitlines() if "vllm-fused-moe" in line and "upstream" in line]
+    assert len(warnings) == 1, stderr[-3000:]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("damage", STRICT)
+def test_strict_fails_loudly_inside_vllm(vllm_runs, damage: str) -> None:
+    result, stderr = vllm_runs[(damage, "strict")]
+    assert result.get("error", "").split(":")[0] in ("ImportError", "OverlayMismatchError"), (result, stderr[-2000:])
+    assert "vllm-fused-moe" in result["error"] and "strict" in result["error"]

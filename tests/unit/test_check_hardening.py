@@ -1,0 +1,117 @@
+"""`check` sees every way vendor/ can differ from pristine + series, and the queue refuses paths that escape.
+
+Each change is made the way an operator (or an attacker) would, on a copy of the project;
+`check` must report it by name (exit 1), and a malformed queue is bad input (exit 2, one
+line, no traceback).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import run_release, snapshot
+from helpers.synthetic import SUBTREE, add_patch
+
+VENDOR = "vendor/vllm_fused_moe/prepare_finalize"
+PATCH_0001 = "patches/0001-flashinfer-nvlink-output-is-reduced.patch"
+
+
+def _check_lines(project: Path) -> list[str]:
+    result = run_release(project, "check")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    return result.stdout.splitlines()
+
+
+def test_a_deleted_file_that_a_patch_created_is_reported(project: Path) -> None:
+    add_patch(project, "0002-new-module.patch", "our_helper.py", "", "OURS = True\n", "our_helper: a new module")
+    assert run_release(project, "check").returncode == 0
+    (project / VENDOR / "our_helper.py").unlink()
+    lines = _check_lines(project)
+    assert len(lines) == 1 and lines[0].startswith("missing") and "our_helper.py" in lines[0], lines
+    assert "0002-new-module.patch" in lines[0]
+
+
+def test_a_mode_change_is_reported(project: Path) -> None:
+    path = project / VENDOR / "batched.py"
+    path.chmod(0o755)
+    lines = _check_lines(project)
+    assert lines == [line for line in lines if line.startswith("mode") and "batched.py" in line] and lines
+
+
+def test_a_file_replaced_by_a_link_to_the_same_bytes_is_reported(project: Path, tmp_path: Path) -> None:
+    path = project / VENDOR / "batched.py"
+    same = tmp_path / "batched.py"
+    same.write_bytes(path.read_bytes())
+    path.unlink()
+    os.symlink(same, path)
+    lines = _check_lines(project)
+    assert len(lines) == 1 and lines[0].startswith("symlink") and "batched.py" in lines[0], lines
+
+
+def test_a_linked_directory_is_reported_and_never_followed(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("print('outside')\n")
+    os.symlink(outside, project / VENDOR / "extra", target_is_directory=True)
+    lines = _check_lines(project)
+    assert len(lines) == 1 and lines[0].startswith("symlink") and "extra" in lines[0], lines
+
+
+def _patch_with(project: Path, old: str, new: str) -> None:
+    path = project / PATCH_0001
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+ESCAPES = [
+    pytest.param(f"a/{SUBTREE}/flashinfer_nvlink_one_sided.py b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
+                 f"a/{SUBTREE}/../../../../../../x.py b/{SUBTREE}/../../../../../../x.py", "outside", id="dotdot"),
+    pytest.param(f"+++ b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
+                 f"+++ b/{SUBTREE}/../../../../../../x.py", "outside", id="plus-dotdot"),
+    pytest.param(f"diff --git a/{SUBTREE}/flashinfer_nvlink_one_sided.py",
+                 f'diff --git "a/{SUBTREE}/flashinfer_nvlink_one_sided.py"', "cannot read the paths", id="quoted"),
+    pytest.param("index a04ff3b8b68f33a16ef68785d027ca7ca2b792e0..c2a4f49613ecb5d857f3ec8f9d62f76ae04150c3 100644",
+                 "index a04ff3b8b68f33a16ef68785d027ca7ca2b792e0..c2a4f49613ecb5d857f3ec8f9d62f76ae04150c3 120000",
+                 "no links", id="link-mode"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "message"), ESCAPES)
+def test_a_patch_path_that_leaves_the_subtree_is_bad_input(project: Path, old: str, new: str, message: str) -> None:
+    _patch_with(project, old, new)
+    before = snapshot(project)
+    for command in (["check"], ["rebase", "v0.20.0", "--from", "pypi"]):
+        result = run_release(project, *command)
+        assert result.returncode == 2, (command, result.stderr)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and message in errors[0], result.stderr
+        assert "Traceback" not in result.stderr
+    assert snapshot(project) == before
+
+
+def test_a_removed_line_that_starts_like_a_header_is_not_a_path(project: Path) -> None:
+    """Hunk bodies are not headers: removing a line `-- x` gives `--- x`, which is fine."""
+    add_patch(project, "0002-dashes.patch", "batched.py", "import torch\n", "-- not a path\nimport torch\n", "add")
+    add_patch(project, "0003-dashes.patch", "batched.py", "-- not a path\n", "", "remove it again")
+    assert "\n--- not a path\n" in (project / "patches/0003-dashes.patch").read_text()
+    result = run_release(project, "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("shape", ["file", "missing"])
+def test_patches_not_a_directory_is_one_line_exit_2(project: Path, shape: str) -> None:
+    import shutil
+
+    shutil.rmtree(project / "patches")
+    if shape == "file":
+        (project / "patches").write_text("not a directory\n")
+    for command in (["check"], ["status"], ["rebase", "v0.20.0", "--from", "pypi"]):
+        result = run_release(project, *command)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "patches" in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert len([line for line in result.stderr.splitlines() if line.startswith("error: ")]) == 1

@@ -1,0 +1,219 @@
+"""Crash at any instant, lose nothing: `rebase` and `publish` killed by SIGKILL after every write step.
+
+Each run is the real CLI in a real process that kills itself at one named step
+(release/core/faults.py: VLLM_FUSED_MOE_FAULT). Then `check` runs, and the next command:
+the tree must be byte for byte the old one or the new one (never a mix), the next command
+must finish the job, and whatever it had to finish or clean up, it says so.
+The upstream source is offline (tests/synthetic.py); the wheels are tiny real wheels.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, run_release, snapshot, work_leftovers
+from helpers.synthetic import NEXT_TAG, SUBTREE, add_patch, demo_wheel, make_dir, next_tree
+from release.core.faults import FAULT_ENV, PUBLISH_STEPS, REBASE_STEPS
+from release.overlay.index import check_consistent
+
+# The swap has three outputs here (subtree, patches/, UPSTREAM.toml): each rename of each is a step.
+SWAP = [f"swap:{what}@{n}" for n in (1, 2, 3) for what in ("moved-old", "moved-new")]
+REBASE_KILLS = [
+    "rebase:work-dir",
+    "rebase:replayed",
+    "swap:staged",
+    "swap:journal",
+    *SWAP,
+    "swap:discarded",
+    "swap:done",
+    "rebase:swapped",
+]
+# Before the journal exists a kill leaves the old tree; from the journal on, the new one.
+OLD_AFTER = {"rebase:work-dir", "rebase:replayed", "swap:staged"}
+JOURNAL_PENDING = {"swap:journal", *SWAP, "swap:discarded"}
+PUBLISH_KILLS = [
+    "publish:dirs",
+    "publish:copied",
+    "publish:page-written@1",
+    "publish:page-written@2",
+    "publish:renamed@1",
+    "publish:renamed@2",
+    "publish:renamed@3",
+]
+
+
+def _copy_project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for name in ("vendor", "patches"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> str:
+    # One source path for the module, so that every pin written from it is the same bytes.
+    base = tmp_path_factory.mktemp("crash-src")
+    project = _copy_project(base / "seed")
+    return f"dir:{make_dir(base / 'src', next_tree(project), NEXT_TAG.removeprefix('v'))}"
+
+
+@pytest.fixture(scope="module")
+def after(tmp_path_factory: pytest.TempPathFactory, source: str) -> dict[str, bytes]:
+    """The tree a rebase that nobody killed leaves."""
+    project = _copy_project(tmp_path_factory.mktemp("crash-ref") / "project")
+    result = run_release(project, "rebase", NEXT_TAG, "--from", source)
+    assert result.returncode == 0, result.stderr
+    return snapshot(project)
+
+
+def test_every_write_step_is_killed_by_some_test() -> None:
+    killed = {step.split("@")[0] for step in [*REBASE_KILLS, *PUBLISH_KILLS, "rebase:state"]}
+    assert killed == set(REBASE_STEPS) | set(PUBLISH_STEPS)
+
+
+@pytest.mark.parametrize("step", REBASE_KILLS)
+def test_rebase_killed_at_any_step_leaves_old_or_new_and_the_next_command_finishes(
+    tmp_path: Path, source: str, after: dict[str, bytes], step: str
+) -> None:
+    project = _copy_project(tmp_path / "project")
+    before = snapshot(project)
+    assert before != after
+    killed = run_release(project, "rebase", NEXT_TAG, "--from", source, env={FAULT_ENV: step})
+    assert killed.returncode == -9, (step, killed.stderr)
+
+    checked = run_release(project, "check")
+    assert checked.returncode == 0, (step, checked.stdout, checked.stderr)
+    assert snapshot(project) == (before if step in OLD_AFTER else after), step
+    if step in JOURNAL_PENDING:
+        assert "note: finished an interrupted swap" in checked.stderr, checked.stderr
+    if step == "swap:staged":
+        assert "note: removed a half-staged swap" in checked.stderr, checked.stderr
+
+    again = run_release(project, "rebase", NEXT_TAG, "--from", source)
+    assert again.returncode == 0, (step, again.stderr)
+    if step in OLD_AFTER:
+        assert "killed before it stopped at a conflict" in again.stderr, again.stderr
+    assert snapshot(project) == after
+    assert work_leftovers(project) == []
+    assert run_release(project, "check").returncode == 0
+
+
+# ---------------------------------------------------------------- conflict path
+
+PATCH = "0002-mori-ours.patch"
+LATER = "0003-batched-later.patch"
+RESOLVED = "import torch  # ours, and upstream's reason\n"
+
+
+def _conflict_project(root: Path) -> Path:
+    project = _copy_project(root)
+    add_patch(project, PATCH, "mori.py", "import torch\n", "import torch  # ours\n", "mori: ours")
+    add_patch(project, LATER, "batched.py", "import torch\n", "import torch  # later\n", "batched: later")
+    return project
+
+
+@pytest.fixture(scope="module")
+def conflict_source(tmp_path_factory: pytest.TempPathFactory) -> str:
+    base = tmp_path_factory.mktemp("conflict-src")
+    tree = next_tree(_conflict_project(base / "seed"))
+    tree["mori.py"] = tree["mori.py"].replace(b"import torch\n", b"import torch  # upstream\n", 1)
+    return f"dir:{make_dir(base / 'src', tree, NEXT_TAG.removeprefix('v'))}"
+
+
+def _stop_and_resolve(project: Path, source: str) -> Path:
+    stopped = run_release(project, "rebase", NEXT_TAG, "--from", source)
+    assert stopped.returncode == 3, stopped.stderr
+    work = project / ".work" / f"rebase-{NEXT_TAG}"
+    conflicted = work / "repo" / SUBTREE / "mori.py"
+    lines, skipping = [], False
+    for line in conflicted.read_text().splitlines(keepends=True):
+        if line.startswith("<<<<<<<"):
+            skipping = True
+        elif line.startswith(">>>>>>>"):
+            skipping = False
+            lines.append(RESOLVED)
+        elif not skipping:
+            lines.append(line)
+    conflicted.write_text("".join(lines))
+    subprocess.run(["git", "-C", str(work / "repo"), "add", "--all"], check=True)
+    return work
+
+
+@pytest.fixture(scope="module")
+def resolved_after(tmp_path_factory: pytest.TempPathFactory, conflict_source: str) -> dict[str, bytes]:
+    project = _conflict_project(tmp_path_factory.mktemp("conflict-ref") / "project")
+    work = _stop_and_resolve(project, conflict_source)
+    done = run_release(project, "rebase", "--continue", str(work))
+    assert done.returncode == 0, done.stderr
+    return snapshot(project)
+
+
+def test_rebase_killed_when_it_records_a_conflict_keeps_a_conflict_to_continue_or_abort(
+    tmp_path: Path, conflict_source: str
+) -> None:
+    project = _conflict_project(tmp_path / "project")
+    before = snapshot(project)
+    killed = run_release(project, "rebase", NEXT_TAG, "--from", conflict_source, env={FAULT_ENV: "rebase:state"})
+    assert killed.returncode == -9
+    assert run_release(project, "check").returncode == 0 and snapshot(project) == before
+    again = run_release(project, "rebase", NEXT_TAG, "--from", conflict_source)
+    assert again.returncode == 2 and "--continue" in again.stderr and "--abort" in again.stderr, again.stderr
+    work = project / ".work" / f"rebase-{NEXT_TAG}"
+    assert run_release(project, "rebase", "--abort", str(work)).returncode == 0
+    assert run_release(project, "rebase", NEXT_TAG, "--from", conflict_source).returncode == 3
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("step", ["rebase:replayed", "swap:staged", "swap:journal", "swap:moved-new@2", "swap:done"])
+def test_continue_killed_at_any_step_is_finished_by_the_next_command(
+    tmp_path: Path, conflict_source: str, resolved_after: dict[str, bytes], step: str
+) -> None:
+    project = _conflict_project(tmp_path / "project")
+    before = snapshot(project)
+    work = _stop_and_resolve(project, conflict_source)
+    killed = run_release(project, "rebase", "--continue", str(work), env={FAULT_ENV: step})
+    assert killed.returncode == -9, killed.stderr
+    assert run_release(project, "check").returncode == 0
+    if step in OLD_AFTER:
+        assert snapshot(project) == before
+        done = run_release(project, "rebase", "--continue", str(work))
+        assert done.returncode == 0, done.stderr
+    assert snapshot(project) == resolved_after
+    assert not work.exists() and work_leftovers(project) == []
+
+
+# ---------------------------------------------------------------------- publish
+
+
+def _index_state(index: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(index).as_posix(): p.read_bytes()
+        for p in sorted(index.rglob("*"))
+        if p.is_file() and not p.name.startswith(".publish.lock")
+    }
+
+
+def test_publish_killed_at_any_step_is_finished_by_the_rerun(tmp_path: Path) -> None:
+    old, new = demo_wheel(tmp_path / "dist", "1.0"), demo_wheel(tmp_path / "dist", "2.0")
+    reference = tmp_path / "reference"
+    for wheel in (old, new):
+        assert run_release(REPO, "publish", str(wheel), str(reference)).returncode == 0
+    expected = _index_state(reference)
+    for step in PUBLISH_KILLS:
+        index = tmp_path / step.replace(":", "-").replace("@", "-")
+        assert run_release(REPO, "publish", str(old), str(index)).returncode == 0
+        killed = run_release(REPO, "publish", str(new), str(index), env={FAULT_ENV: step})
+        assert killed.returncode == -9, (step, killed.stderr)
+        again = run_release(REPO, "publish", str(new), str(index))
+        assert again.returncode == 0, (step, again.stderr)
+        assert "Traceback" not in again.stderr
+        if step not in ("publish:dirs", "publish:renamed@3"):  # those left nothing to clean up
+            assert "note: " in again.stderr, (step, again.stderr)  # it says what it repaired or removed
+        assert _index_state(index) == expected, step
+        check_consistent(index / "simple" / "demo")
+        quiet = run_release(REPO, "publish", str(new), str(index))
+        assert quiet.returncode == 0 and "note:" not in quiet.stderr, quiet.stderr

@@ -1,0 +1,234 @@
+"""No source is trusted: every kind refuses names, links and versions that would escape or lie.
+
+Each attack is a real archive, tree or git repository built here from vLLM's own files
+(tests/synthetic.py), fed to the real CLI. Each must end in exit 2 with one `error:` line,
+vendor/ and patches/ byte for byte as before, no work directory left, and nothing written
+outside the checkout. A well-formed source of each kind goes through, so a refusal is
+about the attack, not about the synthetic source.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from helpers import run_release, snapshot, work_leftovers
+from helpers.index_server import LoopbackIndex
+from helpers.synthetic import NEXT_TAG, SUBTREE, make_dir, make_git, make_wheel, next_tree, version_file
+from release.core.git import WorkRepo
+from release.pristine.index import INDEX_ENV
+
+VERSION = NEXT_TAG.removeprefix("v")
+# Far enough up from .work/rebase-TAG/repo/vllm/model_executor/layers/fused_moe/prepare_finalize/
+# to land in the checkout itself, and further still.
+CLIMB = "../" * 8
+
+
+def _symlink_member(name: str, target: str) -> tuple[zipfile.ZipInfo, bytes]:
+    info = zipfile.ZipInfo(f"{SUBTREE}/{name}")
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info, target.encode()
+
+
+def _corrupt(wheel: Path) -> Path:
+    """Flip bytes inside one member's compressed data: the central directory stays valid."""
+    with zipfile.ZipFile(wheel) as archive:
+        info = archive.getinfo(f"{SUBTREE}/batched.py")
+    data = bytearray(wheel.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 20
+    data[start : start + 16] = bytes(16)
+    wheel.write_bytes(bytes(data))
+    return wheel
+
+
+def wheel_source(kind: str, project: Path, tmp: Path) -> str:
+    files = next_tree(project)
+    path = tmp / f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl"
+    if kind == "good":
+        make_wheel(path, files, VERSION)
+    elif kind == "dotdot":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{CLIMB}ESCAPED.py", b"print('escaped')\n")])
+    elif kind == "absolute":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{tmp.parent}/ESCAPED_ABS.py", b"print('escaped')\n")])
+    elif kind == "symlink":
+        make_wheel(path, files, VERSION, [_symlink_member("secret.py", "/etc/passwd")])
+    elif kind == "no-metadata":
+        make_wheel(path, files, None)
+    elif kind == "other-version":
+        make_wheel(path, files, "0.20.0")
+    elif kind == "corrupt":
+        _corrupt(make_wheel(path, files, VERSION))
+    return f"wheel:{path}"
+
+
+def dir_source(kind: str, project: Path, tmp: Path) -> str:
+    root = tmp / "vllm-tree"
+    tmp.mkdir(parents=True, exist_ok=True)
+    secret = tmp / "secret.txt"
+    secret.write_text("SECRET outside the subtree\n")
+    make_dir(
+        root, next_tree(project), None if kind == "no-version" else "0.20.0" if kind == "other-version" else VERSION
+    )
+    subtree = root / SUBTREE
+    if kind == "file-link":
+        (subtree / "secret.py").symlink_to(secret)
+    elif kind == "replaced-by-link":
+        (subtree / "batched.py").unlink()
+        (subtree / "batched.py").symlink_to(secret)
+    elif kind == "dir-link":
+        outside = tmp / "outside"
+        outside.mkdir()
+        (outside / "x.py").write_text("print('x')\n")
+        (subtree / "extra").symlink_to(outside, target_is_directory=True)
+    elif kind == "subtree-link":
+        moved = tmp / "elsewhere"
+        (root / "vllm" / "model_executor").rename(moved)
+        (root / "vllm" / "model_executor").symlink_to(moved, target_is_directory=True)
+    elif kind == "version-link":
+        (root / "vllm" / "_version.py").unlink()
+        (tmp / "version.py").write_bytes(version_file(VERSION))
+        (root / "vllm" / "_version.py").symlink_to(tmp / "version.py")
+    return f"dir:{root}"
+
+
+def git_source(kind: str, project: Path, tmp: Path) -> str:
+    path = make_git(tmp / "vllm-git", {NEXT_TAG: next_tree(project)})
+    repo = WorkRepo(path)
+    if kind == "symlink":
+        (path / SUBTREE / "secret.py").symlink_to("/etc/passwd")
+        repo.run("add", SUBTREE)
+    elif kind == "submodule":
+        head = repo.head()
+        repo.run("update-index", "--add", "--cacheinfo", f"160000,{head},{SUBTREE}/vendored_module")
+    if kind != "good":
+        repo.run("commit", "--quiet", "-m", f"{kind} in the subtree")
+        repo.run("tag", "-f", NEXT_TAG)
+    return f"git:{path}"
+
+
+BAD = [
+    (wheel_source, "dotdot", "`..` component"),
+    (wheel_source, "absolute", "has an empty or `.` component"),
+    (wheel_source, "symlink", "is a symbolic link"),
+    (wheel_source, "no-metadata", "has no .dist-info/METADATA"),
+    (wheel_source, "other-version", "is vLLM 0.20.0, not v0.20.99"),
+    (wheel_source, "corrupt", "cannot read"),
+    (dir_source, "file-link", "is a symbolic link"),
+    (dir_source, "replaced-by-link", "is a symbolic link"),
+    (dir_source, "dir-link", "is a symbolic link"),
+    (dir_source, "subtree-link", "is a symbolic link"),
+    (dir_source, "version-link", "is a symbolic link"),
+    (dir_source, "no-version", "cannot prove it is vLLM v0.20.99"),
+    (dir_source, "other-version", "says vLLM 0.20.0, not v0.20.99"),
+    (git_source, "symlink", "is a symbolic link (mode 120000)"),
+    (git_source, "submodule", "is a submodule (mode 160000)"),
+]
+
+
+@pytest.mark.parametrize(("make", "kind", "message"), BAD, ids=[f"{m.__name__}-{k}" for m, k, _ in BAD])
+def test_unsafe_or_unproven_source_is_refused_before_anything_is_written(
+    project: Path, tmp_path: Path, make: Callable[[str, Path, Path], str], kind: str, message: str
+) -> None:
+    source = make(kind, project, tmp_path / "src")
+    before = snapshot(project)
+    outside_before = sorted(p.name for p in tmp_path.iterdir())
+    result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(tmp_path / "r"))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(project) == before
+    assert work_leftovers(project) == []
+    assert list(tmp_path.rglob("ESCAPED*")) == []  # the payloads exist only inside the archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == outside_before
+
+
+@pytest.mark.parametrize("make", [wheel_source, dir_source, git_source])
+def test_a_well_formed_source_of_each_kind_goes_through(project: Path, tmp_path: Path, make) -> None:
+    source = make("good", project, tmp_path / "src")
+    result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    assert f'tag = "{NEXT_TAG}"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    assert run_release(project, "check").returncode == 0
+
+
+@pytest.mark.parametrize("typed", ["0.20.99", " v0.20.99 ", "0.20.99\n"])
+def test_a_tag_without_v_or_with_spaces_means_the_canonical_tag(project: Path, tmp_path: Path, typed: str) -> None:
+    source = dir_source("good", project, tmp_path / "src")
+    result = run_release(project, "rebase", typed, "--from", source, "--report", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    pin = (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+    assert f'tag = "{NEXT_TAG}"' in pin
+    assert (tmp_path / "r" / "rebase-report.json").is_file()
+
+
+@pytest.mark.parametrize("typed", ["v0.20", "release-0.20.99", "v0.20.99 extra", ""])
+def test_a_tag_that_is_not_a_release_is_one_line_exit_2(project: Path, typed: str) -> None:
+    before = snapshot(project)
+    result = run_release(project, "rebase", typed, "--from", "pypi")
+    assert result.returncode == 2, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error: ")], result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(project) == before
+
+
+def test_a_hand_edited_pin_tag_must_be_canonical(project: Path) -> None:
+    pin = project / "vendor/vllm_fused_moe/UPSTREAM.toml"
+    pin.write_text(pin.read_text().replace('tag = "v0.20.0"', 'tag = "0.20.0"'))
+    result = run_release(project, "check")
+    assert result.returncode == 2 and "must be spelled 'v0.20.0'" in result.stderr, result.stderr
+
+
+def test_a_source_never_reads_through_a_link_even_to_a_vllm_file(project: Path, tmp_path: Path) -> None:
+    """A link to an identical file is refused too: links are refused, not judged by their target."""
+    source = dir_source("good", project, tmp_path / "src")
+    subtree = Path(source.removeprefix("dir:")) / SUBTREE
+    copy = tmp_path / "same.py"
+    copy.write_bytes((subtree / "mori.py").read_bytes())
+    (subtree / "mori.py").unlink()
+    os.symlink(copy, subtree / "mori.py")
+    result = run_release(project, "rebase", NEXT_TAG, "--from", source)
+    assert result.returncode == 2 and "is a symbolic link" in result.stderr, result.stderr
+
+
+# The same attacks through `--from pypi`: the wheel is read lazily over range requests from a real
+# index on 127.0.0.1 (then a second time from the members cache that read left, if it left one).
+PYPI_BAD = [
+    ("dotdot", "`..` component"),
+    ("symlink", "is a symbolic link"),
+    ("no-metadata", "has no .dist-info/METADATA"),
+    ("other-version", "is vLLM 0.20.0, not v0.20.99"),
+]
+
+
+@pytest.mark.parametrize(("kind", "message"), PYPI_BAD, ids=[k for k, _ in PYPI_BAD])
+def test_a_lazily_read_index_wheel_gets_the_same_checks(project: Path, tmp_path: Path, kind: str, message: str) -> None:
+    wheel = Path(wheel_source(kind, project, tmp_path / "src").removeprefix("wheel:"))
+    before = snapshot(project)
+    with LoopbackIndex([wheel]) as index:
+        env = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "cache"), INDEX_ENV: index.url}
+        for _ in range(2):
+            result = run_release(
+                project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env
+            )
+            assert result.returncode == 2, (result.stdout, result.stderr)
+            errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+            assert len(errors) == 1 and message in errors[0], result.stderr
+            assert "Traceback" not in result.stderr
+    assert index.served.file_requests and all(status == 206 for status, _ in index.served.file_requests)
+    assert snapshot(project) == before
+    assert work_leftovers(project) == []
+
+
+def test_a_well_formed_index_wheel_goes_through_lazily(project: Path, tmp_path: Path) -> None:
+    wheel = Path(wheel_source("good", project, tmp_path / "src").removeprefix("wheel:"))
+    with LoopbackIndex([wheel]) as index:
+        env = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "cache"), INDEX_ENV: index.url}
+        result = run_release(project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert f'tag = "{NEXT_TAG}"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
