@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,17 @@ from moe_contract.code_under_test import (
     wheel_metadata,
 )
 from moe_contract.launcher import ContractRun
-from moe_contract.vllm_layer import reduce_site
 from release.pristine.wheel import pypi_wheel
 
 pytestmark = pytest.mark.timeout(900)  # the first test of a layout pays for the run (contract_run)
 
 
 def _vllm_package() -> Path:
-    import vllm
-
-    return Path(vllm.__file__).parent
+    # Located, not imported: importing vLLM here would configure its logging in the pytest
+    # process, against whatever stream the capture had at that moment.
+    spec = importlib.util.find_spec("vllm")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def test_every_train_tag_is_in_exactly_one_group() -> None:
@@ -39,11 +41,11 @@ def test_every_train_tag_is_in_exactly_one_group() -> None:
 
 
 def test_the_run_reached_the_reduce_decision_of_the_installed_release(contract_run: ContractRun) -> None:
-    site = reduce_site()
-    assert contract_run.site["file"] == site.file
-    runner_functions = {qualname for file, qualname in contract_run.vllm_functions if file == site.file}
+    site = contract_run.site  # what the ranks found in the installed vLLM (vllm_layer.reduce_site)
+    assert (_vllm_package().parent / str(site["file"])).is_file()
+    runner_functions = {qualname for file, qualname in contract_run.vllm_functions if file == site["file"]}
     # The decision itself ran, not just the runner's constructor.
-    assert any(qualname.endswith(f".{site.function}") for qualname in runner_functions), sorted(runner_functions)
+    assert f"{site['runner']}.{site['function']}" in runner_functions, sorted(runner_functions)
 
 
 @pytest.mark.network  # the other members' release wheels come from the package index once, then the cache
