@@ -83,7 +83,10 @@ def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
         metadata = HeaderParser().parsestr(
             archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
         )
-        assert metadata["Version"] == f"{entry.version}+fm.{level}" == info["version"]
+        # `--allow-dirty` marks a checkout with uncommitted changes (e.g. right after a rebase): the
+        # build info lists them, and the version says so.
+        dirty = ".dirty" if info["dirty"] else ""
+        assert metadata["Version"] == f"{entry.version}+fm.{level}{dirty}" == info["version"]
         requires = {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist")}
         assert str(requires["vllm"].specifier) == f"=={entry.version}"
         expected = verified.range_for(entry.flashinfer)
