@@ -17,10 +17,11 @@ from moe_contract.prepare_finalize_sources import (
 @pytest.fixture(scope="session")
 def source_variants(tmp_path_factory: pytest.TempPathFactory) -> tuple[SourceVariant, ...]:
     workdir = tmp_path_factory.mktemp("prepare_finalize_sources")
+    vendored = vendored_variant(workdir)
     return (
-        vendored_variant(),
+        vendored,
         pristine_variant(workdir),
-        *(mutant_variant(workdir, module) for module in FLASHINFER_NVLINK_CLASSES),
+        *(mutant_variant(workdir, module, vendored) for module in FLASHINFER_NVLINK_CLASSES),
     )
 
 

@@ -15,6 +15,7 @@ from moe_contract.code_under_test import (
     group_of,
     installed_files,
     load_groups,
+    load_not_yet_driven,
     wheel_files,
     wheel_metadata,
 )
@@ -36,7 +37,10 @@ def test_every_train_tag_is_in_exactly_one_group() -> None:
     groups = load_groups()
     listed = [tag for group in groups for tag in group.tags]
     assert len(listed) == len(set(listed)), f"a tag is in two groups: {listed}"
-    missing = [tag for tag in tag_facts.train().tags if tag not in listed]
+    not_yet = load_not_yet_driven()
+    assert not set(not_yet) & set(listed), "a tag the harness drives is still listed as not_yet"
+    assert all(why.strip() for why in not_yet.values())
+    missing = [tag for tag in tag_facts.train().tags if tag not in listed and tag not in not_yet]
     assert not missing, f"add {missing} to tests/contract/groups.toml (a group of its own unless proven identical)"
 
 

@@ -25,21 +25,28 @@ def test_world_size_not_divisible_by_tp_is_rejected() -> None:
 @pytest.mark.timeout(10)
 def test_top_k_larger_than_experts_is_rejected_before_any_process_starts(tmp_path: Path) -> None:
     with pytest.raises(HarnessInputError, match="top_k 17 must be between 1 and the number of experts 16"):
-        run_contract(ParallelLayout(2, 1), (_problem(top_k=17),), (vendored_variant(),), tmp_path)
+        run_contract(ParallelLayout(2, 1), (_problem(top_k=17),), (vendored_variant(tmp_path / "sources"),), tmp_path)
     assert multiprocessing.active_children() == []
 
 
 @pytest.mark.timeout(10)
 def test_token_pattern_must_match_dp_size(tmp_path: Path) -> None:
     with pytest.raises(HarnessInputError, match="DP size is 4"):
-        run_contract(ParallelLayout(4, 1), (_problem(),), (vendored_variant(),), tmp_path)
+        run_contract(ParallelLayout(4, 1), (_problem(),), (vendored_variant(tmp_path / "sources"),), tmp_path)
 
 
 @pytest.mark.timeout(120)
 def test_failing_rank_stops_the_ranks_blocked_in_a_collective(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(HarnessWorkerError, match="InjectedFault: rank 0 fails on purpose"):
-        run_contract(ParallelLayout(2, 1), (_problem(),), (vendored_variant(),), tmp_path, timeout_s=90, fail_on_rank=0)
+        run_contract(
+            ParallelLayout(2, 1),
+            (_problem(),),
+            (vendored_variant(tmp_path / "sources"),),
+            tmp_path,
+            timeout_s=90,
+            fail_on_rank=0,
+        )
     # Rank 1 waits in a gloo barrier that has a 30-minute default timeout; only the
     # launcher stopping it ends the run this early.
     assert time.monotonic() - started < 90

@@ -2,23 +2,29 @@
 
 import difflib
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from helpers import tag_facts
-from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, VENDORED_PREPARE_FINALIZE
+from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, installed_vllm_root, release_line
 from moe_contract.prepare_finalize_sources import SourceVariant
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def _installed_vllm_file(module: str) -> Path:
-    spec = importlib.util.find_spec("vllm")
-    assert spec is not None and spec.submodule_search_locations
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return root / "model_executor" / "layers" / "fused_moe" / "prepare_finalize" / f"{module}.py"
+    root = installed_vllm_root()
+    assert root is not None
+    return root.parent / release_line().upstream_file(module)
+
+
+def _train_hashes(table: str, module: str) -> str:
+    """The train's sha256 of the installed tag's `module` file: `pristine` or `patched`."""
+    entry = tag_facts.train().get(tag_facts.tag_of_installed_vllm())
+    assert entry is not None, f"{tag_facts.tag_of_installed_vllm()} is not in the train"
+    assert entry.line == release_line().name
+    return getattr(entry, table)[release_line().upstream_file(module).name]
 
 
 def _changed_lines(a: Path, b: Path) -> list[str]:
@@ -27,6 +33,8 @@ def _changed_lines(a: Path, b: Path) -> list[str]:
 
 
 def test_installed_vllm_is_the_tag_vendor_was_built_from() -> None:
+    if release_line().vendored is None:
+        pytest.skip(f"vendor/ holds the head line; the installed vLLM is on line {release_line().name}")
     assert tag_facts.installed_vllm() == tag_facts.head().version
 
 
@@ -34,7 +42,23 @@ def test_installed_vllm_is_the_tag_vendor_was_built_from() -> None:
 def test_pristine_copy_equals_the_installed_vllm_file(source_variants: tuple[SourceVariant, ...], module: str) -> None:
     pristine = (source_variants[1].directory / f"{module}.py").read_bytes()
     assert pristine == _installed_vllm_file(module).read_bytes()
-    assert hashlib.sha256(pristine).hexdigest() == tag_facts.head().files[f"{module}.py"]
+    digest = hashlib.sha256(pristine).hexdigest()
+    if release_line().vendored is not None:
+        assert digest == tag_facts.head().files[f"{module}.py"]
+    else:
+        assert digest == _train_hashes("pristine", module)
+
+
+@pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
+def test_older_line_vendored_copy_is_what_the_train_ships(
+    source_variants: tuple[SourceVariant, ...], module: str
+) -> None:
+    """For an older line, our classes are built by applying the line's patch: they must be the
+    bytes the train records as that tag's patched file (what its overlay wheel serves)."""
+    if release_line().vendored is not None:
+        pytest.skip("head line: our classes are vendor/ itself")
+    patched = (source_variants[0].directory / f"{module}.py").read_bytes()
+    assert hashlib.sha256(patched).hexdigest() == _train_hashes("patched", module)
 
 
 @pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
@@ -42,7 +66,8 @@ def test_mutant_differs_from_vendored_only_in_the_returned_flag(
     source_variants: tuple[SourceVariant, ...], module: str
 ) -> None:
     mutant = next(v for v in source_variants if module in v.name)
-    changed = _changed_lines(VENDORED_PREPARE_FINALIZE / f"{module}.py", mutant.directory / f"{module}.py")
+    vendored = source_variants[0].directory
+    changed = _changed_lines(vendored / f"{module}.py", mutant.directory / f"{module}.py")
     assert [line[0] + line[1:].strip() for line in changed] == ["-return True", "+return False"]
     other = next(m for m in FLASHINFER_NVLINK_CLASSES if m != module)
-    assert _changed_lines(VENDORED_PREPARE_FINALIZE / f"{other}.py", mutant.directory / f"{other}.py") == []
+    assert _changed_lines(vendored / f"{other}.py", mutant.directory / f"{other}.py") == []

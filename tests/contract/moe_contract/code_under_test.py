@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import CONTRACT_GROUPS, FLASHINFER_NVLINK_CLASSES, UPSTREAM_DIR
+from .paths import CONTRACT_GROUPS, FLASHINFER_NVLINK_CLASSES, release_line
 
 Function = tuple[str, str]  # (file under vllm/, qualified name)
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -36,6 +36,12 @@ class TagGroup:
 def load_groups(path: Path = CONTRACT_GROUPS) -> tuple[TagGroup, ...]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return tuple(TagGroup(tuple(group["tags"])) for group in data["group"])
+
+
+def load_not_yet_driven(path: Path = CONTRACT_GROUPS) -> dict[str, str]:
+    """Train tags the harness cannot drive yet (groups.toml `[[not_yet]]`): tag -> why."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {tag: entry["why"] for entry in data.get("not_yet", []) for tag in entry["tags"]}
 
 
 def group_of(tag: str, groups: tuple[TagGroup, ...]) -> TagGroup | None:
@@ -85,7 +91,7 @@ def differing_functions(ours: dict[str, bytes], theirs: dict[str, bytes], functi
 
 
 def flashinfer_module_files() -> list[str]:
-    return [f"{UPSTREAM_DIR.as_posix()}/{module}.py" for module in FLASHINFER_NVLINK_CLASSES]
+    return [release_line().upstream_file(module).as_posix() for module in FLASHINFER_NVLINK_CLASSES]
 
 
 def installed_files(vllm_package: Path, names: set[str]) -> dict[str, bytes]:

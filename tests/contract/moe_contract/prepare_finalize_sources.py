@@ -1,8 +1,10 @@
 """The prepare/finalize sources a run can load: ours, pristine upstream, and mutants.
 
-Pristine files come from reverse-applying patch 0001 to a copy of the vendored files
+Which files depend on the installed release's line (paths.py, `release_line`). Head line:
+pristine files come from reverse-applying patch 0001 to a copy of the vendored files
 (no network); they are the pinned tag's own (tests/contract/test_sources.py compares
-them with the installed vLLM). A mutant is the vendored subtree with one `output_is_reduced()` turned
+them with the installed vLLM). Older line: pristine is the installed release's files, ours
+that line's patch applied to them. A mutant is the vendored subtree with one `output_is_reduced()` turned
 back to `return False`, found by AST so that a reformatted file still mutates cleanly.
 """
 
@@ -14,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import FLASHINFER_NVLINK_CLASSES, PATCH_0001, UPSTREAM_DIR, UPSTREAM_PACKAGE, VENDORED_PREPARE_FINALIZE
+from .paths import FLASHINFER_NVLINK_CLASSES, installed_vllm_root, release_line
 
 VENDORED = "vendored"
 PRISTINE = "pristine"
@@ -30,24 +32,36 @@ class SourceVariant:
     directory: Path  # holds flashinfer_nvlink_{two,one}_sided.py
 
 
-def vendored_variant() -> SourceVariant:
-    return SourceVariant(VENDORED, VENDORED_PREPARE_FINALIZE)
+def vendored_variant(workdir: Path | None = None) -> SourceVariant:
+    """Our patched files: vendor/ for the head line; for an older line, the line's patch
+    applied to the installed release's files (what the overlay build ships), in `workdir`."""
+    line = release_line()
+    if line.vendored is not None:
+        return SourceVariant(VENDORED, line.vendored)
+    if workdir is None:
+        raise ValueError(f"line {line.name} has no vendored files: pass a workdir to build them in")
+    return SourceVariant(VENDORED, _apply_line_patch(workdir / VENDORED, reverse=False))
 
 
-def _copy_flashinfer_modules(destination: Path) -> None:
-    destination.mkdir(parents=True, exist_ok=True)
-    for module in FLASHINFER_NVLINK_CLASSES:
-        shutil.copy2(VENDORED_PREPARE_FINALIZE / f"{module}.py", destination / f"{module}.py")
-
-
-def pristine_variant(workdir: Path) -> SourceVariant:
-    root = workdir / PRISTINE
-    target = root / UPSTREAM_DIR
-    _copy_flashinfer_modules(target)
+def _apply_line_patch(root: Path, reverse: bool) -> Path:
+    """Patch (or unpatch) copies of the line's two files under their upstream paths in `root`;
+    return a directory holding them as `<module>.py`."""
+    line = release_line()
+    if reverse:
+        source = {module: (line.vendored or Path()) / f"{module}.py" for module in FLASHINFER_NVLINK_CLASSES}
+    else:
+        installed = installed_vllm_root()
+        if installed is None:
+            raise ImportError("vLLM is not installed")
+        source = {module: installed.parent / line.upstream_file(module) for module in FLASHINFER_NVLINK_CLASSES}
+    (root / line.directory).mkdir(parents=True, exist_ok=True)
+    for module, path in source.items():
+        shutil.copy2(path, root / line.upstream_file(module))
     # GIT_CEILING_DIRECTORIES keeps git from finding an enclosing repository, so the
     # patch's upstream paths resolve against `root` alone.
+    files = [f"--include={line.upstream_file(module).as_posix()}" for module in FLASHINFER_NVLINK_CLASSES]
     result = subprocess.run(
-        ["git", "apply", "-R", "--include", f"{UPSTREAM_DIR.as_posix()}/*", str(PATCH_0001)],
+        ["git", "apply", *(["-R"] if reverse else []), *files, str(line.patch)],
         cwd=root,
         env={"GIT_CEILING_DIRECTORIES": str(root.parent), "PATH": "/usr/bin:/bin:/usr/local/bin"},
         capture_output=True,
@@ -55,7 +69,33 @@ def pristine_variant(workdir: Path) -> SourceVariant:
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"reverse-applying {PATCH_0001.name} failed:\n{result.stderr}")
+        raise RuntimeError(f"applying {line.patch.name} (reverse={reverse}) failed:\n{result.stderr}")
+    target = root / "modules"
+    target.mkdir()
+    for module in FLASHINFER_NVLINK_CLASSES:
+        shutil.copy2(root / line.upstream_file(module), target / f"{module}.py")
+    return target
+
+
+def _copy_flashinfer_modules(source: Path, destination: Path) -> None:
+    destination.mkdir(parents=True, exist_ok=True)
+    for module in FLASHINFER_NVLINK_CLASSES:
+        shutil.copy2(source / f"{module}.py", destination / f"{module}.py")
+
+
+def pristine_variant(workdir: Path) -> SourceVariant:
+    """Patch 0001 reverse-applied to our files (head line); for an older line, the installed
+    release's own files."""
+    line = release_line()
+    if line.vendored is not None:
+        return SourceVariant(PRISTINE, _apply_line_patch(workdir / PRISTINE, reverse=True))
+    installed = installed_vllm_root()
+    if installed is None:
+        raise ImportError("vLLM is not installed")
+    target = workdir / PRISTINE / "modules"
+    target.mkdir(parents=True)
+    for module in FLASHINFER_NVLINK_CLASSES:
+        shutil.copy2(installed.parent / line.upstream_file(module), target / f"{module}.py")
     return SourceVariant(PRISTINE, target)
 
 
@@ -75,9 +115,9 @@ def _output_is_reduced_return_line(source: str, class_name: str) -> tuple[int, i
     raise ValueError(f"{class_name}.output_is_reduced() has no `return True` to mutate")
 
 
-def mutant_variant(workdir: Path, module: str) -> SourceVariant:
+def mutant_variant(workdir: Path, module: str, vendored: SourceVariant) -> SourceVariant:
     target = workdir / mutant_name(module)
-    _copy_flashinfer_modules(target)
+    _copy_flashinfer_modules(vendored.directory, target)
     path = target / f"{module}.py"
     lines = path.read_text().splitlines(keepends=True)
     line, col = _output_is_reduced_return_line("".join(lines), FLASHINFER_NVLINK_CLASSES[module])
@@ -97,9 +137,10 @@ def load_flashinfer_nvlink_classes(variant: SourceVariant) -> dict[str, type]:
 
     importlib.import_module(reduce_site().module)
 
+    line = release_line()
     classes: dict[str, type] = {}
     for module, class_name in FLASHINFER_NVLINK_CLASSES.items():
-        name = f"{UPSTREAM_PACKAGE}.{module}"
+        name = line.upstream_module(module)
         spec = importlib.util.spec_from_file_location(name, variant.directory / f"{module}.py")
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {module} from {variant.directory}")

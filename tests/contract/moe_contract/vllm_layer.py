@@ -155,6 +155,9 @@ REDUCE_SITES = (
     ReduceSite(
         f"{RUNNER_PACKAGE}.default_moe_runner", "DefaultMoERunner", "_maybe_reduce_output", (LAYER_PATH, MODEL_PATH)
     ),
+    # v0.17.x-v0.18.x: the same runner, its decision still named _reduce_output (called at
+    # the end of DefaultMoERunner.forward rather than around the custom op's DP chunking).
+    ReduceSite(f"{RUNNER_PACKAGE}.default_moe_runner", "DefaultMoERunner", "_reduce_output", (LAYER_PATH, MODEL_PATH)),
 )
 
 
