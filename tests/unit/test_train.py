@@ -278,8 +278,11 @@ def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Pa
     patch = Queue.load(layout).series.names[0]
     tags = train_of(project).tags
     if head_of(project) in tags[-2:]:
-        # The head never leaves the train: move the copy's head to the oldest tag first.
-        moved = run_release(project, "rebase", tags[0], "--from", "pypi")
+        # The head never leaves the train: move the copy's head to the oldest tag of its line first
+        # (a rebase stays on the head's release line).
+        head_line = next(e.line for e in train_of(project).entries if e.tag == head_of(project))
+        oldest = next(e.tag for e in train_of(project).entries if e.line == head_line)
+        moved = run_release(project, "rebase", oldest, "--from", "pypi")
         assert moved.returncode == 0, moved.stderr
     head = head_of(project)
     # The two newest tags leave the train, as if vLLM had just published them.
