@@ -269,8 +269,10 @@ def live_classes(overlay_dir: str | None) -> dict[str, Any]:
         with stdout_to_stderr():
             module = importlib.import_module(ALL2ALL_MODULE)
         # What the import hook decided in this process when vLLM imported the subtree (None: no hook).
+        # With VLLM_FUSED_MOE=off the .pth leaves only a stand-in finder: the hook is off, not absent.
         hooks = [f for f in sys.meta_path if type(f).__name__ == "OverlayFinder"]
-        result["hook_active"] = getattr(hooks[0], "active", None) if hooks else None
+        switched_off = os.environ.get("VLLM_FUSED_MOE", "").strip().lower() in ("off", "0", "false", "no")
+        result["hook_active"] = getattr(hooks[0], "active", None) if hooks else (False if switched_off else None)
         for name in CLASSES:
             cls = getattr(module, name, None)
             if cls is None:
