@@ -7,6 +7,8 @@ given as an argument or read from a monkeypatched metadata lookup.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from vllm_fused_moe import _activate
@@ -50,16 +52,28 @@ def outside_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_outside_flashinfer_warns_and_still_activates(
-    outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(_activate.MODE_ENV, raising=False)
-    assert _activate.decide() is True
-    # vLLM's logging config does not propagate to the root logger: read what it printed.
-    printed = capfd.readouterr()
-    lines = (printed.out + printed.err).splitlines()
-    warnings = [line for line in lines if "WARNING" in line and "outside the verified range" in line]
-    assert len(warnings) == 1 and "flashinfer-python 0.7.3" in warnings[0]
-    assert any("INFO" in line and "activated for vLLM 0.20.0" in line for line in lines)
+    # The hook's own log records, read from a logger of the test's: vLLM's handler (which the real
+    # logger() configures) binds the stream of whichever test imported vllm.logger first, so capfd
+    # cannot be relied on once another test has done so.
+    records: list[logging.LogRecord] = []
+    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-version-checks")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    log.addHandler(handler)
+    monkeypatch.setattr(_activate, "logger", lambda: log)
+    try:
+        assert _activate.decide() is True
+    finally:
+        log.removeHandler(handler)
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "outside the verified range" in warnings[0] and "0.7.3" in warnings[0]
+    infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert any("activated for vLLM 0.20.0" in line for line in infos)
 
 
 def test_outside_flashinfer_is_an_error_when_strict(outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch) -> None:
