@@ -138,8 +138,14 @@ def files_at(repo: Path, ref: str, prefix: str) -> dict[str, bytes]:
 
 
 def apply_ok(cwd: Path, *args: str) -> bool:
-    """Does `git apply ARGS` succeed in `cwd`? (never with fuzz: no -C, no --recount)"""
-    return git("apply", *args, cwd=cwd, check=False).ok
+    """Does `git apply ARGS` succeed in `cwd`, a plain directory? (never with fuzz: no -C, no --recount)
+
+    Inside someone else's work tree (a TMPDIR under a clone, as nox's `create_tmp()` sets it)
+    git would take paths relative to that repository's top and skip every file outside `cwd`,
+    succeeding without touching anything; the ceiling keeps git from looking above `cwd`.
+    """
+    ceiling = {"GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent)}
+    return git("apply", *args, cwd=cwd, check=False, env=ceiling).ok
 
 
 def head_commit(root: Path) -> str:

@@ -8,6 +8,7 @@ line, no traceback).
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,20 @@ def test_patches_not_a_directory_is_one_line_exit_2(project: Path, shape: str) -
         assert result.returncode == 2, (command, result.stderr)
         assert "patches" in result.stderr and "Traceback" not in result.stderr, result.stderr
         assert len([line for line in result.stderr.splitlines() if line.startswith("error: ")]) == 1
+
+
+def test_check_is_not_fooled_by_a_temp_dir_inside_a_git_work_tree(project: Path, tmp_path: Path) -> None:
+    """nox's `session.create_tmp()` points TMPDIR into the clone; `git apply` there once skipped
+    every path and `check` then called a clean vendor/ edited (and missed a real edit the other way)."""
+    outer = tmp_path / "clone"
+    outer.mkdir()
+    subprocess.run(["git", "init", "--quiet", str(outer)], check=True)
+    temp = outer / ".nox" / "session" / "tmp"
+    temp.mkdir(parents=True)
+    inside = {"TMPDIR": str(temp)}
+    clean = run_release(project, "check", env=inside)
+    assert clean.returncode == 0, (clean.stdout, clean.stderr)
+    path = project / VENDOR / "flashinfer_nvlink_two_sided.py"
+    path.write_text(path.read_text() + "# a hand edit\n")
+    edited = run_release(project, "check", env=inside)
+    assert edited.returncode == 1 and "flashinfer_nvlink_two_sided.py" in edited.stdout, edited.stdout
