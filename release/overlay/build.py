@@ -223,16 +223,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
-                pin = Pin(
-                    tag=entry.tag,
-                    source=entry.source,
-                    subtree=line.root,
-                    flashinfer=entry.flashinfer,
-                    wheel=entry.wheel,
-                    wheel_sha256=entry.wheel_sha256,
-                    commit=entry.commit,
-                    files=entry.pristine,
-                )
+                pin = entry.pin(line.root)
                 target = BuildTarget(
                     pin, str(ranges[entry.tag]), checked.replay.files, line, tuple(line_patches(layout, line))
                 )

@@ -10,6 +10,7 @@ from pathlib import Path
 from release.core.errors import ConfigError
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import canonical_tag, version_of_tag
+from release.pristine.tree import UpstreamTree
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
@@ -32,6 +33,20 @@ class Pin:
     @property
     def version(self) -> str:
         return version_of_tag(self.tag)
+
+    @classmethod
+    def of(cls, upstream: UpstreamTree, source: str, subtree: str = UPSTREAM_SUBTREE) -> Pin:
+        """The pin of a pristine tree just read from `source`."""
+        return cls(
+            tag=upstream.tag,
+            source=source,
+            subtree=subtree,
+            flashinfer=upstream.flashinfer,
+            wheel=upstream.wheel,
+            wheel_sha256=upstream.wheel_sha256,
+            commit=upstream.commit,
+            files=upstream.file_hashes(),
+        )
 
     @classmethod
     def load(cls, path: Path) -> Pin:

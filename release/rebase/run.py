@@ -26,7 +26,7 @@ from release.core.errors import (
 from release.core.faults import fault_point
 from release.core.git import WorkRepo
 from release.core.journal import write_atomic
-from release.core.layout import UPSTREAM_SUBTREE, Layout, writable_dir_problem
+from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
 from release.pristine.sources import fetch
@@ -257,16 +257,7 @@ def finish(
     series = queue.series
     for name in replay.retired:
         series = series.without(name)
-    pin = Pin(
-        tag=options.tag,
-        source=options.source,
-        subtree=UPSTREAM_SUBTREE,
-        flashinfer=upstream.flashinfer,
-        wheel=upstream.wheel,
-        wheel_sha256=upstream.wheel_sha256,
-        commit=upstream.commit,
-        files=upstream.file_hashes(),
-    )
+    pin = Pin.of(upstream, options.source)
     head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.pristine.tree import UpstreamTree
-from release.train.model import DEFAULT_LINE, Train, TrainEntry
+from release.train.model import Train, TrainEntry
 
 
 @dataclass(frozen=True)
@@ -24,17 +24,7 @@ def move_head(layout: Layout, upstream: UpstreamTree, vendor: dict[str, bytes], 
     if not layout.train.is_file():
         return MovedHead(None, [])
     train = Train.load(layout.train)
-    entry = TrainEntry(
-        tag=upstream.tag,
-        source=upstream.source,
-        line=DEFAULT_LINE,
-        wheel=upstream.wheel,
-        wheel_sha256=upstream.wheel_sha256,
-        commit=upstream.commit,
-        flashinfer=upstream.flashinfer,
-        pristine=upstream.file_hashes(),
-        patched={name: sha256_hex(data) for name, data in sorted(vendor.items())},
-    )
+    entry = TrainEntry.of(upstream, {name: sha256_hex(data) for name, data in sorted(vendor.items())})
     # A retired patch leaves the series, but the other tags' trees were recorded with it.
     stranded = [tag for tag in train.tags if tag != upstream.tag] if retired else []
     return MovedHead(train.with_entry(entry).dumps(), stranded)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from release.core.errors import ConfigError
 from release.core.versions import parse_version, version_of_tag
+from release.pristine.tree import UpstreamTree
+from release.queue.pin import Pin
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 DEFAULT_LINE = "prepare_finalize"
@@ -36,6 +38,36 @@ class TrainEntry:
     @property
     def version(self) -> str:
         return version_of_tag(self.tag)
+
+    @classmethod
+    def of(
+        cls, upstream: UpstreamTree, patched: dict[str, str], line: str = DEFAULT_LINE, source: str = ""
+    ) -> TrainEntry:
+        """The entry for `upstream` (its provenance and pristine hashes) with the hashes after the series."""
+        return cls(
+            tag=upstream.tag,
+            source=source or upstream.source,
+            line=line,
+            wheel=upstream.wheel,
+            wheel_sha256=upstream.wheel_sha256,
+            commit=upstream.commit,
+            flashinfer=upstream.flashinfer,
+            pristine=upstream.file_hashes(),
+            patched=patched,
+        )
+
+    def pin(self, subtree: str) -> Pin:
+        """This tag as the pin of a build: its provenance and pristine hashes, for `subtree`."""
+        return Pin(
+            tag=self.tag,
+            source=self.source,
+            subtree=subtree,
+            flashinfer=self.flashinfer,
+            wheel=self.wheel,
+            wheel_sha256=self.wheel_sha256,
+            commit=self.commit,
+            files=self.pristine,
+        )
 
 
 @dataclass(frozen=True)

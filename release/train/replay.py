@@ -63,17 +63,7 @@ class TagReplay:
 
     def entry(self, source: str, line: str = DEFAULT_LINE) -> TrainEntry:
         """The train entry this replay proves: where the pristine code came from and both sets of hashes."""
-        return TrainEntry(
-            tag=self.tag,
-            source=source,
-            line=line,
-            wheel=self.upstream.wheel,
-            wheel_sha256=self.upstream.wheel_sha256,
-            commit=self.upstream.commit,
-            flashinfer=self.upstream.flashinfer,
-            pristine=self.upstream.file_hashes(),
-            patched=self.patched_hashes(),
-        )
+        return TrainEntry.of(self.upstream, self.patched_hashes(), line, source)
 
 
 def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
