@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import shlex
 import signal
 import threading
@@ -34,7 +35,7 @@ The gated run is the --without-patches run when that is given, else the run with
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "GSM8K 5-shot smoke: serve MODEL with `vllm serve` and a FlashInfer NVLink all2all backend, "
+        "GSM8K 5-shot smoke: serve MODEL with `vllm serve` and a FlashInfer all-to-all backend, "
         "score it the way lm-eval's gsm8k task does, gate on a threshold and write a report."
     )
     parser.epilog = GATED_RUN_HELP
@@ -56,6 +57,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="'ARGS'",
         help="extra `vllm serve` arguments, one shell-quoted string, replacing the upstream report's "
         f"default: '{shlex.join(UPSTREAM_REPORT_SERVE_ARGS)}'",
+    )
+
+    what.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set an environment variable for `vllm serve` (repeatable); before vLLM 0.20 the double reduce "
+        "shows only with VLLM_ENABLE_MOE_DP_CHUNK=0 (docs/gsm8k.md)",
     )
 
     which = parser.add_argument_group("which vLLM")
@@ -169,6 +179,10 @@ def _validate(args: argparse.Namespace) -> None:
         (args.health_timeout > 0, "--health-timeout must be positive"),
         (args.request_timeout > 0, "--request-timeout must be positive"),
         (0 <= args.port <= 65535, "--port must be in 0..65535"),
+        *(
+            (bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", item, re.S)), f"--server-env {item!r} is not NAME=VALUE")
+            for item in args.server_env
+        ),
     ]
     for ok, message in checks:
         if not ok:
@@ -212,6 +226,7 @@ def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
         vllm_index_args=("--index-url", args.vllm_index_url) if args.vllm_index_url else (),
         fixed_venv=args.venv,
         upstream_venv=args.upstream_venv,
+        server_env=tuple((name, value) for name, _, value in (item.partition("=") for item in args.server_env)),
     )
 
 

@@ -20,7 +20,10 @@ from types import TracebackType
 
 from release.core.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
 
-BACKENDS: tuple[str, ...] = ("flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
+# The FlashInfer all-to-all backends: the NVLink pair is what vLLM 0.18.0+ calls them;
+# `flashinfer_all2allv` is the one name of 0.11.1-0.17.1 and an alias of two-sided from 0.18.0
+# (patches/lines.toml says which line has which; tests/gsm8k/test_serve_flags.py checks them).
+BACKENDS: tuple[str, ...] = ("flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided", "flashinfer_all2allv")
 # The serving flags of the upstream report (vllm PR #41382's test plan) besides the
 # parallelism and backend ones, which build_vllm_serve_argv adds itself.
 UPSTREAM_REPORT_SERVE_ARGS: tuple[str, ...] = (

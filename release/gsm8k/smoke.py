@@ -45,6 +45,7 @@ class SmokeConfig:
     vllm_index_args: tuple[str, ...]
     fixed_venv: Path | None  # use as is instead of installing
     upstream_venv: Path | None
+    server_env: tuple[tuple[str, str], ...] = ()  # set for `vllm serve` on top of ours
 
 
 def serve_argv(config: SmokeConfig, vllm_executable: str | Path, port: int) -> list[str]:
@@ -181,6 +182,7 @@ def run_once(config: SmokeConfig, with_patches: bool) -> RunResult:
         argv,
         base_url=f"http://{config.host}:{port}",
         log_path=config.report_dir / f"server-{label}.log",
+        env={**os.environ, **dict(config.server_env)} if config.server_env else None,
         health_timeout_s=config.health_timeout_s,
     )
     note(f"{label}: starting {' '.join(argv)}")

@@ -35,6 +35,7 @@ class Line:
     contains: tuple[tuple[str, str], ...] = ()  # (marker file, text it must contain)
     note: str = ""  # where the affected code lives, for docs/affected-releases.md
     fires: str = ""  # when the double reduce actually happens on this line, for the same page
+    backends: tuple[str, ...] = ()  # the --all2all-backend names of its FlashInfer all-to-all classes
 
     def wants(self, member: str) -> bool:
         """Is this wheel member one of the line's modules (bytecode left out)?"""
@@ -156,7 +157,10 @@ def _line(path: Path, index: int, item: object) -> Line:
     note, fires = item.get("note", ""), item.get("fires", "")
     if not isinstance(note, str) or not isinstance(fires, str):
         raise ConfigError(f"{path}: line {name!r}: `note` and `fires` are strings", hint=HINT)
-    return Line(name, modules, markers, series, tuple(contains), note, fires)
+    backends = item.get("backends", [])
+    if not isinstance(backends, list) or not all(isinstance(b, str) and b for b in backends):
+        raise ConfigError(f"{path}: line {name!r}: `backends` is a list of --all2all-backend names", hint=HINT)
+    return Line(name, modules, markers, series, tuple(contains), note, fires, tuple(backends))
 
 
 def read_lines(path: Path) -> Lines:

@@ -95,6 +95,28 @@ def test_server_that_exits_at_start_is_an_infrastructure_error(tmp_path: Path, t
     assert (tmp_path / "r" / "server-with-fix.log").is_file()
 
 
+def test_server_env_reaches_vllm_serve(tmp_path: Path, tiny_data: Path) -> None:
+    """--server-env is in the environment `vllm serve` starts with: here it makes the double exit at start."""
+    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
+    argv = common(tiny_data, tmp_path / "ok", "--venv", str(fixed), "--server-env", "VLLM_ENABLE_MOE_DP_CHUNK=0")
+    assert cli.run(parse(*argv), Layout.default()) == 0
+    argv = common(tiny_data, tmp_path / "r", "--venv", str(fixed), "--server-env", "FAKE_MODEL_EXIT_AT_START=1")
+    with pytest.raises(ServerStartError):
+        cli.run(parse(*argv), Layout.default())
+
+
+def test_the_older_backend_name_is_served_and_its_fix_read(tmp_path: Path, tiny_data: Path) -> None:
+    """`flashinfer_all2allv` (vLLM 0.11.1-0.17.1, an alias of two-sided later) is passed through, and the
+    probe finds its class (here the stub's two-sided one, as in a 0.18+ release)."""
+    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
+    argv = common(tiny_data, tmp_path / "r", "--venv", str(fixed))
+    argv[argv.index("flashinfer_nvlink_two_sided")] = "flashinfer_all2allv"
+    assert cli.run(parse(*argv), Layout.default()) == 0
+    run = json.loads((tmp_path / "r" / "report.json").read_text())["runs"][0]
+    assert run["fix_active"] is True
+    assert run["serve_argv"][run["serve_argv"].index("--all2all-backend") + 1] == "flashinfer_all2allv"
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -102,6 +124,8 @@ def test_server_that_exits_at_start_is_an_infrastructure_error(tmp_path: Path, t
         ("--limit", "0"),
         ("--venv", "/nonexistent/env"),
         ("--index", "/nonexistent/index"),
+        ("--server-env", "VLLM_ENABLE_MOE_DP_CHUNK"),
+        ("--server-env", "1X=0"),
     ],
 )
 def test_bad_input_is_exit_two(tmp_path: Path, tiny_data: Path, extra: tuple[str, ...]) -> None:

@@ -4,7 +4,7 @@ For each tag of patches/train.toml, the release wheel's Python files are unpacke
 beside the wheels) and a separate interpreter, with them first on its path, builds vLLM's
 own `vllm serve` parser and parses our arguments (serve_flags_probe.py); no server starts.
 The argument lists come from the real `release gsm8k` option parser with its defaults, for
-both backends.
+each backend.
 """
 
 from __future__ import annotations
@@ -15,17 +15,19 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from helpers import tag_facts
-from release.core.layout import write_files
+from release.core.layout import Layout, write_files
 from release.core.versions import version_of_tag
 from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
 from release.pristine.wheel import cache_dir, pypi_content
+from release.queue.lines import load_lines
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
 MARKER = "SERVE-FLAGS "
@@ -80,26 +82,56 @@ def probe(release: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
     return reports
 
 
-# The harness drives the NVLink backends (`--all2all-backend flashinfer_nvlink_*`), which vLLM has
-# from 0.18.0; the older lines know only `flashinfer_all2allv`, which `nox -s gsm8k` does not start
-# yet (docs/gsm8k.md). So: every train tag of the lines whose vLLM has those backends.
-NVLINK_TAGS = [e.tag for e in tag_facts.train().entries if e.line in ("prepare_finalize", "flashinfer_nvlink")]
+LINES = {line.name: line for line in load_lines(Layout.default().lines)}
+TAGS = [e.tag for e in tag_facts.train().entries]
 
 
-@pytest.mark.parametrize("tag", NVLINK_TAGS)
-def test_gsm8k_serve_arguments_are_accepted_by_the_tags_vllm(tag: str, tmp_path: Path) -> None:
-    release = unpacked_release(tag)
-    ours = {backend: gsm8k_serve_argv(backend, tmp_path) for backend in BACKENDS}
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    return {backend: gsm8k_serve_argv(backend, tmp_path_factory.mktemp("gsm8k")) for backend in BACKENDS}
+
+
+@pytest.fixture(scope="module")
+def parsed(ours: dict[str, list[str]]) -> dict[str, tuple[Path, list[dict[str, object]]] | BaseException]:
+    """Every tag's parser on our argument lists, two tags at a time: each probe is a process of its own
+    that spends its time importing that release's vLLM, and a CI machine has two cores."""
+    unknown = [UNKNOWN_BACKEND if a in BACKENDS else a for a in ours[BACKENDS[0]]]
+    argvs = [argv[1:] for argv in ours.values()] + [unknown[1:]]
+
+    def one(tag: str) -> tuple[Path, list[dict[str, object]]] | BaseException:
+        try:
+            release = unpacked_release(tag)
+            return release, probe(release, argvs)
+        except BaseException as failure:  # reported by that tag's test, not by every test
+            return failure
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(TAGS, pool.map(one, TAGS), strict=True))
+
+
+@pytest.mark.timeout(900)  # the first test waits for every tag's probe
+@pytest.mark.parametrize("tag", TAGS)
+def test_gsm8k_serve_arguments_are_accepted_by_the_tags_vllm(tag: str, ours, parsed) -> None:
+    """Every backend the tag's line has (patches/lines.toml) is accepted; every other one of ours refused."""
+    entry = tag_facts.train().get(tag)
+    assert entry is not None
+    has = LINES[entry.line].backends
+    assert has and set(has) <= set(BACKENDS), (entry.line, has)
     for argv in ours.values():
         assert argv[:3] == ["vllm", "serve", MODEL]
-    unknown = [UNKNOWN_BACKEND if a in BACKENDS else a for a in ours[BACKENDS[0]]]
-    reports = probe(release, [argv[1:] for argv in ours.values()] + [unknown[1:]])
+    result = parsed[tag]
+    if isinstance(result, BaseException):
+        raise result
+    release, reports = result
 
     for report in reports:
         # The tag's own code parsed it, not the vLLM installed in this environment.
         assert report["vllm_version"] == version_of_tag(tag)
         assert str(report["vllm_file"]).startswith(str(release) + os.sep)
     for backend, report in zip(ours, reports, strict=False):
+        if backend not in has:
+            assert report["accepted"] is False and report["exit_code"] == 2, f"vLLM {tag} has {backend}: {report}"
+            continue
         assert report["accepted"] is True, f"vLLM {tag} refuses {ours[backend]}: {report}"
         args = report["args"]
         assert isinstance(args, dict)

@@ -135,12 +135,12 @@ def main(argv: list[str]) -> None:
                 in_flight += 1
                 max_in_flight = max(max_in_flight, in_flight)
                 requests.append({key: value for key, value in request.items() if key != "prompt"})
-            try:
-                time.sleep(args.delay)
-                self._answer(request)
-            finally:
-                with lock:
-                    in_flight -= 1
+            time.sleep(args.delay)
+            # Out of flight before the answer is written: the client may send its next request
+            # the moment it reads this one, and that one must not count as a third in flight.
+            with lock:
+                in_flight -= 1
+            self._answer(request)
 
         def _answer(self, request: dict[str, object]) -> None:
             if request.get("model") != args.model:

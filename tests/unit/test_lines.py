@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from release.core.errors import MalformedPatchError, MalformedSeriesError
+from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
 from release.core.layout import Layout
 from release.queue.lines import read_lines
 from release.queue.load import line_patches
@@ -145,3 +145,12 @@ def test_line_roots_and_overlay_targets_never_name_a_parent_package() -> None:
     }
     for line in lines.lines:
         assert "vllm.model_executor.layers.fused_moe" not in line.targets(line.overlay_dir)
+
+
+def test_backends_of_a_line_must_be_a_list_of_names(tmp_path: Path) -> None:
+    text = Layout(REPO).lines.read_text(encoding="utf-8")
+    broken = tmp_path / "lines.toml"
+    broken.write_text(text.replace('backends = ["flashinfer_all2allv"]', 'backends = "flashinfer_all2allv"', 1))
+    assert broken.read_text() != text
+    with pytest.raises(ConfigError, match="backends"):
+        read_lines(broken)
