@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import CONTRACT_GROUPS, FLASHINFER_NVLINK_CLASSES, release_line
+from .paths import CONTRACT_GROUPS, release_line
 
 Function = tuple[str, str]  # (file under vllm/, qualified name)
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -91,7 +91,8 @@ def differing_functions(ours: dict[str, bytes], theirs: dict[str, bytes], functi
 
 
 def flashinfer_module_files() -> list[str]:
-    return [release_line().upstream_file(module).as_posix() for module in FLASHINFER_NVLINK_CLASSES]
+    line = release_line()
+    return [line.upstream_file(module).as_posix() for module in line.modules]
 
 
 def installed_files(vllm_package: Path, names: set[str]) -> dict[str, bytes]:

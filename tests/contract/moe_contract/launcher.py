@@ -41,6 +41,8 @@ class ContractRun:
     paths: tuple[str, ...]
     # Every vLLM function that ran on some rank, as (file, qualified name) (worker.VllmCallRecorder).
     vllm_functions: tuple[tuple[str, str], ...]
+    # Per rank: variant -> {class the fix must leave alone: its output_is_reduced()}.
+    unchanged: tuple[dict[str, dict[str, bool]], ...] = ()
 
     def result(self, problem: MoEProblem, module: str, variant: str, rank: int, path: str) -> RankResult:
         raw = self.per_rank[rank][result_key(problem, module, variant, path)]
@@ -140,4 +142,5 @@ def run_contract(
         site=site,
         paths=tuple(site["paths"]),
         vllm_functions=tuple(sorted({tuple(f) for s in saved for f in s["vllm_functions"]})),
+        unchanged=tuple(s["unchanged"] for s in saved),
     )
