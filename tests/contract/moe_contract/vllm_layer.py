@@ -18,9 +18,10 @@ Which runner decides the final TP all-reduce differs between releases; `reduce_s
 picks the adapter by what the installed vLLM has (see `ReduceSite`), never by version.
 """
 
+import contextlib
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -42,11 +43,13 @@ class FlashInferAll2AllManagerDouble:
 
 @dataclass(frozen=True)
 class ParallelConfigStandIn:
-    """The three fields of vllm.config.ParallelConfig that FusedMoEParallelConfig.make reads."""
+    """The fields of vllm.config.ParallelConfig that FusedMoEParallelConfig.make reads (v0.16.0
+    also reads use_sequence_parallel_moe, where later releases take sp_size_)."""
 
     all2all_backend: str
     enable_expert_parallel: bool = True
     enable_eplb: bool = False
+    use_sequence_parallel_moe: bool = False
 
 
 def init_process_groups(layout: ParallelLayout, rank: int, init_method: str) -> None:
@@ -234,7 +237,11 @@ def triton_experts_class() -> type:
     import importlib.util
 
     for name in TRITON_EXPERTS_MODULES:
-        if importlib.util.find_spec(name) is not None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # its package (experts/) is not in this release
+            continue
+        if spec is not None:
             found = getattr(importlib.import_module(name), "TritonExperts", None)
             if isinstance(found, type):
                 return found
@@ -276,13 +283,21 @@ def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
     if hasattr(modular_kernel, "FusedMoEKernel"):
         quant_method.moe_kernel = modular_kernel.FusedMoEKernel(prepare_finalize, experts)
         return quant_method
+    from unittest import mock
+
+    from vllm.model_executor.custom_op import CustomOp
     from vllm.model_executor.layers.fused_moe.fused_moe_modular_method import FusedMoEModularMethod
 
     quant_method.moe_quant_config = quant_config
     kernel = modular_kernel.FusedMoEModularKernel(
         prepare_finalize, experts, None, moe_parallel_config=moe_config.moe_parallel_config
     )
-    return FusedMoEModularMethod(quant_method, kernel)
+    # Seam: FusedMoEModularMethod is a CustomOp, whose constructor picks a forward method from
+    # the engine's compilation config (a VllmConfig the harness does not build). The quant
+    # method's forward never runs here (the CPU layer stands in for it); the rest of its
+    # constructor is vLLM's own, so the kernel lands in the attribute that release reads.
+    with mock.patch.object(CustomOp, "dispatch_forward", lambda self, *args, **kwargs: None):
+        return FusedMoEModularMethod(quant_method, kernel)
 
 
 LAYER_NAME = "model.layers.0.mlp.experts"
@@ -339,7 +354,8 @@ class MoEBlock:
     def __call__(self, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
         if self.layer is None:
             return self.runner.forward(hidden_states, router_logits)
-        shared, routed = self.layer.forward(hidden_states, router_logits)
+        with _layer_registered(self.layer):
+            shared, routed = self.layer.forward(hidden_states, router_logits)
         total = routed if shared is None else routed + shared
         if self.path == MODEL_PATH:
             from vllm.distributed import get_tensor_model_parallel_world_size
@@ -350,6 +366,25 @@ class MoEBlock:
             if get_tensor_model_parallel_world_size() > 1:
                 total = self.layer.maybe_all_reduce_tensor_model_parallel(total)
         return total
+
+
+@contextlib.contextmanager
+def _layer_registered(layer: torch.nn.Module) -> Iterator[None]:
+    """A forward context in which vLLM's moe_forward custom op finds `layer` by its name.
+
+    Where the layer decides the reduce (no runner), FusedMoE.forward_native reaches the
+    experts through the real custom op unless vLLM's platform is the CPU one (a CPU-only
+    install of a CUDA wheel is the "unspecified" platform), and the op's body looks the
+    layer up in the forward context, as the model runner registers it. Only that lookup
+    needs a context; the DP metadata stays unset (the CPU layer does not read it).
+    """
+    from vllm import forward_context
+
+    values = {"no_compile_layers": {LAYER_NAME: layer}, "attn_metadata": {}, "slot_mapping": {}, "virtual_engine": 0}
+    fields = {field.name for field in dataclasses.fields(forward_context.ForwardContext)}
+    context = forward_context.ForwardContext(**{name: value for name, value in values.items() if name in fields})
+    with forward_context.override_forward_context(context):
+        yield
 
 
 def _moe_runner(moe_config, quant_method, shared_experts, forward_entry):  # -> MoERunner
