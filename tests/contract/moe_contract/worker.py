@@ -67,7 +67,12 @@ class VllmCallRecorder:
             caller = caller.f_back
         self._codes.add(code)
         relative = "vllm/" + code.co_filename[len(self.package) :].replace(os.sep, "/")
-        self.functions.add((relative, code.co_qualname))
+        qualname = code.co_qualname
+        if qualname == "<lambda>":
+            # A module-level lambda (envs.py keeps one per variable) has no name of its own:
+            # its line tells code_under_test which one ran.
+            qualname = f"<lambda>@{code.co_firstlineno}"
+        self.functions.add((relative, qualname))
 
 
 def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[str, object]:
