@@ -70,7 +70,11 @@ def predicted_output(
         if reduced:
             return total  # shared output reduced early, the runner's reduce skipped
         # DP-chunked backends skip the runner's reduce: the shared partials stay unreduced.
-        return shared_partial + reference.routed if facts.dp_chunking else tp_times_routed
+        if facts.dp_chunking:
+            return shared_partial + reference.routed
+        # The op's reduce covers the shared output only where the shared experts run inside
+        # it; SharedFusedMoE.forward leaves the ones it runs itself unreduced.
+        return tp_times_routed if facts.shared_in_op else shared_partial + tp_size * reference.routed
     if path == MODEL_PATH:
         return shared_partial + reference.routed if reduced else tp_times_routed
     raise ValueError(f"unknown path {path!r}")

@@ -27,6 +27,7 @@ class RankResult:
     output_dtype: str
     fused_output_is_reduced: bool
     dp_chunking: bool
+    shared_in_op: bool
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class ContractRun:
             output_dtype=str(raw["output_dtype"]),
             fused_output_is_reduced=bool(raw["fused_output_is_reduced"]),
             dp_chunking=bool(raw["dp_chunking"]),
+            shared_in_op=bool(raw["shared_in_op"]),
         )
 
 

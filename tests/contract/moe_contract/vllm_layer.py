@@ -310,6 +310,10 @@ class RunnerFacts:
 
     fused_output_is_reduced: bool
     dp_chunking: bool  # the runner skips its final reduce for DP-chunked backends
+    # The shared experts run inside the MoE op (use_overlapped), so the op's final reduce
+    # covers their output too; otherwise SharedFusedMoE.forward runs them and reduces them
+    # early only when output_is_reduced().
+    shared_in_op: bool = True
 
 
 class MoEBlock:
@@ -348,7 +352,9 @@ class MoEBlock:
         if self.site.runner_class == "MoERunner":
             return RunnerFacts(bool(self.runner._fused_output_is_reduced), dp_chunking=False)
         return RunnerFacts(
-            bool(self.runner.must_reduce_shared_expert_outputs()), dp_chunking=bool(self.runner.use_dp_chunking)
+            bool(self.runner.must_reduce_shared_expert_outputs()),
+            dp_chunking=bool(self.runner.use_dp_chunking),
+            shared_in_op=bool(self.layer.use_overlapped),
         )
 
     def __call__(self, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:

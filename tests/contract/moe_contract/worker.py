@@ -137,6 +137,7 @@ def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[s
                         "output_dtype": str(output.dtype),
                         "fused_output_is_reduced": facts.fused_output_is_reduced,
                         "dp_chunking": facts.dp_chunking,
+                        "shared_in_op": facts.shared_in_op,
                     }
     return {
         "results": results,
