@@ -52,13 +52,45 @@ class ParallelConfigStandIn:
     use_sequence_parallel_moe: bool = False
 
 
+@dataclass(frozen=True)
+class _OneEngineParallelConfig:
+    nnodes: int = 1
+    nnodes_within_dp: int = 1
+    data_parallel_size: int = 1
+    all2all_backend: str = "naive"  # read next to data_parallel_size, used only when it is > 1
+
+
+@dataclass(frozen=True)
+class VllmConfigStandIn:
+    """Stand-in for the engine's VllmConfig where the process groups ask for it.
+
+    v0.11.x-v0.13.0 call `get_current_vllm_config()` in init_distributed_environment and in
+    DeviceCommunicatorBase's constructor; with no config set it builds a default VllmConfig,
+    which fails without an accelerator (it cannot infer the device). Those two read only
+    parallel_config.nnodes, .nnodes_within_dp, .data_parallel_size and .all2all_backend, to
+    re-rank an engine that runs several DP replicas or nodes itself and to make its all2all
+    manager. The harness builds its DP groups directly and sets the manager itself (a
+    double), so one node and one engine-level DP replica are the true values for it. Later
+    releases call `get_current_vllm_config_or_none()`, get None, and take the same branch.
+    """
+
+    parallel_config: _OneEngineParallelConfig = _OneEngineParallelConfig()
+
+
 def init_process_groups(layout: ParallelLayout, rank: int, init_method: str) -> None:
+    from unittest import mock
+
+    import vllm.config
     from vllm.distributed import parallel_state as ps
 
-    ps.init_distributed_environment(layout.world_size, rank, init_method, rank, backend="gloo")
-    ps._TP = ps.init_model_parallel_group(layout.tp_groups(), rank, "gloo", group_name="tp")
-    ps._DP = ps.init_model_parallel_group(layout.dp_groups(), rank, "gloo", group_name="dp")
-    ps._EP = ps.init_model_parallel_group([list(range(layout.world_size))], rank, "gloo", group_name="ep")
+    stand_in: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if not hasattr(vllm.config, "get_current_vllm_config_or_none"):  # found by what the release has
+        stand_in = mock.patch.object(vllm.config, "get_current_vllm_config", VllmConfigStandIn)
+    with stand_in:
+        ps.init_distributed_environment(layout.world_size, rank, init_method, rank, backend="gloo")
+        ps._TP = ps.init_model_parallel_group(layout.tp_groups(), rank, "gloo", group_name="tp")
+        ps._DP = ps.init_model_parallel_group(layout.dp_groups(), rank, "gloo", group_name="dp")
+        ps._EP = ps.init_model_parallel_group([list(range(layout.world_size))], rank, "gloo", group_name="ep")
     communicator = ps.get_ep_group().device_communicator
     if communicator is None:
         raise RuntimeError("vLLM created no device communicator for the EP group")
@@ -290,7 +322,12 @@ def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
 
     quant_method.moe_quant_config = quant_config
     kernel = modular_kernel.FusedMoEModularKernel(
-        prepare_finalize, experts, None, moe_parallel_config=moe_config.moe_parallel_config
+        prepare_finalize,
+        experts,
+        None,
+        **_accepted(
+            modular_kernel.FusedMoEModularKernel.__init__, {"moe_parallel_config": moe_config.moe_parallel_config}
+        ),
     )
     # Seam: FusedMoEModularMethod is a CustomOp, whose constructor picks a forward method from
     # the engine's compilation config (a VllmConfig the harness does not build). The quant
@@ -486,6 +523,7 @@ def _deciding_shared_fused_moe(
     layer.hidden_size = moe_config.hidden_dim
     layer.is_sequence_parallel = False
     layer.layer_name = LAYER_NAME
+    layer.zero_expert_num = 0  # FusedMoE.__init__'s default; v0.11.x's forward_native reads it
 
     def forward_impl(hidden_states: torch.Tensor, router_logits: torch.Tensor) -> Output:
         # forward_native hands the shared experts' input over in an attribute (latent MoE).
