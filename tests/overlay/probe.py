@@ -46,6 +46,8 @@ def _reduced(cls: type) -> bool | None:
     """cls.output_is_reduced() on an instance configured as vLLM's factory builds it for DP > 1
     (`use_dp` True where the constructor takes it), without running __init__, which needs
     vLLM's distributed groups. None if the method needs more than that."""
+    if inspect.isabstract(cls):  # a base vLLM never builds (FlashInferCutlassMoEPrepareAndFinalize)
+        return None
     instance = object.__new__(cls)
     if "use_dp" in inspect.signature(cls.__init__).parameters:
         instance.use_dp = True
@@ -91,7 +93,12 @@ def overlaid() -> dict:
         theirs = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(theirs)
         for class_name, cls in vars(ours).items():
-            if isinstance(cls, type) and cls.__module__ == name and callable(getattr(cls, "output_is_reduced", None)):
+            if (
+                isinstance(cls, type)
+                and cls.__module__ == name
+                and callable(getattr(cls, "output_is_reduced", None))
+                and not inspect.isabstract(cls)  # never built; its subclasses are reported
+            ):
                 found[class_name] = {
                     "module": name,
                     "file": inspect.getfile(cls),
