@@ -58,6 +58,7 @@ class _OneEngineParallelConfig:
     nnodes_within_dp: int = 1
     data_parallel_size: int = 1
     all2all_backend: str = "naive"  # read next to data_parallel_size, used only when it is > 1
+    distributed_executor_backend: str | None = None  # ParallelConfig's default
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,9 @@ class VllmConfigStandIn:
     v0.11.x-v0.13.0 call `get_current_vllm_config()` in init_distributed_environment and in
     DeviceCommunicatorBase's constructor; with no config set it builds a default VllmConfig,
     which fails without an accelerator (it cannot infer the device). Those two read only
-    parallel_config.nnodes, .nnodes_within_dp, .data_parallel_size and .all2all_backend, to
-    re-rank an engine that runs several DP replicas or nodes itself and to make its all2all
-    manager. The harness builds its DP groups directly and sets the manager itself (a
+    parallel_config.nnodes, .nnodes_within_dp, .data_parallel_size, .all2all_backend and
+    .distributed_executor_backend, to re-rank an engine that runs several DP replicas or nodes
+    itself and to make its all2all manager. The harness builds its DP groups directly and sets the manager itself (a
     double), so one node and one engine-level DP replica are the true values for it. Later
     releases call `get_current_vllm_config_or_none()`, get None, and take the same branch.
     """
