@@ -5,7 +5,7 @@ import pytest
 from moe_contract.cases import LAYOUTS, problems_for
 from moe_contract.launcher import ContractRun, run_contract
 from moe_contract.layout import ParallelLayout
-from moe_contract.paths import FLASHINFER_NVLINK_CLASSES
+from moe_contract.paths import release_line
 from moe_contract.prepare_finalize_sources import (
     SourceVariant,
     mutant_variant,
@@ -21,7 +21,7 @@ def source_variants(tmp_path_factory: pytest.TempPathFactory) -> tuple[SourceVar
     return (
         vendored,
         pristine_variant(workdir),
-        *(mutant_variant(workdir, module, vendored) for module in FLASHINFER_NVLINK_CLASSES),
+        *(mutant_variant(workdir, module, vendored) for module in release_line().modules),
     )
 
 

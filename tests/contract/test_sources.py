@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from helpers import tag_facts
-from moe_contract.paths import FLASHINFER_NVLINK_CLASSES, installed_vllm_root, release_line
+from moe_contract.paths import installed_vllm_root, release_line
 from moe_contract.prepare_finalize_sources import SourceVariant
 
 pytestmark = pytest.mark.timeout(30)
+MODULES = release_line().modules
 
 
 def _installed_vllm_file(module: str) -> Path:
@@ -38,7 +39,7 @@ def test_installed_vllm_is_the_tag_vendor_was_built_from() -> None:
     assert tag_facts.installed_vllm() == tag_facts.head().version
 
 
-@pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
+@pytest.mark.parametrize("module", MODULES)
 def test_pristine_copy_equals_the_installed_vllm_file(source_variants: tuple[SourceVariant, ...], module: str) -> None:
     pristine = (source_variants[1].directory / f"{module}.py").read_bytes()
     assert pristine == _installed_vllm_file(module).read_bytes()
@@ -49,7 +50,7 @@ def test_pristine_copy_equals_the_installed_vllm_file(source_variants: tuple[Sou
         assert digest == _train_hashes("pristine", module)
 
 
-@pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
+@pytest.mark.parametrize("module", MODULES)
 def test_older_line_vendored_copy_is_what_the_train_ships(
     source_variants: tuple[SourceVariant, ...], module: str
 ) -> None:
@@ -61,13 +62,18 @@ def test_older_line_vendored_copy_is_what_the_train_ships(
     assert hashlib.sha256(patched).hexdigest() == _train_hashes("patched", module)
 
 
-@pytest.mark.parametrize("module", FLASHINFER_NVLINK_CLASSES)
-def test_mutant_differs_from_vendored_only_in_the_returned_flag(
-    source_variants: tuple[SourceVariant, ...], module: str
-) -> None:
+@pytest.mark.parametrize("module", MODULES)
+def test_mutant_differs_from_vendored_only_in_the_fix(source_variants: tuple[SourceVariant, ...], module: str) -> None:
     mutant = next(v for v in source_variants if module in v.name)
     vendored = source_variants[0].directory
     changed = _changed_lines(vendored / f"{module}.py", mutant.directory / f"{module}.py")
-    assert [line[0] + line[1:].strip() for line in changed] == ["-return True", "+return False"]
-    other = next(m for m in FLASHINFER_NVLINK_CLASSES if m != module)
-    assert _changed_lines(vendored / f"{other}.py", mutant.directory / f"{other}.py") == []
+    if [line[0] + line[1:].strip() for line in changed] != ["-return True", "+return False"]:
+        # The fix added an override to a class that inherits the method: the mutant drops
+        # exactly that override, which are lines the line's patch adds.
+        added = {line[1:] for line in release_line().patch.read_text().splitlines() if line.startswith("+")}
+        assert changed and all(line.startswith("-") for line in changed), changed
+        assert {line[1:] for line in changed} <= added, changed
+        assert any("def output_is_reduced(" in line for line in changed), changed
+    for other in MODULES:
+        if other != module:
+            assert _changed_lines(vendored / f"{other}.py", mutant.directory / f"{other}.py") == []

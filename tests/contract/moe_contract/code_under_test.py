@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import CONTRACT_GROUPS, FLASHINFER_NVLINK_CLASSES, release_line
+from .paths import CONTRACT_GROUPS, release_line
 
 Function = tuple[str, str]  # (file under vllm/, qualified name)
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -75,8 +75,43 @@ def function_source(source: str, qualname: str) -> str:
     return decorators + segment
 
 
+def module_lambdas(source: str) -> dict[int, list[str]]:
+    """Module-level lambdas (not inside a def or class) by first line: their source texts."""
+    found: dict[int, list[str]] = {}
+    tree = ast.parse(source)
+    nested = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda)
+        for child in ast.iter_child_nodes(node)
+        for inner in ast.walk(child)
+        if isinstance(inner, ast.Lambda)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda) and id(node) not in nested:
+            found.setdefault(node.lineno, []).append(ast.get_source_segment(source, node) or "")
+    return found
+
+
+def _same_lambda(ours: str, theirs: str, line: int) -> bool:
+    """The lambda that ran at `line` of our file is, text for text, a module-level lambda of theirs.
+
+    Lines move between releases; the text does not when the lambda is unchanged (envs.py's
+    lambdas each name their variable, so equal text is the same variable's lambda).
+    """
+    texts = module_lambdas(ours).get(line)
+    if not texts:
+        return False
+    their_texts = {text for segments in module_lambdas(theirs).values() for text in segments}
+    return all(text in their_texts for text in texts)
+
+
 def differing_functions(ours: dict[str, bytes], theirs: dict[str, bytes], functions: list[Function]) -> list[str]:
-    """The recorded functions whose source differs between two releases' files."""
+    """The recorded functions whose source differs between two releases' files.
+
+    `ours` are the files of the release the run used (a module-level lambda's recorded
+    line, `<lambda>@LINE`, refers to them).
+    """
     differing = []
     for file, qualname in functions:
         a, b = ours.get(file), theirs.get(file)
@@ -85,13 +120,18 @@ def differing_functions(ours: dict[str, bytes], theirs: dict[str, bytes], functi
         if a is None or b is None:
             differing.append(f"{file}: only in one release")
             continue
+        if qualname.startswith("<lambda>@"):
+            if not _same_lambda(a.decode(), b.decode(), int(qualname.removeprefix("<lambda>@"))):
+                differing.append(f"{file}: {qualname}")
+            continue
         if function_source(a.decode(), qualname) != function_source(b.decode(), qualname):
             differing.append(f"{file}: {qualname}")
     return differing
 
 
 def flashinfer_module_files() -> list[str]:
-    return [release_line().upstream_file(module).as_posix() for module in FLASHINFER_NVLINK_CLASSES]
+    line = release_line()
+    return [line.upstream_file(module).as_posix() for module in line.modules]
 
 
 def installed_files(vllm_package: Path, names: set[str]) -> dict[str, bytes]:

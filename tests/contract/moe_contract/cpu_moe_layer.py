@@ -19,9 +19,9 @@ import torch.nn.functional as F
 
 from .layout import ParallelLayout
 from .one_sided_kernel_order import one_sided_topk_sum
+from .paths import ONE_SIDED, TWO_SIDED
 from .problem import MoEProblem, MoEWeights, route_top_k, shared_expert_tp_shard
 from .transport import exchange_counts, exchange_rows
-from .vllm_layer import ONE_SIDED_BACKEND, TWO_SIDED_BACKEND
 
 
 def payload_precision_mlp(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -49,7 +49,7 @@ class CpuAll2AllMoELayer:
     layout: ParallelLayout
     rank: int
     weights: MoEWeights
-    backend: str
+    combine: str  # paths.TWO_SIDED or paths.ONE_SIDED: the FlashInfer combine the class runs
     ep_group: dist.ProcessGroup | None
     two_sided_combine: Callable[..., torch.Tensor]
     shared_expert: SharedExpertTpShard | None
@@ -106,10 +106,10 @@ class CpuAll2AllMoELayer:
             send_rank_count_cumsum=torch.tensor(send_counts).cumsum(0),
             backward_recv_rank_local_indices=slot_order,
         )
-        if self.backend == TWO_SIDED_BACKEND:
+        if self.combine == TWO_SIDED:
             return self.two_sided_combine(expert_out, combine_info, None, self.rank, ep_size, top_k, tokens)
-        if self.backend == ONE_SIDED_BACKEND:
+        if self.combine == ONE_SIDED:
             slots = torch.zeros(tokens * top_k, self.problem.hidden, dtype=self.problem.dtype)
             slots[slot_order] = exchange_rows(expert_out, recv_counts, send_counts, self.ep_group)
             return one_sided_topk_sum(slots.view(tokens, top_k, self.problem.hidden))
-        raise ValueError(f"unknown backend {self.backend}")
+        raise ValueError(f"unknown combine {self.combine}")

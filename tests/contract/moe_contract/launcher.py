@@ -27,6 +27,7 @@ class RankResult:
     output_dtype: str
     fused_output_is_reduced: bool
     dp_chunking: bool
+    shared_in_op: bool
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class ContractRun:
     paths: tuple[str, ...]
     # Every vLLM function that ran on some rank, as (file, qualified name) (worker.VllmCallRecorder).
     vllm_functions: tuple[tuple[str, str], ...]
+    # Per rank: variant -> {class the fix must leave alone: its output_is_reduced()}.
+    unchanged: tuple[dict[str, dict[str, bool]], ...] = ()
 
     def result(self, problem: MoEProblem, module: str, variant: str, rank: int, path: str) -> RankResult:
         raw = self.per_rank[rank][result_key(problem, module, variant, path)]
@@ -49,6 +52,7 @@ class ContractRun:
             output_dtype=str(raw["output_dtype"]),
             fused_output_is_reduced=bool(raw["fused_output_is_reduced"]),
             dp_chunking=bool(raw["dp_chunking"]),
+            shared_in_op=bool(raw["shared_in_op"]),
         )
 
 
@@ -140,4 +144,5 @@ def run_contract(
         site=site,
         paths=tuple(site["paths"]),
         vllm_functions=tuple(sorted({tuple(f) for s in saved for f in s["vllm_functions"]})),
+        unchanged=tuple(s["unchanged"] for s in saved),
     )

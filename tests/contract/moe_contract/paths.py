@@ -20,19 +20,38 @@ CONTRACT_GROUPS = CONTRACT_DIR / "groups.toml"
 UPSTREAM_PACKAGE = "vllm.model_executor.layers.fused_moe.prepare_finalize"
 UPSTREAM_DIR = Path(*UPSTREAM_PACKAGE.split("."))
 
-# The two modules whose output_is_reduced() patch 0001 changes, and their classes.
-FLASHINFER_NVLINK_CLASSES: dict[str, str] = {
-    "flashinfer_nvlink_two_sided": "FlashInferNVLinkTwoSidedPrepareAndFinalize",
-    "flashinfer_nvlink_one_sided": "FlashInferNVLinkOneSidedPrepareAndFinalize",
-}
+# Which FlashInfer combine a class's finalize() runs (cpu_moe_layer.py runs the same on CPU).
+TWO_SIDED = "two_sided"  # MnnvlMoe.mnnvl_moe_alltoallv_combine: a torch.sum over the top-k slots
+ONE_SIDED = "one_sided"  # the one-sided CUDA kernel's pairwise top-k sum
+
+
+@dataclass(frozen=True)
+class FixedClass:
+    """One prepare/finalize class whose output_is_reduced() a line's patch makes True.
+
+    `module` is the key the suite names it by: its file name without the line's `suffix`.
+    `backend` is the all2all backend that makes vLLM build it, `kernels_flag` the
+    FusedMoEParallelConfig property that says that backend is in use for a layout.
+    `overlap`: whether vLLM runs the shared experts inside the MoE op with this backend
+    (FusedMoE's / SharedFusedMoE's `use_overlapped`; False where it says "flashinfer with
+    DP, nothing to gain").
+    """
+
+    module: str
+    name: str
+    backend: str
+    kernels_flag: str
+    combine: str
+    overlap: bool
 
 
 @dataclass(frozen=True)
 class ReleaseLine:
-    """Where one release line (patches/lines.toml) keeps the two FlashInfer NVLink modules.
+    """Where one release line (patches/lines.toml) keeps the classes patch 0001 (or its variant) fixes.
 
-    The suite names the modules by their head-line names (`FLASHINFER_NVLINK_CLASSES`);
-    `upstream_file` maps one to the file the installed release has. `vendored` is None for
+    `upstream_file` maps a class's module key to the file the installed release has.
+    `unchanged` are classes in the same modules that the fix must leave alone (an all-gather
+    class sharing a base with a fixed one): (module key, class name). `vendored` is None for
     an older line: vendor/ holds the head line only, so its patched files are made the way
     the overlay build makes them, by applying the line's patch to the installed release's
     files (prepare_finalize_sources.py).
@@ -40,13 +59,20 @@ class ReleaseLine:
 
     name: str
     package: str
-    suffix: str  # appended to the module name in the release's file name
+    suffix: str  # appended to the module key in the release's file name
     patch: Path
     vendored: Path | None
+    classes: tuple[FixedClass, ...]
+    unchanged: tuple[tuple[str, str], ...] = ()
 
     @property
     def directory(self) -> Path:
         return Path(*self.package.split("."))
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The module keys of the fixed classes, in order, each once."""
+        return tuple(dict.fromkeys(cls.module for cls in self.classes))
 
     def upstream_module(self, module: str) -> str:
         return f"{self.package}.{module}{self.suffix}"
@@ -56,7 +82,26 @@ class ReleaseLine:
 
 
 FUSED_MOE_PACKAGE = "vllm.model_executor.layers.fused_moe"
-HEAD_LINE = ReleaseLine("prepare_finalize", UPSTREAM_PACKAGE, "", PATCH_0001, VENDORED_PREPARE_FINALIZE)
+LINE_PATCHES = REPO_ROOT / "patches" / "lines"
+NVLINK_CLASSES = (
+    FixedClass(
+        "flashinfer_nvlink_two_sided",
+        "FlashInferNVLinkTwoSidedPrepareAndFinalize",
+        "flashinfer_nvlink_two_sided",
+        "use_fi_nvl_two_sided_kernels",
+        TWO_SIDED,
+        overlap=False,
+    ),
+    FixedClass(
+        "flashinfer_nvlink_one_sided",
+        "FlashInferNVLinkOneSidedPrepareAndFinalize",
+        "flashinfer_nvlink_one_sided",
+        "use_fi_nvl_one_sided_kernels",
+        ONE_SIDED,
+        overlap=True,
+    ),
+)
+HEAD_LINE = ReleaseLine("prepare_finalize", UPSTREAM_PACKAGE, "", PATCH_0001, VENDORED_PREPARE_FINALIZE, NVLINK_CLASSES)
 LINES = (
     HEAD_LINE,
     # v0.18.x: the same classes, byte for byte, directly under fused_moe/.
@@ -64,8 +109,49 @@ LINES = (
         "flashinfer_nvlink",
         FUSED_MOE_PACKAGE,
         "_prepare_finalize",
-        REPO_ROOT / "patches" / "lines" / "flashinfer_nvlink" / "0001-flashinfer-nvlink-output-is-reduced.patch",
+        LINE_PATCHES / "flashinfer_nvlink" / "0001-flashinfer-nvlink-output-is-reduced.patch",
         None,
+        NVLINK_CLASSES,
+    ),
+    # v0.16.0-v0.17.1: one class for the flashinfer_all2allv backend, combining two-sided.
+    ReleaseLine(
+        "flashinfer_a2a",
+        FUSED_MOE_PACKAGE,
+        "_prepare_finalize",
+        LINE_PATCHES / "flashinfer_a2a" / "0001-flashinfer-a2a-output-is-reduced.patch",
+        None,
+        (
+            FixedClass(
+                "flashinfer_a2a",
+                "FlashInferA2APrepareAndFinalize",
+                "flashinfer_all2allv",
+                "use_fi_all2allv_kernels",
+                TWO_SIDED,
+                overlap=False,
+            ),
+        ),
+    ),
+    # v0.11.1-v0.15.1: the a2a class inherits output_is_reduced() from the base it shares
+    # with the all-gather class; the fix adds an override to the a2a class only. The
+    # parallel config has no flag of its own for the backend yet: all2all kernels are in
+    # use (DP > 1 with EP) and the backend is named.
+    ReleaseLine(
+        "flashinfer_cutlass",
+        FUSED_MOE_PACKAGE,
+        "_prepare_finalize",
+        LINE_PATCHES / "flashinfer_cutlass" / "0001-flashinfer-all2allv-output-is-reduced.patch",
+        None,
+        (
+            FixedClass(
+                "flashinfer_cutlass",
+                "FlashInferAllToAllMoEPrepareAndFinalize",
+                "flashinfer_all2allv",
+                "use_all2all_kernels",
+                TWO_SIDED,
+                overlap=False,
+            ),
+        ),
+        unchanged=(("flashinfer_cutlass", "FlashInferAllGatherMoEPrepareAndFinalize"),),
     ),
 )
 
@@ -83,6 +169,6 @@ def release_line() -> ReleaseLine:
     root = installed_vllm_root()
     if root is not None:
         for line in LINES:
-            if (root.parent / line.upstream_file("flashinfer_nvlink_two_sided")).is_file():
+            if all((root.parent / line.upstream_file(module)).is_file() for module in line.modules):
                 return line
     return HEAD_LINE

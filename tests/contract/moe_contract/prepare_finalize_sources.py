@@ -4,8 +4,10 @@ Which files depend on the installed release's line (paths.py, `release_line`). H
 pristine files come from reverse-applying patch 0001 to a copy of the vendored files
 (no network); they are the pinned tag's own (tests/contract/test_sources.py compares
 them with the installed vLLM). Older line: pristine is the installed release's files, ours
-that line's patch applied to them. A mutant is the vendored subtree with one `output_is_reduced()` turned
-back to `return False`, found by AST so that a reformatted file still mutates cleanly.
+that line's patch applied to them. A mutant is ours with the fix taken out of one class, found
+by AST so that a reformatted file still mutates cleanly: an `output_is_reduced()` that the fix
+turned to `return True` goes back to `return False`; one the fix added to a class that inherits
+the method (line flashinfer_cutlass) is removed again.
 """
 
 import ast
@@ -15,8 +17,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
-from .paths import FLASHINFER_NVLINK_CLASSES, installed_vllm_root, release_line
+from .paths import installed_vllm_root, release_line
 
 VENDORED = "vendored"
 PRISTINE = "pristine"
@@ -29,7 +32,7 @@ def mutant_name(module: str) -> str:
 @dataclass(frozen=True)
 class SourceVariant:
     name: str
-    directory: Path  # holds flashinfer_nvlink_{two,one}_sided.py
+    directory: Path  # holds <module>.py for each module key of the line (paths.ReleaseLine)
 
 
 def vendored_variant(workdir: Path | None = None) -> SourceVariant:
@@ -48,18 +51,18 @@ def _apply_line_patch(root: Path, reverse: bool) -> Path:
     return a directory holding them as `<module>.py`."""
     line = release_line()
     if reverse:
-        source = {module: (line.vendored or Path()) / f"{module}.py" for module in FLASHINFER_NVLINK_CLASSES}
+        source = {module: (line.vendored or Path()) / f"{module}.py" for module in line.modules}
     else:
         installed = installed_vllm_root()
         if installed is None:
             raise ImportError("vLLM is not installed")
-        source = {module: installed.parent / line.upstream_file(module) for module in FLASHINFER_NVLINK_CLASSES}
+        source = {module: installed.parent / line.upstream_file(module) for module in line.modules}
     (root / line.directory).mkdir(parents=True, exist_ok=True)
     for module, path in source.items():
         shutil.copy2(path, root / line.upstream_file(module))
     # GIT_CEILING_DIRECTORIES keeps git from finding an enclosing repository, so the
     # patch's upstream paths resolve against `root` alone.
-    files = [f"--include={line.upstream_file(module).as_posix()}" for module in FLASHINFER_NVLINK_CLASSES]
+    files = [f"--include={line.upstream_file(module).as_posix()}" for module in line.modules]
     result = subprocess.run(
         ["git", "apply", *(["-R"] if reverse else []), *files, str(line.patch)],
         cwd=root,
@@ -72,14 +75,14 @@ def _apply_line_patch(root: Path, reverse: bool) -> Path:
         raise RuntimeError(f"applying {line.patch.name} (reverse={reverse}) failed:\n{result.stderr}")
     target = root / "modules"
     target.mkdir()
-    for module in FLASHINFER_NVLINK_CLASSES:
+    for module in line.modules:
         shutil.copy2(root / line.upstream_file(module), target / f"{module}.py")
     return target
 
 
 def _copy_flashinfer_modules(source: Path, destination: Path) -> None:
     destination.mkdir(parents=True, exist_ok=True)
-    for module in FLASHINFER_NVLINK_CLASSES:
+    for module in release_line().modules:
         shutil.copy2(source / f"{module}.py", destination / f"{module}.py")
 
 
@@ -94,41 +97,54 @@ def pristine_variant(workdir: Path) -> SourceVariant:
         raise ImportError("vLLM is not installed")
     target = workdir / PRISTINE / "modules"
     target.mkdir(parents=True)
-    for module in FLASHINFER_NVLINK_CLASSES:
+    for module in line.modules:
         shutil.copy2(installed.parent / line.upstream_file(module), target / f"{module}.py")
     return SourceVariant(PRISTINE, target)
 
 
-def _output_is_reduced_return_line(source: str, class_name: str) -> tuple[int, int]:
-    """(line, column) of the `True` that `class_name.output_is_reduced` returns."""
+def _output_is_reduced(source: str, class_name: str) -> ast.FunctionDef:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "output_is_reduced":
-                    for stmt in ast.walk(item):
-                        if (
-                            isinstance(stmt, ast.Return)
-                            and isinstance(stmt.value, ast.Constant)
-                            and stmt.value.value is True
-                        ):
-                            return stmt.value.lineno, stmt.value.col_offset
-    raise ValueError(f"{class_name}.output_is_reduced() has no `return True` to mutate")
+                    return item
+    raise ValueError(f"{class_name} defines no output_is_reduced() to mutate")
+
+
+def _returned_true(method: ast.FunctionDef) -> tuple[int, int] | None:
+    """(line, column) of a `True` that the method returns, if it returns the constant."""
+    for stmt in ast.walk(method):
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Constant) and stmt.value.value is True:
+            return stmt.value.lineno, stmt.value.col_offset
+    return None
 
 
 def mutant_variant(workdir: Path, module: str, vendored: SourceVariant) -> SourceVariant:
+    """Ours with the fix of `module`'s fixed class undone (the module docstring says how)."""
     target = workdir / mutant_name(module)
     _copy_flashinfer_modules(vendored.directory, target)
     path = target / f"{module}.py"
     lines = path.read_text().splitlines(keepends=True)
-    line, col = _output_is_reduced_return_line("".join(lines), FLASHINFER_NVLINK_CLASSES[module])
-    text = lines[line - 1]
-    lines[line - 1] = text[:col] + "False" + text[col + len("True") :]
+    class_name = next(cls.name for cls in release_line().classes if cls.module == module)
+    method = _output_is_reduced("".join(lines), class_name)
+    found = _returned_true(method)
+    if found is not None:
+        line, col = found
+        text = lines[line - 1]
+        lines[line - 1] = text[:col] + "False" + text[col + len("True") :]
+    else:
+        # An override the fix added: remove it, and the blank line that separated it.
+        first = min([method.lineno, *(d.lineno for d in method.decorator_list)]) - 1
+        last = method.end_lineno or method.lineno
+        if last < len(lines) and not lines[last].strip():
+            last += 1
+        del lines[first:last]
     path.write_text("".join(lines))
     return SourceVariant(mutant_name(module), target)
 
 
-def load_flashinfer_nvlink_classes(variant: SourceVariant) -> dict[str, type]:
-    """Load both modules from `variant` under their upstream names; return module -> class.
+def load_line_modules(variant: SourceVariant) -> dict[str, ModuleType]:
+    """Load the line's modules from `variant` under their upstream names; return module key -> module.
 
     vLLM's fused_moe package imports the upstream modules itself (all2all_utils), so it
     must be imported first; our copy then replaces the entry in sys.modules.
@@ -138,14 +154,13 @@ def load_flashinfer_nvlink_classes(variant: SourceVariant) -> dict[str, type]:
     importlib.import_module(reduce_site().module)
 
     line = release_line()
-    classes: dict[str, type] = {}
-    for module, class_name in FLASHINFER_NVLINK_CLASSES.items():
+    loaded: dict[str, ModuleType] = {}
+    for module in line.modules:
         name = line.upstream_module(module)
         spec = importlib.util.spec_from_file_location(name, variant.directory / f"{module}.py")
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {module} from {variant.directory}")
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[name] = loaded
-        spec.loader.exec_module(loaded)
-        classes[module] = getattr(loaded, class_name)
-    return classes
+        loaded[module] = importlib.util.module_from_spec(spec)
+        sys.modules[name] = loaded[module]
+        spec.loader.exec_module(loaded[module])
+    return loaded

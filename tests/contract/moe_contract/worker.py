@@ -67,7 +67,12 @@ class VllmCallRecorder:
             caller = caller.f_back
         self._codes.add(code)
         relative = "vllm/" + code.co_filename[len(self.package) :].replace(os.sep, "/")
-        self.functions.add((relative, code.co_qualname))
+        qualname = code.co_qualname
+        if qualname == "<lambda>":
+            # A module-level lambda (envs.py keeps one per variable) has no name of its own:
+            # its line tells code_under_test which one ran.
+            qualname = f"<lambda>@{code.co_firstlineno}"
+        self.functions.add((relative, qualname))
 
 
 def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[str, object]:
@@ -75,15 +80,29 @@ def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[s
 
     from .cpu_moe_layer import CpuAll2AllMoELayer, SharedExpertTpShard
     from .flashinfer_two_sided import MoeCommTransportDouble, load_two_sided_combine
-    from .prepare_finalize_sources import load_flashinfer_nvlink_classes
+    from .paths import release_line
+    from .prepare_finalize_sources import load_line_modules
     from .problem import make_tokens, make_weights
-    from .vllm_layer import BACKEND_OF_MODULE, MoEBlock, make_moe_config, make_prepare_finalize, reduce_site
+    from .vllm_layer import MoEBlock, make_moe_config, make_prepare_finalize, reduce_site
 
     layout = spec.layout
+    line = release_line()
     site = reduce_site()
     ep_group = get_ep_group().cpu_group
     two_sided_combine = load_two_sided_combine(MoeCommTransportDouble(ep_group))
-    classes = {variant.name: load_flashinfer_nvlink_classes(variant) for variant in spec.variants}
+    modules = {variant.name: load_line_modules(variant) for variant in spec.variants}
+    # What the classes the fix must leave alone report, built as vLLM builds them here.
+    unchanged = {
+        variant.name: {
+            name: bool(
+                make_prepare_finalize(
+                    getattr(modules[variant.name][module], name), spec.problems[0], layout
+                ).output_is_reduced()
+            )
+            for module, name in line.unchanged
+        }
+        for variant in spec.variants
+    }
     results: dict[str, dict[str, object]] = {}
     profiled: set[tuple[bool, str]] = set()
     for problem in spec.problems:
@@ -100,16 +119,17 @@ def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[s
             if problem.shared_experts
             else None
         )
-        for module, backend in BACKEND_OF_MODULE.items():
-            moe_config = make_moe_config(problem, layout, backend)
+        for fixed in line.classes:
+            module = fixed.module
+            moe_config = make_moe_config(problem, layout, fixed)
             for variant in spec.variants:
                 for path in site.paths:
-                    cls = classes[variant.name][module]
-                    prepare_finalize = make_prepare_finalize(cls, backend, problem, layout)
+                    cls = getattr(modules[variant.name][module], fixed.name)
+                    prepare_finalize = make_prepare_finalize(cls, problem, layout)
                     layer = CpuAll2AllMoELayer(
-                        problem, layout, rank, weights, backend, ep_group, two_sided_combine, shared
+                        problem, layout, rank, weights, fixed.combine, ep_group, two_sided_combine, shared
                     )
-                    block = MoEBlock(site, path, moe_config, prepare_finalize, shared, layer)
+                    block = MoEBlock(site, path, moe_config, prepare_finalize, shared, layer, fixed.overlap)
                     output = block(tokens.hidden_states.to(problem.dtype), tokens.router_logits)
                     facts = block.facts
                     results[result_key(problem, module, variant.name, path)] = {
@@ -117,10 +137,18 @@ def _run_cases(rank: int, spec: RunSpec, recorder: "VllmCallRecorder") -> dict[s
                         "output_dtype": str(output.dtype),
                         "fused_output_is_reduced": facts.fused_output_is_reduced,
                         "dp_chunking": facts.dp_chunking,
+                        "shared_in_op": facts.shared_in_op,
                     }
     return {
         "results": results,
-        "site": {"file": site.file, "runner": site.runner_class, "function": site.function, "paths": site.paths},
+        "site": {
+            "file": site.file,
+            "runner": site.runner_class,
+            "function": site.function,
+            "decision": site.decision,
+            "paths": site.paths,
+        },
+        "unchanged": unchanged,
     }
 
 
