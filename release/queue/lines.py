@@ -36,6 +36,10 @@ class Line:
     note: str = ""  # where the affected code lives, for docs/affected-releases.md
     fires: str = ""  # when the double reduce actually happens on this line, for the same page
     backends: tuple[str, ...] = ()  # the --all2all-backend names of its FlashInfer all-to-all classes
+    # What `doctor --live` imports: the module vLLM's factory takes the classes from, and the classes
+    # the line's fix makes return output_is_reduced() True (shipped in the scan data, read by doctor.py).
+    live_module: str = ""
+    live_classes: tuple[str, ...] = ()
 
     def wants(self, member: str) -> bool:
         """Is this wheel member one of the line's modules (bytecode left out)?"""
@@ -160,7 +164,28 @@ def _line(path: Path, index: int, item: object) -> Line:
     backends = item.get("backends", [])
     if not isinstance(backends, list) or not all(isinstance(b, str) and b for b in backends):
         raise ConfigError(f"{path}: line {name!r}: `backends` is a list of --all2all-backend names", hint=HINT)
-    return Line(name, modules, markers, series, tuple(contains), note, fires, tuple(backends))
+    live_module, live_classes = _live(path, name, item.get("live"))
+    return Line(
+        name, modules, markers, series, tuple(contains), note, fires, tuple(backends), live_module, live_classes
+    )
+
+
+def _live(path: Path, name: str, raw: object) -> tuple[str, tuple[str, ...]]:
+    if raw is None:
+        return "", ()
+    why = f'{path}: line {name!r}: `live` is {{ module = "dotted.module", classes = ["ClassName", ...] }}'
+    if not isinstance(raw, dict) or set(raw) != {"module", "classes"}:
+        raise ConfigError(why, hint=HINT)
+    module, classes = raw["module"], raw["classes"]
+    if not isinstance(module, str) or not all(part.isidentifier() for part in module.split(".")):
+        raise ConfigError(why, hint=HINT)
+    if (
+        not isinstance(classes, list)
+        or not classes
+        or not all(isinstance(c, str) and c.isidentifier() for c in classes)
+    ):
+        raise ConfigError(why, hint=HINT)
+    return module, tuple(classes)
 
 
 def read_lines(path: Path) -> Lines:

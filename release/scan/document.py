@@ -84,7 +84,12 @@ def build_document(
     }
     if result.lines is not None:
         document["lines"] = {
-            line.name: {"modules": list(line.modules), "note": line.note, "fires": line.fires}
+            line.name: {
+                "modules": list(line.modules),
+                "note": line.note,
+                "fires": line.fires,
+                "live": {"module": line.live_module, "classes": list(line.live_classes)},
+            }
             for line in result.lines.lines
         }
         document["left_out"] = [{"releases": o.releases, "reason": o.reason} for o in result.lines.left_out]

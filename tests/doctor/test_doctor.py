@@ -28,6 +28,8 @@ from helpers.doctor import (
     scan_file,
     validate,
 )
+from release.core.layout import Layout
+from release.queue.lines import read_lines
 
 doctor = doctor_module()
 TWO, ONE = doctor.CLASSES
@@ -169,6 +171,39 @@ def test_release_facts_come_from_the_scan_data() -> None:
     affected = next(v for v, e in data["releases"].items() if e["status"] == "affected")
     # vLLM's own local builds (+cu129) are the release's source.
     assert _facts(affected + "+cu129")["status"] == "affected"
+
+
+def test_live_reads_the_module_and_classes_of_each_release_line_from_the_scan_data() -> None:
+    data = scan_data()
+    lines = read_lines(Layout.default().lines)
+    assert set(data["lines"]) == {line.name for line in lines.lines}
+    for line in lines.lines:
+        assert line.live_module and line.live_classes, f"patches/lines.toml: line {line.name} has no `live`"
+        assert doctor.live_target(data, line.name) == (line.live_module, line.live_classes)
+    # A release on no line, or scan data without the table: the head line's NVLink classes.
+    fallback = (doctor.ALL2ALL_MODULE, doctor.CLASSES)
+    assert doctor.live_target(data, None) == fallback
+    assert doctor.live_target({**data, "lines": {}}, lines.lines[-1].name) == fallback
+    assert doctor.live_target(None, lines.lines[-1].name) == fallback
+
+
+def test_output_is_reduced_is_read_as_vllms_factory_builds_the_class_under_data_parallel() -> None:
+    class AnswersFromUseDp:  # the 0.11-0.15 all-to-all class: True only when built with use_dp
+        def __init__(self, use_dp: bool) -> None:
+            raise AssertionError("__init__ needs a GPU group; the doctor must not call it")
+
+        def output_is_reduced(self) -> bool:
+            return bool(self.use_dp)  # type: ignore[attr-defined]
+
+    class Constant:
+        def __init__(self, manager: object) -> None:
+            raise AssertionError("never called")
+
+        def output_is_reduced(self) -> bool:
+            return False
+
+    assert doctor.reduced_as_built(AnswersFromUseDp) is True
+    assert doctor.reduced_as_built(Constant) is False
 
 
 def test_release_facts_never_guess_outside_the_data() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, build_train
@@ -125,9 +126,10 @@ def resolve(venv: Path, index: Path, excludes: Path) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
-def run(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(python: Path, *args: str, mode: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = clean_env() | ({"VLLM_FUSED_MOE": mode} if mode else {})
     return subprocess.run(
-        [str(python), *args], capture_output=True, text=True, env=clean_env(), timeout=400, cwd=python.parent.parent
+        [str(python), *args], capture_output=True, text=True, env=env, timeout=400, cwd=python.parent.parent
     )
 
 
@@ -167,7 +169,18 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
         info = run(python, "-m", "vllm_fused_moe", "info", "--json")
         probe = run(python, str(PROBE))
         last = [line for line in probe.stdout.splitlines() if line.startswith("{")]
+        doctor: dict[str, object] = {}
+        if lines.get(tag, HEAD_LINE) != HEAD_LINE:  # the head line's doctor runs: tests/doctor/test_doctor_venvs.py
+            for mode in ("on", "off"):
+                asked = run(
+                    python, "-m", "vllm_fused_moe", "doctor", "--live", "--json", mode=None if mode == "on" else mode
+                )
+                doctor[mode] = (
+                    asked.returncode,
+                    json.loads(asked.stdout) if asked.stdout.startswith("{") else asked.stderr[-2000:],
+                )
         return {
+            "doctor": doctor,
             "resolved": resolved,
             "vllm": installed(python, "vllm"),
             "overlay": installed(python, "vllm-fused-moe"),
@@ -220,6 +233,40 @@ def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay
     fixed = {name for name, facts in overlaid.items() if facts["ours"] != facts["pristine"]}
     assert fixed == classes_the_series_changes(entry.line), overlaid
     assert all(overlaid[name]["ours"] is True and overlaid[name]["pristine"] is False for name in fixed), overlaid
+
+
+@pytest.mark.parametrize("tag", newest_tag_of_each_older_line(Train.load(Layout.default().train)))
+def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_and_vllms_own_when_off(
+    tag: str, train_index, picked
+) -> None:
+    """`doctor --live` on an older line imports that line's module and classes (scan data `lines.*.live`):
+    with the overlay on, ours say True (exit 0, fixed-live); with VLLM_FUSED_MOE=off, vLLM's own say False."""
+    _, built = train_index
+    if tag not in built:
+        pytest.skip(f"{tag}'s FlashInfer is not verified yet, so its overlay is not built (VERIFIED.toml)")
+    entry = Train.load(Layout.default().train).get(tag)
+    assert entry is not None
+    line = read_lines(Layout.default().lines).get(entry.line)
+    doctor = picked[tag]["doctor"]
+    assert isinstance(doctor, dict)
+    site = picked[tag]["site"]
+    for mode, code, verdict, reduced, ours in (
+        ("on", 0, "fixed-live", True, True),
+        ("off", 1, "fixed-not-live", False, False),
+    ):
+        returncode, report = doctor[mode]
+        assert isinstance(report, dict), report
+        validate(report)
+        assert (returncode, report["verdict"]) == (code, verdict), (mode, report["summary"])
+        live = report["live"]
+        assert live["error"] is None and live["module"] == line.live_module, live
+        assert sorted(live["classes"]) == sorted(line.live_classes), live
+        for name, facts in live["classes"].items():
+            assert facts["found"] and facts["output_is_reduced"] is reduced, (mode, name, facts)
+            assert facts["served_by_overlay"] is ours and facts["file"].startswith(f"{site}/vllm_fused_moe/") is ours, (
+                facts
+            )
+    assert "VLLM_FUSED_MOE" in doctor["off"][1]["summary"], doctor["off"][1]["summary"]
 
 
 def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:

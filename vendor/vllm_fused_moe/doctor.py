@@ -8,8 +8,10 @@ Two ways to run it, one code:
 
 Standard library only at module level, Python 3.10+: it must run in whatever environment is asked.
 Without --live it imports neither torch nor vLLM (versions come from package metadata); with --live
-it imports the one vLLM module that resolves the FlashInfer NVLink prepare/finalize classes, as vLLM
-itself does, and reads `output_is_reduced()` from them. docs/doctor.md: fields, schema, exit codes.
+it imports the one vLLM module that resolves the FlashInfer all-to-all prepare/finalize classes of
+the installed release's line (the NVLink classes from 0.18.0; older lines' classes as the scan data
+names them), as vLLM itself does, and reads `output_is_reduced()` from them. docs/doctor.md: fields,
+schema, exit codes.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ EXIT_CODES = {
 }
 
 # Where vLLM resolves the two classes (all2all_utils.maybe_make_prepare_finalize imports them from
-# prepare_finalize/ at module level), so importing it is importing them the way vLLM does.
+# prepare_finalize/ at module level), so importing it is importing them the way vLLM does. This is
+# what --live reads where the scan data names nothing else: each release line's own module and
+# classes come with the scan data (`lines.<name>.live`, from patches/lines.toml).
 ALL2ALL_MODULE = "vllm.model_executor.layers.fused_moe.all2all_utils"
 CLASSES = ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize")
 # `--all2all-backend` values that select one of CLASSES (FusedMoEParallelConfig.use_fi_nvl_*_kernels).
@@ -252,12 +256,38 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def live_classes(overlay_dir: str | None) -> dict[str, Any]:
+def live_target(scan: dict[str, Any] | None, line: str | None) -> tuple[str, tuple[str, ...]]:
+    """The module --live imports and the classes it reads there: the release line's, from the scan data."""
+    lines = scan.get("lines") if scan else None
+    facts = lines.get(line or "") if isinstance(lines, dict) else None
+    live = facts.get("live") if isinstance(facts, dict) else None
+    if isinstance(live, dict):
+        module, classes = live.get("module"), live.get("classes")
+        if isinstance(module, str) and module and isinstance(classes, list) and classes:
+            return module, tuple(str(name) for name in classes)
+    return ALL2ALL_MODULE, CLASSES
+
+
+def reduced_as_built(cls: Any) -> bool:
+    """cls.output_is_reduced() on an instance set up as vLLM's factory builds it under data parallel:
+    no __init__ (it needs the all2all manager of a GPU group), `use_dp` True where the constructor
+    takes it (the 0.11-0.15 all-to-all class answers from it)."""
+    import inspect
+
+    instance = object.__new__(cls)
+    if "use_dp" in inspect.signature(cls.__init__).parameters:
+        instance.use_dp = True
+    return bool(cls.output_is_reduced(instance))
+
+
+def live_classes(
+    overlay_dir: str | None, module_name: str = ALL2ALL_MODULE, names: tuple[str, ...] = CLASSES
+) -> dict[str, Any]:
     """Import the classes as vLLM does and read output_is_reduced() from each (no GPU, no process group)."""
     started = time.perf_counter()
     ours = str(Path(overlay_dir).resolve()) + os.sep if overlay_dir else None
     result: dict[str, Any] = {
-        "module": ALL2ALL_MODULE,
+        "module": module_name,
         "error": None,
         "seconds": 0.0,
         "hook_active": None,
@@ -267,25 +297,23 @@ def live_classes(overlay_dir: str | None) -> dict[str, Any]:
         import inspect
 
         with stdout_to_stderr():
-            module = importlib.import_module(ALL2ALL_MODULE)
+            module = importlib.import_module(module_name)
         # What the import hook decided in this process when vLLM imported the subtree (None: no hook).
         # With VLLM_FUSED_MOE=off the .pth leaves only a stand-in finder: the hook is off, not absent.
         hooks = [f for f in sys.meta_path if type(f).__name__ == "OverlayFinder"]
         switched_off = os.environ.get("VLLM_FUSED_MOE", "").strip().lower() in ("off", "0", "false", "no")
         result["hook_active"] = getattr(hooks[0], "active", None) if hooks else (False if switched_off else None)
-        for name in CLASSES:
+        for name in names:
             cls = getattr(module, name, None)
-            if cls is None:
+            if not isinstance(cls, type):
                 result["classes"][name] = {"found": False}
                 continue
             source = str(Path(inspect.getfile(cls)).resolve())
-            # A plain method returning a constant: no __init__ (it needs the all2all manager of a GPU group).
-            reduced = cls.output_is_reduced(object.__new__(cls))
             result["classes"][name] = {
                 "found": True,
                 "module": cls.__module__,
                 "file": source,
-                "output_is_reduced": bool(reduced),
+                "output_is_reduced": reduced_as_built(cls),
                 "served_by_overlay": ours is not None and source.startswith(ours),
             }
     except BaseException as exc:  # vLLM failing to import is what the user needs to see, not a traceback
@@ -509,6 +537,7 @@ def report(
     overlay = overlay_state()
     path, source = find_scan(scan_path, Path(overlay["location"]) if overlay["location"] else None)
     scan, problem = load_scan(path) if path else (None, "no scan data (affected-releases.json) found")
+    release = release_facts(scan, problem, vllm)
     data: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "doctor": str(Path(__file__).resolve()),
@@ -522,9 +551,9 @@ def report(
             "oldest_scanned": scan["scanned"][0] if scan and scan["scanned"] else None,
             "newest_scanned": scan.get("newest_scanned") if scan else None,
         },
-        "release": release_facts(scan, problem, vllm),
+        "release": release,
         "overlay": overlay,
-        "live": live_classes(overlay["location"]) if live else None,
+        "live": live_classes(overlay["location"], *live_target(scan, release["line"])) if live else None,
         "serve": serve_layout(serve, dict(os.environ), vllm_package_dir()) if serve is not None else None,
     }
     data["verdict"], data["summary"] = judge(data)
