@@ -15,6 +15,12 @@ from .worker import ERROR_FILE, RESULT_FILE, RunSpec, result_key, worker_main
 
 POLL_S = 0.05
 REAP_S = 5.0
+# The ranks fork from one server process that has imported torch and what every rank imports first
+# (vLLM's config and distributed state: ~10 s of CPU a rank on two shared cores), instead of each
+# spawned rank of every run importing them again. Only imports happen there: the process groups,
+# the call recorder and the source variants start in each rank, as before; calls made under an
+# import are never recorded (worker.VllmCallRecorder), so the record is the same.
+PRELOAD = ["moe_contract.rank_env", "torch", "vllm.config", "vllm.distributed.parallel_state", "moe_contract.worker"]
 
 
 class HarnessWorkerError(RuntimeError):
@@ -105,7 +111,8 @@ def run_contract(
         result_dir=result_dir,
         fail_on_rank=fail_on_rank,
     )
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)  # takes effect when the server starts: the first run
     processes = [
         context.Process(target=worker_main, args=(rank, spec), name=f"moe-contract-rank{rank}")
         for rank in range(layout.world_size)
