@@ -1,30 +1,143 @@
 """Every git call of the tooling, and nothing else (after Electron's `script/lib/git.py`).
 
-One runner, `git()`: an explicit argument list, never a shell, a fixed identity and
-configuration so results do not depend on the machine, and one way to fail: `GitError`,
-which carries the command and git's own message. Callers that expect a failure as an
-answer (does this patch apply?) pass `check=False` and read `ok`.
+One runner, `git()`: an explicit argument list, never a shell, and one way to fail:
+`GitError`, which carries the command and git's own message. Callers that expect a failure
+as an answer (does this patch apply?) pass `check=False` and read `ok`.
+
+The maintainer's machine is not ours, so no git we run reads it (docs/guarantees.md, "The
+maintainer's machine"):
+- no configuration file but the repository's own: `GIT_CONFIG_GLOBAL` is os.devnull (or a
+  file holding only the user's `safe.directory` entries, see `_global_config`),
+  `GIT_CONFIG_NOSYSTEM`, `GIT_ATTR_NOSYSTEM`, no templates for `git init`;
+- no `GIT_*` variable of the caller's (they relocate the repository, the index or the
+  objects, inject configuration, set identities and dates, swap the diff program), no
+  `EMAIL`, and English messages (`LC_ALL=C`: some callers read git's words);
+- `PINNED` on every command line: no hooks, no attributes or excludes file from HOME, and
+  the settings whose value shapes our bytes, at git's stock values. The command line outranks
+  every configuration file, the repository's own included, so they hold in a repository we
+  did not create too (a contributor's vLLM clone in `upstream-pr`, the maintainer's checkout
+  that `build` reads). Its other local settings (a filter driver, `.git/info/attributes`)
+  still apply there: git has no switch to skip a repository's own configuration.
+
+Commits in our scratch repositories carry `OURS`; a commit in a contributor's clone carries
+the identity git would give it there, read once by `user_identity` (the only call that sees
+the user's configuration) and passed explicitly like everything else.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import GitError, ToolMissingError
 from release.core.layout import UPSTREAM_SUBTREE, read_tree, write_files
 
-# The same identity, no signing and no line-ending conversion on every machine.
-CONFIG = [
-    "-c", "user.name=vllm-fused-moe", "-c", "user.email=vllm-fused-moe@localhost",
-    "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", "-c", "advice.detachedHead=false",
-]  # fmt: skip
+# GIT_CONFIG_GLOBAL (the switch that keeps ~/.gitconfig out) came in git 2.32; an older git
+# would silently read the user's configuration again.
+MINIMUM_GIT = (2, 32)
+
+# What every git we run is told, whatever any configuration file says. Values are git's
+# stock ones (the bytes an unconfigured git makes: renames detected, myers, a/ and b/),
+# so a patch made by a contributor's plain `git format-patch` round-trips unchanged.
+# Keys an older git does not know (format.noprefix, diff.srcPrefix) are ignored by it.
+PINNED = {
+    # nothing of the machine's runs or is read
+    "core.hooksPath": os.devnull,
+    "core.attributesFile": os.devnull,
+    "core.excludesFile": os.devnull,
+    "core.fsmonitor": "false",
+    "core.useReplaceRefs": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    # content in and out as bytes
+    "core.autocrlf": "false",
+    "core.safecrlf": "false",
+    "core.quotePath": "true",
+    "core.commentChar": "#",
+    "i18n.commitEncoding": "UTF-8",
+    "i18n.logOutputEncoding": "UTF-8",
+    "color.ui": "false",
+    "log.showSignature": "false",
+    # the diff of every exported patch
+    "diff.noprefix": "false",
+    "diff.mnemonicPrefix": "false",
+    "diff.srcPrefix": "a/",
+    "diff.dstPrefix": "b/",
+    "diff.algorithm": "myers",
+    "diff.renames": "true",
+    "diff.indentHeuristic": "true",
+    "diff.suppressBlankEmpty": "false",
+    "diff.context": "3",
+    "diff.interHunkContext": "0",
+    "diff.relative": "false",
+    # the mail around it
+    "format.signOff": "false",
+    "format.noprefix": "false",
+    "format.suffix": ".patch",
+    "format.useAutoBase": "false",
+    "format.coverLetter": "false",
+    "format.thread": "false",
+    "format.notes": "false",
+    # taking a mail: am, apply, the merge of `am --3way`, the sign-off
+    "am.keepCR": "false",
+    "am.threeWay": "false",
+    "am.messageId": "false",
+    "mailinfo.scissors": "false",
+    "apply.whitespace": "warn",
+    "apply.ignoreWhitespace": "no",
+    "merge.conflictStyle": "merge",
+    "merge.renames": "true",
+    "trailer.separators": ":",
+    # signing needs the user's keys and agent, and would change the commit
+    "commit.gpgSign": "false",
+    "tag.gpgSign": "false",
+    "advice.detachedHead": "false",
+}
+# The few variables of the caller's that only say how to reach a remote (ssh), never what
+# git does with what it fetched.
+KEPT_GIT_VARIABLES = frozenset({"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS"})
+# Where a repository, its index and its objects are: scrubbed even when reading the user's
+# identity, which must come from the repository at `cwd`.
+LOCATING_VARIABLES = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    }
+)
 # Electron's export flags: byte-stable mails that `git am` and `git apply --3way` take.
 FORMAT_PATCH_FLAGS = ["--keep-subject", "--no-stat", "--no-signature", "--zero-commit", "--full-index"]
 FIXED_DATE = "2000-01-01T00:00:00+0000"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a commit (and a reflog entry, and a Signed-off-by line) names."""
+
+    name: str
+    email: str
+
+    def config(self) -> list[str]:
+        # committer.* and author.* outrank user.* whatever their scope, so all three are set.
+        pairs = [(f"{who}.{key}", value) for who in ("user", "committer", "author")
+                 for key, value in (("name", self.name), ("email", self.email))]  # fmt: skip
+        return [arg for key, value in pairs for arg in ("-c", f"{key}={value}")]
+
+
+OURS = Identity("vllm-fused-moe", "vllm-fused-moe@localhost")
 
 
 @dataclass(frozen=True)
@@ -54,33 +167,124 @@ def git(
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
-    own_identity: bool = True,
+    identity: Identity = OURS,
 ) -> GitResult:
-    """Run `git ARGS` in `cwd`; raise GitError unless it succeeded (or check is False).
+    """Run `git ARGS` in `cwd`, isolated from the machine; raise GitError unless it succeeded.
 
-    `own_identity=False` leaves the user's configuration alone: a contributor's clone signs
-    off with the contributor's name, not ours.
+    `env` adds our own variables (dates, a scratch index) after the caller's were scrubbed;
+    `identity` is whom a commit names (a contributor's, from `user_identity`, in their clone).
     """
-    argv = ["git", *(CONFIG if own_identity else []), *args]
-    try:
-        proc = subprocess.run(
-            argv,
-            cwd=cwd,
-            input=stdin,
-            capture_output=True,
-            check=False,
-            env={**os.environ, **env} if env else None,
-            timeout=timeout,
-        )
-    except FileNotFoundError:
-        raise ToolMissingError("git is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"`git {_shown(args)}` did not answer within {timeout:.0f} s") from None
+    _require_git()
+    argv = ["git", *_pinned_config(), *identity.config(), *args]
+    proc = _run(argv, args, cwd, stdin, {**isolated_environment(), **(env or {})}, timeout)
     result = GitResult(proc.returncode == 0, proc.stdout, proc.stderr)
     if check and not result.ok:
         where = f" in {cwd}" if cwd else ""
         raise GitError(f"`git {_shown(args)}` failed{where}: {result.message}")
     return result
+
+
+def _run(
+    argv: list[str],
+    args: tuple[str, ...],
+    cwd: Path | None,
+    stdin: bytes | None,
+    env: dict[str, str],
+    timeout: float | None,
+) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(argv, cwd=cwd, input=stdin, capture_output=True, check=False, env=env, timeout=timeout)
+    except FileNotFoundError:
+        raise ToolMissingError("git is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"`git {_shown(args)}` did not answer within {timeout:.0f} s") from None
+
+
+def isolated_environment() -> dict[str, str]:
+    """The caller's environment without what changes git's behaviour, and the switches that isolate it."""
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if (not key.startswith("GIT_") or key in KEPT_GIT_VARIABLES) and key != "EMAIL"
+    }
+    return {
+        **kept,
+        "GIT_CONFIG_GLOBAL": _global_config(),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_TEMPLATE_DIR": "",  # empty: `git init` copies no hooks, no info/exclude
+        "GIT_TERMINAL_PROMPT": "0",  # a source that asks for a password fails instead of waiting
+        "LC_ALL": "C",
+    }
+
+
+@functools.cache
+def _pinned_config() -> tuple[str, ...]:
+    return tuple(arg for key, value in PINNED.items() for arg in ("-c", f"{key}={value}"))
+
+
+@functools.cache
+def _require_git() -> None:
+    """Refuse a git too old to be isolated (once per process)."""
+    proc = _run(["git", "version"], ("version",), None, None, _user_environment(), 30)
+    found = re.search(r"(\d+)\.(\d+)", proc.stdout.decode("utf-8", "replace"))
+    if proc.returncode != 0 or not found or (int(found[1]), int(found[2])) < MINIMUM_GIT:
+        shown = proc.stdout.decode("utf-8", "replace").strip() or "no version"
+        raise ToolMissingError(
+            f"git {'.'.join(map(str, MINIMUM_GIT))} or newer is needed ({shown}): an older git "
+            "cannot be kept from reading your ~/.gitconfig, which changes the patches we write",
+            hint="install a newer git (any release since June 2021)",
+        )
+
+
+def _user_environment() -> dict[str, str]:
+    """The caller's environment, only unbound from any repository it named."""
+    return {key: value for key, value in os.environ.items() if key not in LOCATING_VARIABLES}
+
+
+@functools.cache
+def _global_config() -> str:
+    """os.devnull, or a file holding nothing but the user's own `safe.directory` entries.
+
+    git refuses a repository another user owns unless the system or global configuration
+    names it in `safe.directory` (the command line does not count before git 2.45): a
+    maintainer in a container who configured that would otherwise find their checkout
+    refused. This is the one setting carried over; it changes whether git opens a
+    repository, never what it writes.
+    """
+    entries: list[str] = []
+    for scope in ("--system", "--global"):
+        proc = _run(["git", "config", scope, "--get-all", "safe.directory"], ("config",), None, None,
+                    _user_environment(), 30)  # fmt: skip
+        if proc.returncode == 0:
+            # An empty entry is kept: it resets the list, as it does in the user's own files.
+            entries += proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if not entries:
+        return os.devnull
+    directory = tempfile.mkdtemp(prefix="vllm-fused-moe-gitconfig-")
+    atexit.register(shutil.rmtree, directory, True)
+    path = Path(directory) / "config"
+    quoted = (entry.replace("\\", "\\\\").replace('"', '\\"') for entry in entries)
+    path.write_text("[safe]\n" + "".join(f'\tdirectory = "{entry}"\n' for entry in quoted), encoding="utf-8")
+    return str(path)
+
+
+IDENT_RE = re.compile(r"^(?P<name>.*) <(?P<email>[^<>]*)> \d+ [+-]\d{4}$")
+
+
+def user_identity(repo: Path) -> Identity | None:
+    """The committer identity git would use in `repo` by the user's own settings; None if it has none.
+
+    The one git call that reads the user's configuration (and GIT_COMMITTER_*, EMAIL): a
+    contributor signs off their own commit. Only the name and the email are taken from it.
+    """
+    _require_git()
+    proc = _run(["git", "var", "GIT_COMMITTER_IDENT"], ("var",), repo, None, _user_environment(), 30)
+    match = IDENT_RE.match(proc.stdout.decode("utf-8", "surrogateescape").strip())
+    if proc.returncode != 0 or not match or not match["name"].strip() or not match["email"].strip():
+        return None
+    return Identity(match["name"], match["email"])
 
 
 def _shown(args: tuple[str, ...]) -> str:

@@ -22,6 +22,28 @@ MODE_LINE_RE = re.compile(
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 
+def refuse_carriage_returns(name: str, text: str) -> None:
+    """A patch holds no carriage return (CR, as in CRLF line ends): refused, never rewritten.
+
+    Refused rather than kept because keeping is not possible and a rewrite is not ours to make:
+    the mails we write and take are `git format-patch` output, LF throughout; every vendored
+    upstream file is LF, so a CR in a hunk comes from an editor or a CRLF checkout and either
+    changes the line ends of the file it patches or does not apply; and `git am` plus
+    `format-patch` would re-export such a mail with LF headers, not its own bytes. The maintainer
+    converts it on purpose (`dos2unix`) or re-exports it (docs/patch-queue.md, "Add a patch").
+    """
+    at = text.find("\r")
+    if at < 0:
+        return
+    line = text.count("\n", 0, at) + 1
+    ending = "ends in CRLF" if text.startswith("\r\n", at) else "holds a carriage return (CR)"
+    raise MalformedPatchError(
+        f"{name}: line {line} {ending}; a patch is LF-only and is never rewritten silently",
+        hint="convert it on purpose (`dos2unix FILE`) or re-export it with `git format-patch` "
+        '(docs/patch-queue.md, "Add a patch")',
+    )
+
+
 @dataclass(frozen=True)
 class Hunk:
     path: str
@@ -46,9 +68,13 @@ class Patch:
 
     @classmethod
     def load(cls, path: Path, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> Patch:
-        """Read and validate one patch; `prefixes` are the upstream paths it may touch (its line's modules)."""
+        """Read and validate one patch; `prefixes` are the upstream paths it may touch (its line's modules).
+
+        The bytes are decoded as they are: `read_text` would turn CRLF into LF without a word,
+        and the rewritten patch would then be written back by `rebase`.
+        """
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8")
         except FileNotFoundError:
             raise MalformedPatchError(f"{path} is missing") from None
         except UnicodeDecodeError:
@@ -60,6 +86,7 @@ class Patch:
         return patch
 
     def validate(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
+        refuse_carriage_returns(self.name, self.text)
         if not self.text.startswith("From "):
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
         if not self.subject:

@@ -33,7 +33,7 @@ from release.pristine.sources import fetch
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.queue.patch import Patch
+from release.queue.patch import Patch, refuse_carriage_returns
 from release.queue.pin import Pin
 from release.queue.verified import verified_versions_text
 from release.rebase.replay import Replay, replay_series
@@ -246,7 +246,10 @@ def finish(
     exported = repo.export(base, work / "export")
     if len(exported) != len(replay.applied):
         raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
-    refreshed = {name: path.read_text(encoding="utf-8") for name, path in zip(replay.applied, exported, strict=True)}
+    # As bytes (read_text would turn a CR into LF), and refused before the swap if git wrote a CR.
+    refreshed = {name: path.read_bytes().decode("utf-8") for name, path in zip(replay.applied, exported, strict=True)}
+    for name, text in refreshed.items():
+        refuse_carriage_returns(name, text)
     by_name = {p.name: p for p in queue.patches}
     for outcome in replay.outcomes:
         if outcome.status == "applied":
