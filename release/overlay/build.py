@@ -38,6 +38,7 @@ from release.core.errors import (
 )
 from release.core.git import commit_time, git, head_commit
 from release.core.hashing import sha256_hex
+from release.core.journal import copy_atomic, remove_leftovers
 from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
 from release.queue.drift import drift
@@ -256,13 +257,30 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
 
 
 def _deliver(result: BuildResult, out: Path) -> BuildResult:
+    """Copy the wheel into --out beside its final name and rename it into place (copy_atomic).
+
+    A build killed at any instant leaves under the final name the wheel that was there before,
+    or the whole new one; never a truncated file that looks complete. A kill during the copy
+    leaves a hidden `.NAME.whl.tmp-PID` that neither pip, `publish` nor `*.whl` picks up and that
+    the next build into --out removes, saying so.
+    """
     try:
         out.mkdir(parents=True, exist_ok=True)
         target = out / result.wheel.name
-        shutil.copyfile(result.wheel, target)
+        removed = _remove_partial_wheels(out) + copy_atomic(result.wheel, target)
     except OSError as exc:
         raise OutputNotWritableError(f"cannot write the wheel into {out}: {exc}") from None
+    for leftover in removed:
+        print(f"note: removed {leftover}, the partial copy of a killed build", file=sys.stderr)
     return replace(result, wheel=target)
+
+
+def _remove_partial_wheels(out: Path) -> list[Path]:
+    """The partial copies killed builds left in --out, of any wheel (each named by its final name)."""
+    removed: list[Path] = []
+    for leftover in sorted(out.glob(".*.whl.tmp-*")):
+        removed += remove_leftovers(out / leftover.name[1:].rsplit(".tmp-", 1)[0])
+    return removed
 
 
 def dirty_reasons(layout: Layout) -> list[str]:
