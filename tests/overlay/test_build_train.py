@@ -100,6 +100,7 @@ def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
         folder = f"vllm_fused_moe/{line.overlay_dir}/"
         files = {n[len(folder) :]: archive.read(n) for n in archive.namelist() if n.startswith(folder)}
         assert {n: sha256_hex(d) for n, d in files.items()} == entry.patched
+        assert info["files"] == {f"{line.overlay_dir}/{n}": d for n, d in entry.patched.items()}  # what the hook checks
         pin = Pin.load(_extract(archive, "vllm_fused_moe/UPSTREAM.toml", wheel.parent / f"{wheel.name}.toml"))
         assert (pin.tag, pin.files, pin.wheel_sha256) == (entry.tag, entry.pristine, entry.wheel_sha256)
 
