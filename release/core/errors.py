@@ -76,9 +76,19 @@ class DirtyVendorError(BadInputError):
 
 
 class ConfigError(BadInputError):
-    """UPSTREAM.toml, VERIFIED.toml or the train file is missing or malformed."""
+    """UPSTREAM.toml or VERIFIED.toml is missing or malformed (the train file: TrainFileError)."""
 
     default_hint = "vendor/vllm_fused_moe/UPSTREAM.toml is written by `python -m release rebase`; restore it from git"
+
+
+class TrainFileError(ConfigError):
+    """patches/train.toml is missing or malformed: a tag not in its one spelling or listed twice, a control
+    character, a release line patches/lines.toml does not define, a key the train does not have."""
+
+    default_hint = (
+        "patches/train.toml is written by `python -m release train add|remove` and `rebase`: correct the entry "
+        "the message names (tags as vX.Y.Z, each once, on a line of patches/lines.toml) or restore it from git"
+    )
 
 
 class ToolMissingError(ReleaseError):

@@ -34,7 +34,13 @@ PUBLISH_STEPS: dict[str, str] = {
     "publish:page-written": "one page was written under a temporary name",
     "publish:renamed": "one temporary file was renamed into place",
 }
-STEPS = {**REBASE_STEPS, **PUBLISH_STEPS}
+# write_atomic and copy_atomic (release/core/journal.py): every file written beside and renamed into
+# place, among them each wheel `build` delivers into --out (`@N`: the N-th file of the run).
+ATOMIC_STEPS: dict[str, str] = {
+    "atomic:written": "a file is written and fsynced under its temporary name, not yet renamed",
+    "atomic:renamed": "the file is renamed into place",
+}
+STEPS = {**REBASE_STEPS, **PUBLISH_STEPS, **ATOMIC_STEPS}
 
 _reached: dict[str, int] = {}
 

@@ -18,11 +18,14 @@ a journal is removed, since the tree is then either all new or all old. It says 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from release.core.errors import JournalError
 from release.core.faults import fault_point
@@ -175,16 +178,65 @@ def write_synced(path: Path, data: bytes) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` by `data` so that a reader (or a crash) sees the old bytes or the new, never a part."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    _replace_from(path, lambda handle: handle.write(data))
+
+
+def copy_atomic(source: Path, target: Path) -> list[Path]:
+    """Copy `source` to `target` as write_atomic writes: beside it, fsynced, renamed into place.
+
+    A kill at any instant leaves under `target` the file that was there before (or none) or the
+    whole copy, never a truncated one. Returns the partial copies of killed runs that it removed.
+    """
+    with source.open("rb") as reader:
+        return _replace_from(target, lambda handle: shutil.copyfileobj(reader, handle, 1 << 22))
+
+
+def temporary_name(path: Path, pid: int | None = None) -> Path:
+    """Where `path` is written before it is renamed into place: a hidden name no glob for `*.whl`,
+    `*.toml` or `*.json` matches, so a reader never takes a leftover for the real file."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
+
+
+def _replace_from(path: Path, fill: Callable[[BinaryIO], object]) -> list[Path]:
+    removed = remove_leftovers(path)
+    temporary = temporary_name(path)
     try:
         with temporary.open("wb") as handle:
-            handle.write(data)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        fault_point("atomic:written")
         temporary.replace(path)
     finally:
         temporary.unlink(missing_ok=True)
     _sync_dir(path.parent)
+    fault_point("atomic:renamed")
+    return removed
+
+
+def remove_leftovers(path: Path) -> list[Path]:
+    """Remove the temporary files of `path` that killed writers left (their process is gone)."""
+    removed = []
+    prefix = temporary_name(path, 0).name.removesuffix("0")
+    for candidate in path.parent.glob(glob.escape(prefix) + "*") if path.parent.is_dir() else []:
+        pid = candidate.name.removeprefix(prefix)
+        if pid.isdigit() and not _alive(int(pid)):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    # A live writer (another checkout copying the same wheel into a shared --out) keeps its file.
+    if pid == os.getpid():
+        return False  # our own leftover: this process is not writing it now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def _sync_dir(directory: Path) -> None:

@@ -37,7 +37,8 @@ from release.core.errors import (
     UnverifiedFlashInferError,
 )
 from release.core.git import commit_time, git, head_commit
-from release.core.hashing import sha256_hex
+from release.core.hashing import file_sha256, sha256_hex
+from release.core.journal import copy_atomic, remove_leftovers
 from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
 from release.queue.drift import drift
@@ -61,6 +62,9 @@ BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
+# The words for off (vllm_fused_moe._finder.OFF_WORDS, repeated: the .pth line reads the kill
+# switch before it imports anything of ours; tests/overlay/test_modes.py keeps the two equal).
+OFF_WORDS = ("off", "0", "false", "no", "n", "disable", "disabled", "none", "never")
 # Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
 # a traceback for a line that raises, so this never raises. It reads the kill switch before it
 # imports anything of ours, so VLLM_FUSED_MOE=off works whatever state the package is in. When
@@ -71,7 +75,7 @@ PTH_BOOTSTRAP = f"""\
 import os, sys
 mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
 target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
-why = "off" if mode in ("off", "0", "false", "no") else None
+why = "off" if mode in {OFF_WORDS!r} else None
 if why is None:
     try:
         import {PACKAGE}._finder
@@ -256,13 +260,30 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
 
 
 def _deliver(result: BuildResult, out: Path) -> BuildResult:
+    """Copy the wheel into --out beside its final name and rename it into place (copy_atomic).
+
+    A build killed at any instant leaves under the final name the wheel that was there before,
+    or the whole new one; never a truncated file that looks complete. A kill during the copy
+    leaves a hidden `.NAME.whl.tmp-PID` that neither pip, `publish` nor `*.whl` picks up and that
+    the next build into --out removes, saying so.
+    """
     try:
         out.mkdir(parents=True, exist_ok=True)
         target = out / result.wheel.name
-        shutil.copyfile(result.wheel, target)
+        removed = _remove_partial_wheels(out) + copy_atomic(result.wheel, target)
     except OSError as exc:
         raise OutputNotWritableError(f"cannot write the wheel into {out}: {exc}") from None
+    for leftover in removed:
+        print(f"note: removed {leftover}, the partial copy of a killed build", file=sys.stderr)
     return replace(result, wheel=target)
+
+
+def _remove_partial_wheels(out: Path) -> list[Path]:
+    """The partial copies killed builds left in --out, of any wheel (each named by its final name)."""
+    removed: list[Path] = []
+    for leftover in sorted(out.glob(".*.whl.tmp-*")):
+        removed += remove_leftovers(out / leftover.name[1:].rsplit(".tmp-", 1)[0])
+    return removed
 
 
 def dirty_reasons(layout: Layout) -> list[str]:
@@ -350,11 +371,28 @@ def stage_package(
     shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
     for patch in patches:
         (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
-    info = build_info(layout, version, target, patches, epoch, line.targets(line.overlay_dir), dirty)
+    targets = line.targets(line.overlay_dir)
+    info = build_info(layout, version, target, patches, epoch, targets, dirty, served_files(package, targets))
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, target.pin, target.flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
+
+
+def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
+    """{path below the package: sha256} of every file the wheel serves under vLLM's names.
+
+    The hook checks each one before it serves any (vllm_fused_moe._activate.files_problem): a
+    module deleted or changed after the install means upstream's modules run, with one warning,
+    rather than a ModuleNotFoundError inside vLLM.
+    """
+    files: dict[str, str] = {}
+    for rel in targets.values():
+        top = package / rel.rstrip("/")
+        found = sorted(p for p in top.rglob("*") if p.is_file()) if rel.endswith("/") else [top]
+        for path in found:
+            files[path.relative_to(package).as_posix()] = file_sha256(path)
+    return files
 
 
 def head_line(layout: Layout) -> Line:
@@ -374,6 +412,7 @@ def build_info(
     epoch: int,
     targets: dict[str, str] | None = None,
     dirty: list[str] | None = None,
+    files: dict[str, str] | None = None,
 ) -> BuildInfo:
     pin = target.pin
     return {
@@ -386,6 +425,7 @@ def build_info(
         "upstream_source": pin.source,
         "upstream_package": pin.subtree.replace("/", "."),
         "targets": targets if targets is not None else {UPSTREAM_PACKAGE: "prepare_finalize/"},
+        "files": dict(files or {}),
         "flashinfer_pin": pin.flashinfer,
         "flashinfer_specifier": target.flashinfer,
         "commit": head_commit(layout.root),

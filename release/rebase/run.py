@@ -40,6 +40,7 @@ from release.rebase.replay import Replay, replay_series
 from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
 from release.train.head import move_head
+from release.train.model import Train
 
 STATE = "state.json"
 
@@ -107,6 +108,8 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     options.tag = canonical_tag(options.tag)
     check_report_dir(options)
     queue = Queue.load(layout)
+    if layout.train.is_file():
+        Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
     old_pristine = require_clean_vendor(layout, queue)
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
@@ -413,6 +416,8 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     )
     check_report_dir(options)
     queue = Queue.load(layout)
+    if layout.train.is_file():
+        Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
     conflicted, status = state["conflicted"], state["resolved"]["status"]
     replay = Replay(
         applied=state["applied"] + ([conflicted] if status == "applied" else []),

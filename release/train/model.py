@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release.core.errors import ConfigError
-from release.core.versions import parse_version, version_of_tag
+from release.core.errors import TrainFileError, UnknownTagError
+from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.pristine.tree import UpstreamTree
+from release.queue.lines import read_lines
 from release.queue.pin import Pin
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
+COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 DEFAULT_LINE = "prepare_finalize"
+LINES = "lines.toml"  # the release lines, beside train.toml in patches/
+TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
+KEYS = (*TEXT_KEYS, "pristine", "patched")
 
 
 @dataclass(frozen=True)
@@ -90,21 +97,30 @@ class Train:
         return Train(tuple(e for e in self.entries if e.tag != tag))
 
     @classmethod
-    def load(cls, path: Path) -> Train:
+    def load(cls, path: Path, lines: Collection[str] | None = None) -> Train:
+        """Read and validate the train file; every error is a TrainFileError naming the file and entry.
+
+        Only what the tool writes is accepted: each tag in its one spelling (vX.Y.Z[.postN]) and
+        once, no control character in any value, each entry on a release line of `lines`
+        (default: those patches/lines.toml beside the file defines), no key the train does not have.
+        """
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(f"{path} is missing", hint="restore patches/train.toml from git") from None
+            raise TrainFileError(f"{path} is missing", hint="restore patches/train.toml from git") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+            raise TrainFileError(f"{path} is not valid TOML: {exc}") from None
+        unknown = sorted(set(data) - {"release"})
+        if unknown:
+            raise TrainFileError(f"{path}: unknown top-level key {unknown[0]!r} (the train is [[release]] tables)")
         raw = data.get("release", [])
         if not isinstance(raw, list):
-            raise ConfigError(f"{path}: `release` must be an array of tables ([[release]])")
-        entries = [_entry(path, index, item) for index, item in enumerate(raw)]
-        tags = [e.tag for e in entries]
-        duplicates = sorted({t for t in tags if tags.count(t) > 1})
-        if duplicates:
-            raise ConfigError(f"{path}: {', '.join(duplicates)} listed twice")
+            raise TrainFileError(f"{path}: `release` must be an array of tables ([[release]])")
+        known = (
+            tuple(lines) if lines is not None else tuple(line.name for line in read_lines(path.with_name(LINES)).lines)
+        )
+        _refuse_duplicates(path, raw)
+        entries = [_entry(path, index, item, known) for index, item in enumerate(raw)]
         return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))))
 
     def dumps(self) -> str:
@@ -133,44 +149,80 @@ class Train:
             ]
         return "\n".join(lines) + "\n"
 
-    def write(self, path: Path) -> None:
-        path.write_text(self.dumps(), encoding="utf-8")
-
 
 def _order(tag: str) -> tuple[int, int, int, int]:
     parsed = parse_version(tag)
     return parsed[0].key if parsed else (0, 0, 0, -1)
 
 
-def _entry(path: Path, index: int, item: object) -> TrainEntry:
+def _refuse_duplicates(path: Path, raw: list[object]) -> None:
+    """A tag twice, however spelled ('0.20.1' beside 'v0.20.1'): which entry counts would be a guess."""
+    seen: dict[str, tuple[int, str]] = {}
+    for index, item in enumerate(raw):
+        tag = item.get("tag") if isinstance(item, dict) else None
+        if not isinstance(tag, str):
+            continue  # _entry says what is wrong with it
+        try:
+            canonical = canonical_tag(tag)
+        except UnknownTagError:
+            continue
+        if canonical in seen:
+            first, spelled = seen[canonical]
+            raise TrainFileError(
+                f"{path}: {canonical} is listed twice: release #{first + 1} ({spelled!r}) "
+                f"and release #{index + 1} ({tag!r})"
+            )
+        seen[canonical] = (index, tag)
+
+
+def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> TrainEntry:
     where = f"{path}: release #{index + 1}"
     if not isinstance(item, dict):
-        raise ConfigError(f"{where} is not a table")
-    for key in ("tag", "source"):
+        raise TrainFileError(f"{where} is not a table")
+    unknown = sorted(set(item) - set(KEYS))
+    if unknown:
+        raise TrainFileError(f"{where}: unknown key {unknown[0]!r} (an entry has {', '.join(KEYS)})")
+    for key in ("tag", "source", "line"):
         if not isinstance(item.get(key), str) or not item[key]:
-            raise ConfigError(f"{where}: `{key}` is missing")
-    tag = item["tag"]
-    version_of_tag(tag)  # a malformed tag is bad input with its own message
+            raise TrainFileError(f"{where}: `{key}` is missing")
     texts: dict[str, str] = {}
-    for key in ("line", "wheel", "wheel_sha256", "commit", "flashinfer"):
-        value = item.get(key, DEFAULT_LINE if key == "line" else "")
+    for key in TEXT_KEYS:
+        value = item.get(key, "")
         if not isinstance(value, str):
-            raise ConfigError(f"{where} ({tag}): `{key}` must be a string")
+            raise TrainFileError(f"{where}: `{key}` must be a string")
+        if CONTROL_RE.search(value):
+            raise TrainFileError(f"{where}: `{key}` {value!r} holds a control character")
         texts[key] = value
+    tag = texts["tag"]
+    try:
+        canonical = canonical_tag(tag)
+    except UnknownTagError:
+        raise TrainFileError(f"{where}: tag {tag!r} is not a vLLM release tag (vX.Y.Z or vX.Y.Z.postN)") from None
+    if tag != canonical:
+        raise TrainFileError(f"{where}: tag {tag!r} must be written {canonical!r}, the one spelling the tool writes")
+    where = f"{where} ({tag})"
+    if texts["line"] not in lines:
+        raise TrainFileError(
+            f"{where}: line {texts['line']!r} is not a release line of patches/lines.toml (lines: {', '.join(lines)})"
+        )
+    if texts["wheel_sha256"] and not SHA256_RE.fullmatch(texts["wheel_sha256"]):
+        raise TrainFileError(f"{where}: wheel_sha256 {texts['wheel_sha256']!r} is not a sha256 hex digest")
+    if texts["commit"] and not COMMIT_RE.fullmatch(texts["commit"]):
+        raise TrainFileError(f"{where}: commit {texts['commit']!r} is not a git commit id")
     tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
         if not isinstance(table, dict) or not table:
-            raise ConfigError(f"{where} ({tag}): [release.{key}] is missing or empty")
+            raise TrainFileError(f"{where}: [release.{key}] is missing or empty")
         for name, digest in table.items():
             if not (isinstance(digest, str) and SHA256_RE.fullmatch(digest)):
-                raise ConfigError(f"{where} ({tag}): {key} {name!r} is not a sha256 hex digest")
-            if name.startswith("/") or ".." in name.split("/"):
-                raise ConfigError(f"{where} ({tag}): {key} {name!r} leaves the subtree")
+                raise TrainFileError(f"{where}: {key} {name!r} is not a sha256 hex digest")
+            if name.startswith("/") or ".." in name.split("/") or CONTROL_RE.search(name):
+                raise TrainFileError(f"{where}: {key} {name!r} is not a plain path inside the subtree")
         tables[key] = dict(sorted(table.items()))
     return TrainEntry(
         tag=tag,
-        source=item["source"],
+        source=texts["source"],
         line=texts["line"],
         wheel=texts["wheel"],
         wheel_sha256=texts["wheel_sha256"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,7 @@ from helpers import tag_facts
 from helpers.build import plan
 from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
+from release.core.hashing import sha256_hex
 from release.core.layout import Layout, read_tree
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildResult, build, overlay_version
 from release.queue.pin import Pin
@@ -71,6 +73,44 @@ def test_wheel_holds_the_vendored_subtree_byte_for_byte_and_its_provenance(built
     assert [p["name"] for p in info["patches"]] == names
     assert all("Origin" in p["trailers"] for p in info["patches"])
     assert not [n for n in archive.namelist() if "__pycache__" in n or n.endswith(".pyc")]
+    # Every file the wheel serves, with its sha256: what the hook checks before it serves any.
+    assert info["files"] == {f"prepare_finalize/{rel}": sha256_hex(d) for rel, d in read_tree(layout.subtree).items()}
+
+
+def _files_problem(package_root: Path) -> str:
+    """What the installed hook says of its files (`_activate.files_problem()`), in a process of its own."""
+    code = "from vllm_fused_moe import _activate; print(_activate.files_problem())"
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_FUSED_MOE"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(package_root)},
+        cwd=package_root,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "changed", "emptied"])
+def test_the_hook_finds_any_served_file_deleted_or_changed(built: BuildResult, tmp_path: Path, damage: str) -> None:
+    zipfile.ZipFile(built.wheel).extractall(tmp_path)
+    assert _files_problem(tmp_path) == "None"
+    # The last module the build recorded (not an __init__.py, which the older check looked for too).
+    info = json.loads((tmp_path / "vllm_fused_moe" / "_build_info.json").read_text())
+    rel = sorted(n for n in info["files"] if not n.endswith("__init__.py"))[-1]
+    module = tmp_path / "vllm_fused_moe" / rel
+    if damage == "deleted":
+        module.unlink()
+    elif damage == "changed":
+        module.write_text(module.read_text() + "# edited after the install\n")
+    else:
+        module.write_bytes(b"")
+    problem = _files_problem(tmp_path)
+    what = "is missing" if damage == "deleted" else "is not the file the build made"
+    assert problem.startswith("the overlay's files are damaged in ")
+    assert f"{rel} {what}; reinstall vllm-fused-moe" in problem
 
 
 def test_build_never_writes_into_vendor(layout: Layout, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from helpers import REPO, run_release, snapshot
+from release.core.faults import FAULT_ENV
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
 from release.queue.lines import read_lines
@@ -99,6 +100,7 @@ def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
         folder = f"vllm_fused_moe/{line.overlay_dir}/"
         files = {n[len(folder) :]: archive.read(n) for n in archive.namelist() if n.startswith(folder)}
         assert {n: sha256_hex(d) for n, d in files.items()} == entry.patched
+        assert info["files"] == {f"{line.overlay_dir}/{n}": d for n, d in entry.patched.items()}  # what the hook checks
         pin = Pin.load(_extract(archive, "vllm_fused_moe/UPSTREAM.toml", wheel.parent / f"{wheel.name}.toml"))
         assert (pin.tag, pin.files, pin.wheel_sha256) == (entry.tag, entry.pristine, entry.wheel_sha256)
 
@@ -170,3 +172,33 @@ def test_an_unverified_tag_is_refused_alone_with_exit_2(project: Path, tmp_path:
     assert result.returncode == 2
     assert f"{tag} pins flashinfer-python==9.9.9: no verified FlashInfer satisfies it" in result.stderr
     assert wheels(tmp_path / "dist") == {}
+
+
+def test_a_kill_during_build_tag_leaves_each_wheel_whole_old_or_new(built_twice, tmp_path: Path) -> None:
+    # Good wheels of two tags already in --out (built_twice's); a new build of both (another
+    # SOURCE_DATE_EPOCH, so other bytes under the same names) is killed while it copies the second.
+    done, good, _ = built_twice
+    ok, _ = buildable(REPO)
+    tags = [arg for tag in ok[:2] for arg in ("--tag", tag)]
+    out = tmp_path / "dist"
+    out.mkdir()
+    # The wheels of the two tags, in the order the build delivers them (the order of --tag).
+    names = [next(n for n in good if n.startswith(f"vllm_fused_moe-{tag.removeprefix('v')}+")) for tag in ok[:2]]
+    for name in names:
+        (out / name).write_bytes((done / name).read_bytes())
+    env = {"SOURCE_DATE_EPOCH": "1700000000"}
+    args = ("build", "--allow-dirty", "--out", str(out), *tags)
+    killed = run_release(REPO, *args, env={**env, FAULT_ENV: "atomic:written@2"})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    after_kill = wheels(out)
+    assert set(after_kill) == set(names)
+    assert after_kill[names[0]] != good[names[0]]  # the first is the new wheel, whole
+    assert after_kill[names[1]] == good[names[1]]  # the second is still the good one
+    hidden = [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert len(hidden) == 1 and hidden[0].startswith(f".{names[1]}.tmp-"), hidden
+    again = run_release(REPO, *args, env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"note: removed {out / hidden[0]}, the partial copy of a killed build" in again.stderr
+    assert wheels(out)[names[0]] == after_kill[names[0]]  # reproducible: the kill left the whole new wheel
+    assert wheels(out)[names[1]] != good[names[1]]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -53,14 +54,50 @@ def _no_subtree(package: Path) -> None:
     shutil.rmtree(package / "prepare_finalize")
 
 
+def _served(package: Path) -> tuple[str, Path]:
+    """The first package the build serves: its upstream name and our folder (from the build info)."""
+    name, rel = next(iter(json.loads((package / "_build_info.json").read_text())["targets"].items()))
+    return name, package / rel.rstrip("/")
+
+
+def _one_module_gone(package: Path) -> None:
+    # A module the served package's __init__ imports: the package is there, one of its modules is not.
+    name, folder = _served(package)
+    found = re.search(rf"^from {re.escape(name)}\.(\w+) import", (folder / "__init__.py").read_text(), re.M)
+    assert found, "the served package's __init__ imports none of its modules"
+    (folder / f"{found.group(1)}.py").unlink()
+
+
+def _module_changed(package: Path) -> None:
+    # Bytes nobody built: a module that still imports, edited after the install.
+    module = sorted(_served(package)[1].glob("*.py"))[-1]
+    module.write_text(module.read_text() + "# edited after the install\n")
+
+
 DAMAGE = {
-    f.__name__.lstrip("_"): f for f in (_corrupt_build_info, _broken_module, _no_finder, _no_package, _no_subtree)
+    f.__name__.lstrip("_"): f
+    for f in (
+        _corrupt_build_info,
+        _broken_module,
+        _no_finder,
+        _no_package,
+        _no_subtree,
+        _one_module_gone,
+        _module_changed,
+    )
 }
 # Which runs import vLLM (each takes seconds): off everywhere; on and strict for each way the hook breaks
-# (the finder fails to decide; the .pth cannot install the finder; our files are gone).
-ON = ("corrupt_build_info", "no_package", "no_subtree")
-STRICT = ("broken_module", "no_finder", "no_subtree")
-VLLM_RUNS = [(d, "off") for d in DAMAGE] + [(d, "on") for d in ON] + [(d, "strict") for d in STRICT]
+# (the finder fails to decide; the .pth cannot install the finder; our files are gone or not ours).
+ON = ("corrupt_build_info", "no_package", "no_subtree", "one_module_gone", "module_changed")
+STRICT = ("broken_module", "no_finder", "no_subtree", "one_module_gone")
+# An intact install under an operator's word for off, and under a word the hook does not know.
+WORDS = ("disabled", "bogus")
+VLLM_RUNS = (
+    [(d, "off") for d in DAMAGE]
+    + [(d, "on") for d in ON]
+    + [(d, "strict") for d in STRICT]
+    + [("intact", w) for w in WORDS]
+)
 
 
 def _env(mode: str | None) -> dict[str, str]:
@@ -88,7 +125,7 @@ def damaged(index: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         damage(site_packages(python) / "vllm_fused_moe")
         pythons[name] = python
     assert pristine.is_file()
-    return pythons
+    return {**pythons, "intact": pristine}
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +173,26 @@ def test_strict_fails_loudly_inside_vllm(vllm_runs, damage: str) -> None:
     result, stderr = vllm_runs[(damage, "strict")]
     assert result.get("error", "").split(":")[0] in ("ImportError", "OverlayMismatchError"), (result, stderr[-2000:])
     assert "vllm-fused-moe" in result["error"] and "strict" in result["error"]
+
+
+def test_an_operators_word_for_off_serves_upstream(vllm_runs) -> None:
+    result, output = vllm_runs[("intact", "disabled")]
+    assert "error" not in result, (result, output[-2000:])
+    assert "/vllm/model_executor/" in result["file"] and "vllm_fused_moe" not in result["file"]
+    assert "disabled by VLLM_FUSED_MOE=off" in output and "activated" not in output
+
+
+def test_an_unknown_word_warns_naming_the_values_and_serves_ours(vllm_runs) -> None:
+    result, output = vllm_runs[("intact", "bogus")]
+    assert "error" not in result, (result, output[-2000:])
+    assert "vllm_fused_moe" in result["file"]
+    warnings = [line for line in output.splitlines() if "VLLM_FUSED_MOE='bogus' is not a value it knows" in line]
+    assert len(warnings) == 1, output[-3000:]
+    assert "It takes: off (" in warnings[0] and "strict" in warnings[0]
+
+
+@pytest.mark.parametrize("damage", ["one_module_gone", "module_changed"])
+def test_a_damaged_subtree_names_the_file_in_its_one_warning(vllm_runs, damage: str) -> None:
+    _result, output = vllm_runs[(damage, "on")]
+    assert "the overlay's files are damaged in " in output and "reinstall vllm-fused-moe" in output, output[-3000:]
+    assert "activated" not in output

@@ -1,4 +1,4 @@
-"""Crash at any instant, lose nothing: `rebase` and `publish` killed by SIGKILL after every write step.
+"""Crash at any instant, lose nothing: `rebase`, `publish` and `build` killed by SIGKILL after every write step.
 
 Each run is the real CLI in a real process that kills itself at one named step
 (release/core/faults.py: VLLM_FUSED_MOE_FAULT). Then `check` runs, and the next command:
@@ -17,7 +17,7 @@ import pytest
 
 from helpers import REPO, run_release, snapshot, work_leftovers
 from helpers.synthetic import NEXT_TAG, SUBTREE, add_patch, demo_wheel, make_dir, next_tree
-from release.core.faults import FAULT_ENV, PUBLISH_STEPS, REBASE_STEPS
+from release.core.faults import ATOMIC_STEPS, FAULT_ENV, PUBLISH_STEPS, REBASE_STEPS
 from release.overlay.index import check_consistent
 
 # The swap has three outputs here (subtree, patches/, UPSTREAM.toml): each rename of each is a step.
@@ -35,6 +35,8 @@ REBASE_KILLS = [
 # Before the journal exists a kill leaves the old tree; from the journal on, the new one.
 OLD_AFTER = {"rebase:work-dir", "rebase:replayed", "swap:staged"}
 JOURNAL_PENDING = {"swap:journal", *SWAP, "swap:discarded"}
+# `build` delivers each wheel into --out with copy_atomic (release/core/journal.py).
+BUILD_KILLS = ["atomic:written", "atomic:renamed"]
 PUBLISH_KILLS = [
     "publish:dirs",
     "publish:copied",
@@ -71,8 +73,8 @@ def after(tmp_path_factory: pytest.TempPathFactory, source: str) -> dict[str, by
 
 
 def test_every_write_step_is_killed_by_some_test() -> None:
-    killed = {step.split("@")[0] for step in [*REBASE_KILLS, *PUBLISH_KILLS, "rebase:state"]}
-    assert killed == set(REBASE_STEPS) | set(PUBLISH_STEPS)
+    killed = {step.split("@")[0] for step in [*REBASE_KILLS, *PUBLISH_KILLS, *BUILD_KILLS, "rebase:state"]}
+    assert killed == set(REBASE_STEPS) | set(PUBLISH_STEPS) | set(ATOMIC_STEPS)
 
 
 @pytest.mark.parametrize("step", REBASE_KILLS)
@@ -217,3 +219,46 @@ def test_publish_killed_at_any_step_is_finished_by_the_rerun(tmp_path: Path) -> 
         check_consistent(index / "simple" / "demo")
         quiet = run_release(REPO, "publish", str(new), str(index))
         assert quiet.returncode == 0 and "note:" not in quiet.stderr, quiet.stderr
+
+
+# ------------------------------------------------------------------------ build
+
+# Two SOURCE_DATE_EPOCHs give one wheel name with two contents: a good wheel already in --out,
+# and the one a new build brings (the zip times differ).
+OLD_EPOCH, NEW_EPOCH = "1600000000", "1700000000"
+
+
+def _hidden(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize("step", BUILD_KILLS)
+def test_build_killed_while_delivering_leaves_the_old_wheel_or_the_new_never_a_part(tmp_path: Path, step: str) -> None:
+    project = _copy_project(tmp_path / "project")
+    reference, out = tmp_path / "reference", tmp_path / "dist"
+    for where, epoch in ((reference, NEW_EPOCH), (out, OLD_EPOCH)):
+        built = run_release(project, "build", "--out", str(where), env={"SOURCE_DATE_EPOCH": epoch})
+        assert built.returncode == 0, built.stderr
+    [wheel] = [p.name for p in reference.glob("*.whl")]
+    old, new = (out / wheel).read_bytes(), (reference / wheel).read_bytes()
+    assert old != new
+
+    killed = run_release(project, "build", "--out", str(out), env={"SOURCE_DATE_EPOCH": NEW_EPOCH, FAULT_ENV: step})
+    assert killed.returncode == -9, (step, killed.stderr)
+    # Under the final name: the good wheel that was there (killed before the rename) or the whole new one.
+    assert (out / wheel).read_bytes() == (old if step == "atomic:written" else new), step
+    assert [p.name for p in out.glob("*.whl")] == [wheel]  # what pip --find-links and `publish dist` see
+    leftovers = _hidden(out)
+    if step == "atomic:written":
+        # The copy under its temporary name: hidden, and not a `*.whl`.
+        assert len(leftovers) == 1 and leftovers[0].startswith(f".{wheel}.tmp-"), leftovers
+    else:
+        assert leftovers == []
+
+    again = run_release(project, "build", "--out", str(out), env={"SOURCE_DATE_EPOCH": NEW_EPOCH})
+    assert again.returncode == 0, again.stderr
+    assert (out / wheel).read_bytes() == new and _hidden(out) == []
+    if leftovers:
+        assert f"note: removed {out / leftovers[0]}, the partial copy of a killed build" in again.stderr, again.stderr
+    else:
+        assert "note:" not in again.stderr

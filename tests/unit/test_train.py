@@ -232,6 +232,89 @@ def test_a_missing_train_file_is_bad_input(project: Path) -> None:
     assert result.returncode == 2 and "train.toml is missing" in result.stderr
 
 
+def _last_entry(text: str) -> tuple[int, str, str]:
+    """Where the last [[release]] starts, its text and its tag."""
+    start = text.rindex("[[release]]")
+    tag = re.search(r'^tag = "([^"]+)"$', text[start:], re.M)
+    assert tag is not None
+    return start, text[start:], tag.group(1)
+
+
+def _bare_beside(text: str) -> str:
+    # The newest tag again, as "0.21.0" beside "v0.21.0": two entries for one release.
+    _start, entry, tag = _last_entry(text)
+    return text + "\n" + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
+
+
+def _bare(text: str) -> str:
+    start, entry, tag = _last_entry(text)
+    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
+
+
+def _newline(text: str) -> str:
+    start, entry, tag = _last_entry(text)
+    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag}\\n"')
+
+
+def _unknown_line(text: str) -> str:
+    start, entry, _tag = _last_entry(text)
+    return text[:start] + re.sub(r'^line = "[^"]*"$', 'line = "no_such_line"', entry, count=1, flags=re.M)
+
+
+def _control_in_source(text: str) -> str:
+    start, entry, _tag = _last_entry(text)
+    return text[:start] + re.sub(r'^source = "([^"]*)"$', r'source = "\1\\u0007"', entry, count=1, flags=re.M)
+
+
+def _unknown_key(text: str) -> str:
+    start, entry, _tag = _last_entry(text)
+    return text[:start] + entry.replace("[[release]]\n", '[[release]]\nlien = "flashinfer_nvlink"\n', 1)
+
+
+BAD_TRAIN = {
+    f.__name__.lstrip("_"): f for f in (_bare_beside, _bare, _newline, _unknown_line, _control_in_source, _unknown_key)
+}
+SAYS = {
+    "bare_beside": "is listed twice: release #",
+    "bare": "must be written 'v",
+    "newline": "holds a control character",
+    "unknown_line": "line 'no_such_line' is not a release line of patches/lines.toml (lines: ",
+    "control_in_source": "`source` ",
+    "unknown_key": "unknown key 'lien'",
+}
+
+
+@pytest.mark.parametrize("bad", BAD_TRAIN)
+def test_every_reader_refuses_a_train_file_the_tool_would_not_write(project: Path, tmp_path: Path, bad: str) -> None:
+    layout = Layout(project)
+    original = layout.train.read_text()
+    layout.train.write_text(BAD_TRAIN[bad](original))
+    assert layout.train.read_text() != original
+    before = snapshot(project)
+    other = next(t for t in reversed(train_of(REPO).tags) if t != head_of(project))
+    commands = [
+        ("train", "list"),
+        ("train", "check"),
+        ("train", "remove", other),
+        ("rebase", other, "--from", "pypi", "--report", str(tmp_path / "report")),
+        ("build", "--all", "--allow-dirty", "--out", str(tmp_path / "dist")),
+        ("build", "--allow-dirty", "--out", str(tmp_path / "dist")),
+    ]
+    for command in commands:
+        result = run_release(project, *command, env=OFFLINE)
+        said = result.stderr.splitlines()
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert len(said) == 2 and said[0].startswith("error: ") and said[1].startswith("hint: "), (command, said)
+        assert str(layout.train) in said[0] and SAYS[bad] in said[0], (command, said[0])
+        assert "patches/train.toml" in said[1] and "UPSTREAM.toml" not in said[1], said[1]
+        assert snapshot(project) == before and not (tmp_path / "dist").exists(), command
+
+
+def test_the_checked_in_train_is_in_the_form_the_tool_writes() -> None:
+    layout = Layout(REPO)
+    assert train_of(REPO).dumps() == layout.train.read_text()
+
+
 @pytest.mark.parametrize(
     "verified, pin, expected",
     [

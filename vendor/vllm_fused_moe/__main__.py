@@ -16,7 +16,7 @@ import sys
 from importlib import metadata
 
 from vllm_fused_moe import MODE_ENV, _activate, _meta
-from vllm_fused_moe._finder import installed_finder, mode
+from vllm_fused_moe._finder import accepted, installed_finder, mode
 
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
@@ -43,13 +43,15 @@ def report() -> Report:
     flashinfer = _activate.flashinfer_version()
     vllm_problem = _activate.vllm_problem(info, vllm_installed) if vllm_installed else "vLLM is not installed"
     chosen = mode()
+    # What the hook checks after the version (decide()): a damaged install serves nothing.
+    damaged = _activate.files_problem() if chosen != "off" and vllm_problem is None else None
     return {
         **info,
         "installed": {"vllm": vllm_installed, "flashinfer-python": flashinfer},
         "mode": chosen,
         "hook_installed": installed_finder() is not None,
-        "would_activate": chosen != "off" and vllm_problem is None and installed_finder() is not None,
-        "why_not": "disabled by VLLM_FUSED_MOE=off" if chosen == "off" else vllm_problem,
+        "would_activate": chosen != "off" and vllm_problem is None and not damaged and installed_finder() is not None,
+        "why_not": "disabled by VLLM_FUSED_MOE=off" if chosen == "off" else vllm_problem or damaged,
         "flashinfer_problem": _activate.flashinfer_problem(flashinfer, info["flashinfer_specifier"]),
         "subtree": str(_meta.HERE / next(iter(_meta.targets().values())).rstrip("/")),
         "what_to_do": what_to_do(info, vllm_installed, vllm_problem, chosen),
@@ -81,6 +83,10 @@ def format_report(data: Report) -> str:
         f"verified {data['flashinfer_specifier']}",
         f"  mode            {MODE_ENV}={data['mode']}",
     ]
+    if data["mode"] not in _activate.MODES:
+        lines.append(
+            f"  warning         {data['mode']!r} is not a value the hook knows; it means on. It takes: {accepted()}"
+        )
     if data["would_activate"]:
         lines.append("  status          activates when vLLM imports the subtree")
     elif data["mode"] == "off":

@@ -13,7 +13,7 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 
 from vllm_fused_moe import MODE_ENV, _meta
-from vllm_fused_moe._finder import LOGGER_NAME, TARGET, mode
+from vllm_fused_moe._finder import LOGGER_NAME, TARGET, accepted, mode
 
 MODES = ("on", "off", "strict")
 
@@ -26,7 +26,12 @@ def decide() -> bool:
     chosen = mode()
     log = logger()
     if chosen not in MODES:
-        log.warning("vllm-fused-moe: %s=%r is not one of %s; treating it as 'on'", MODE_ENV, chosen, "/".join(MODES))
+        log.warning(
+            "vllm-fused-moe: %s=%r is not a value it knows; treating it as 'on'. It takes: %s",
+            MODE_ENV,
+            chosen,
+            accepted(),
+        )
         chosen = "on"
     if chosen == "off":  # the finder answers off before it imports this module; kept for direct callers
         log.info("vllm-fused-moe: disabled by %s=off; upstream %s left in place", MODE_ENV, TARGET)
@@ -82,17 +87,45 @@ def activation(
 
 
 def files_problem() -> str | None:
-    """Why our copy of what this build serves cannot be served (a half-removed package), or None.
+    """Why our copy of what this build serves cannot be served (a damaged install), or None.
 
-    Every target of the build's release line (`_meta.targets()`), not only the head line's
-    prepare_finalize package: an older line's wheel has no prepare_finalize/ at all.
+    Every file the build recorded (`_build_info.json` `files`, with its sha256): one module
+    deleted or changed is enough, since vLLM would then import a package of ours that lacks it
+    (a ModuleNotFoundError inside vLLM) or run bytes nobody built. Builds that recorded no files:
+    every target of the build's release line (`_meta.targets()`) must at least be there.
     """
+    recorded = _meta.load().get("files")
+    if recorded:
+        return _recorded_files_problem(recorded)
     for rel in _meta.targets().values():
         path = _meta.HERE / rel.rstrip("/")
         wanted = path / "__init__.py" if rel.endswith("/") else path
         if not wanted.is_file():
-            return f"the overlay's files are missing ({wanted})"
+            return f"the overlay's files are missing ({wanted}); reinstall vllm-fused-moe"
     return None
+
+
+def _recorded_files_problem(recorded: object) -> str | None:
+    import hashlib  # only here, on the first import of the subtree, never at interpreter start-up
+
+    if not isinstance(recorded, dict):
+        return f"the file list in {_meta.BUILD_INFO} is unreadable; reinstall vllm-fused-moe"
+    damaged = []
+    for rel, digest in sorted(recorded.items()):
+        parts = str(rel).split("/")
+        if not isinstance(digest, str) or str(rel).startswith("/") or any(p in ("", ".", "..") for p in parts):
+            return f"the file list in {_meta.BUILD_INFO} is unreadable ({rel!r}); reinstall vllm-fused-moe"
+        try:
+            data = _meta.HERE.joinpath(*parts).read_bytes()
+        except OSError:  # gone, a directory now, unreadable: nothing we can serve
+            damaged.append(f"{rel} is missing")
+            continue
+        if hashlib.sha256(data).hexdigest() != digest:
+            damaged.append(f"{rel} is not the file the build made")
+    if not damaged:
+        return None
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    return f"the overlay's files are damaged in {_meta.HERE}: {damaged[0]}{more}; reinstall vllm-fused-moe"
 
 
 def spec_for(fullname: str) -> ModuleSpec | None:

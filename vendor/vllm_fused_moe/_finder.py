@@ -31,14 +31,32 @@ MODE_ENV = "VLLM_FUSED_MOE"  # the same name as vllm_fused_moe.MODE_ENV; repeate
 LOGGER_NAME = "vllm.vllm_fused_moe"
 
 
+# The words an operator may set VLLM_FUSED_MOE to (case and surrounding blanks do not matter).
+# Every common word for "off" means off: an operator who wrote `disabled` meant it. A word not
+# listed here warns, naming these, and means on, the default: the fix stays as it would be
+# unset, and the warning says the setting had no effect. release/overlay/build.py's .pth line
+# repeats OFF_WORDS (it must not import this module); tests/overlay/test_modes.py keeps them equal.
+OFF_WORDS = ("off", "0", "false", "no", "n", "disable", "disabled", "none", "never")
+ON_WORDS = ("", "on", "1", "true", "yes", "y", "enable", "enabled")
+STRICT = "strict"
+
+
 def mode() -> str:
-    """on (default, also 1/true/yes), off (also 0/false/no), strict, or what was set (treated as on)."""
+    """on (unset or an ON_WORDS), off (an OFF_WORDS), strict, or the word that was set (treated as on)."""
     value = os.environ.get(MODE_ENV, "").strip().lower()
-    if value in ("", "1", "true", "yes"):
+    if value in ON_WORDS:
         return "on"
-    if value in ("0", "false", "no"):
+    if value in OFF_WORDS:
         return "off"
     return value
+
+
+def accepted() -> str:
+    """The values VLLM_FUSED_MOE takes, for a warning about one it does not."""
+    return (
+        f"off ({', '.join(OFF_WORDS[1:])} mean off too), on ({', '.join(w for w in ON_WORDS[2:])} "
+        f"mean on too; unset is on), {STRICT}"
+    )
 
 
 class OverlayFinder:

@@ -44,6 +44,9 @@ class BuildInfo(TypedDict):
     # before release lines had none: then the head's prepare_finalize package (see targets()).
     targets: dict[str, str]
     dirty: list[str]  # why the tree was not its commit (`build --allow-dirty`); empty for a clean build
+    # {path below this package: sha256} of every file the build serves (the targets' files); the
+    # hook serves nothing unless each is there with these bytes. Builds before it had none.
+    files: dict[str, str]
 
 
 def load() -> BuildInfo:
@@ -100,6 +103,7 @@ def _from_source_tree() -> BuildInfo:
         "source_date_epoch": 0,
         "patches": [],
         "dirty": [],
+        "files": {},  # a source checkout: what is there is what is served (`check` guards it)
     }
 
 

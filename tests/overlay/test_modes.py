@@ -1,0 +1,135 @@
+"""`VLLM_FUSED_MOE`: an operator's word for off means off, for on means on; anything else warns.
+
+In-process: the hook's parsing (`_finder.mode()`) and its decision (`_activate.decide()`, with the
+build facts of test_decision.py). In real processes: the `.pth` line of the wheel, run by a fresh
+interpreter over vendor/, and `python -m vllm_fused_moe info`. (A real venv with vLLM and our
+wheel: tests/overlay/test_kill_switch.py, `disabled` and an unknown word.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from helpers import REPO
+from release.overlay import build
+from vllm_fused_moe import _activate, _finder
+
+VENDOR = REPO / "vendor"
+OFF = ["off", "OFF", " Off ", "0", "false", "False", "no", "n", "disable", "disabled", "DISABLED", "none", "never"]
+ON = ["", " ", "on", "ON", "1", "true", "TRUE", "yes", "y", "enable", "enabled"]
+UNKNOWN = ["bogus", "stritc", "offf", "2"]
+INFO = {
+    "version": "0.20.0+fm.1",
+    "vllm_tag": "v0.20.0",
+    "vllm_version": "0.20.0",
+    "flashinfer_specifier": "==0.6.8.post1",
+    "patches": [{"name": "0001-x.patch"}],
+}
+
+
+@pytest.mark.parametrize("word", OFF)
+def test_every_common_word_for_off_means_off(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_finder.MODE_ENV, word)
+    assert _finder.mode() == "off"
+
+
+@pytest.mark.parametrize("word", ON)
+def test_every_common_word_for_on_means_on(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_finder.MODE_ENV, word)
+    assert _finder.mode() == "on"
+
+
+def test_strict_is_strict_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_finder.MODE_ENV, " Strict ")
+    assert _finder.mode() == "strict"
+
+
+def test_the_pth_line_knows_the_same_words_for_off() -> None:
+    assert build.OFF_WORDS == _finder.OFF_WORDS
+
+
+class Said(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
+    # A logger of the test's own (test_decision.py says why), with the build facts of a wheel for
+    # the vLLM the hook sees; the files the hook checks are vendor/'s own.
+    handler = Said()
+    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-modes")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+    monkeypatch.setattr(_activate, "logger", lambda: log)
+    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
+    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
+    monkeypatch.setattr(_activate, "flashinfer_version", lambda: None)
+    yield handler
+    log.removeHandler(handler)
+
+
+@pytest.mark.parametrize("word", ["disabled", "None", "never"])
+def test_decide_serves_upstream_for_a_word_for_off(word: str, monkeypatch: pytest.MonkeyPatch, said: Said) -> None:
+    monkeypatch.setenv(_finder.MODE_ENV, word)
+    assert _activate.decide() is False
+    assert [r.levelname for r in said.records] == ["INFO"]
+    assert "disabled by VLLM_FUSED_MOE=off" in said.records[0].getMessage()
+
+
+@pytest.mark.parametrize("word", UNKNOWN)
+def test_an_unknown_word_warns_naming_the_values_and_means_on(
+    word: str, monkeypatch: pytest.MonkeyPatch, said: Said
+) -> None:
+    monkeypatch.setenv(_finder.MODE_ENV, word)
+    assert _activate.decide() is True
+    warnings = [r.getMessage() for r in said.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert f"VLLM_FUSED_MOE={word.lower()!r} is not a value it knows; treating it as 'on'" in warnings[0]
+    for value in ("off", "disabled", "none", "on", "enabled", "strict"):
+        assert value in warnings[0].split("It takes:")[1]
+
+
+# ------------------------------------------------------------------ real processes
+
+
+def _python(code: list[str], word: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH")}
+    env.update({"VLLM_FUSED_MOE": word, "PYTHONPATH": str(VENDOR)})
+    return subprocess.run([sys.executable, *code], capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+
+
+@pytest.mark.parametrize(("word", "finder"), [("Disabled", "OverlayStandIn"), ("none", "OverlayStandIn"),
+                                              ("off", "OverlayStandIn"), ("enabled", "OverlayFinder"),
+                                              ("bogus", "OverlayFinder")])  # fmt: skip
+def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, finder: str) -> None:
+    # What site.py runs at every start-up of the environment: the .pth line as the wheel holds it.
+    code = build.PTH_LINE + "import json; print(json.dumps([type(f).__name__ for f in sys.meta_path]))\n"
+    proc = _python(["-c", f"import sys\n{code}"], word)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert json.loads(proc.stdout)[0] == finder
+
+
+@pytest.mark.parametrize(("word", "mode"), [("DISABLED", "off"), ("none", "off"), ("yes", "on"), ("bogus", "bogus")])
+def test_info_reads_the_switch_as_the_hook_does(word: str, mode: str) -> None:
+    proc = _python(["-m", "vllm_fused_moe", "info", "--json"], word)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["mode"] == mode
+    if mode == "off":
+        assert report["would_activate"] is False and report["why_not"] == "disabled by VLLM_FUSED_MOE=off"
+    text = _python(["-m", "vllm_fused_moe", "info"], word).stdout
+    assert f"VLLM_FUSED_MOE={mode}" in text
+    assert ("is not a value the hook knows; it means on" in text) is (mode == "bogus"), text
