@@ -3,8 +3,10 @@
 Runs PYTHON with this checkout's vendor/vllm_fused_moe/doctor.py as a script (standard library only,
 so our overlay need not be installed there; when it is, the script reads the installed hook's own
 decision) and this checkout's scan data, then prints its report. The exit code is the doctor's:
-0 not affected, or fixed and live; 1 affected and not fixed, or fixed but not live; 2 cannot tell.
-docs/doctor.md has the fields and the JSON schema.
+0 not affected, or fixed and live; 1 affected and not fixed, or fixed but not live; 2 cannot tell,
+or vLLM would refuse the command line. PYTHON may be a virtual environment's directory. An
+interpreter that gives no report within --timeout seconds is stopped, with its process group:
+exit 2. docs/doctor.md has the fields and the JSON schema.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +26,11 @@ from release.core.layout import Layout
 
 SCRIPT = "doctor.py"
 SCAN = "affected-releases.json"
+# A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
+# anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
+DEFAULT_TIMEOUT = 120.0
+# Where a virtual environment keeps its interpreter (venv: bin/ on POSIX, Scripts\ on Windows).
+VENV_INTERPRETERS = ("bin/python", "bin/python3", "Scripts/python.exe")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +41,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.epilog = (
         "doctor exit codes: 0 not affected, or fixed and live; 1 affected and not fixed, or fixed but "
-        "not live; 2 cannot tell (the report says why), or the interpreter gave no report"
+        "not live; 2 cannot tell (the report says why), vLLM would refuse the command line, or the "
+        "interpreter gave no report (within --timeout)"
     )
-    parser.add_argument("--python", type=Path, required=True, help="the interpreter of the environment to check")
+    parser.add_argument(
+        "--python",
+        type=Path,
+        required=True,
+        help="the interpreter of the environment to check, or its virtual environment's directory",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
     parser.add_argument(
         "--live",
@@ -46,43 +67,107 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--scan", type=Path, default=None, help=f"scan data (default: vendor/vllm_fused_moe/{SCAN} of this checkout)"
     )
     parser.add_argument("--index-url", default=None, help="our package index, for the fix command")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable of the environment `vllm serve` runs with (repeatable), e.g. VLLM_ENABLE_MOE_DP_CHUNK=0",
+    )
     parser.add_argument("serve", nargs="*", metavar="-- VLLM_SERVE_ARGS", help="a `vllm serve` command line")
 
 
-def command(args: argparse.Namespace, layout: Layout) -> list[str]:
+def interpreter(given: Path) -> Path:
+    """`given` itself, or the interpreter of the virtual environment `given` is the directory of."""
+    if given.is_dir():
+        found = next((given / name for name in VENV_INTERPRETERS if (given / name).is_file()), None)
+        if found is None:
+            raise DoctorError(
+                f"--python {given} is a directory without {' or '.join(VENV_INTERPRETERS)}: not a virtual environment"
+            )
+        given = found
+    if not given.is_file() or not os.access(given, os.X_OK):
+        raise DoctorError(f"--python {given} is not an executable file")
+    return given
+
+
+def command(args: argparse.Namespace, layout: Layout, python: Path | None = None) -> list[str]:
     script = layout.overlay / SCRIPT
     scan = args.scan if args.scan is not None else layout.overlay / SCAN
-    argv = [str(args.python), str(script), "--json"]
+    argv = [str(python or args.python), str(script), "--json"]
     if args.scan is not None or scan.is_file():
         argv += ["--scan", str(scan.resolve())]
     if args.live:
         argv.append("--live")
     if args.index_url:
         argv += ["--index-url", args.index_url]
+    for pair in args.env:
+        argv += ["--env", pair]
     if args.serve:
         argv += ["--", *args.serve]
     return argv
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    python: Path = args.python
-    if not python.is_file() or not os.access(python, os.X_OK):
-        raise DoctorError(f"--python {python} is not an executable file")
-    argv = command(args, layout)
-    # stderr passes through: with --live it carries vLLM's own import-time log lines.
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    if not args.timeout > 0:
+        raise DoctorError(f"--timeout {args.timeout:g} is not a positive number of seconds")
+    bad = [pair for pair in args.env if not pair.partition("=")[0] or "=" not in pair]
+    if bad:
+        raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
+    python = interpreter(args.python)
+    returncode, stdout = _run_bounded(command(args, layout, python), args.timeout, python)
     try:
-        data: dict[str, Any] = json.loads(proc.stdout)
+        data: dict[str, Any] = json.loads(stdout)
         code = int(data["exit_code"])
     except (ValueError, KeyError, TypeError):
         raise DoctorError(
-            f"{python} gave no doctor report (exit {proc.returncode}): {proc.stdout.strip()[-500:] or 'no output'}"
+            f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}"
         ) from None
     if args.json:
-        sys.stdout.write(proc.stdout)
+        sys.stdout.write(stdout)
     else:
         print(_doctor_module(layout).format_report(data))
     return code
+
+
+def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str]:
+    """Run the doctor script; past `timeout`, kill it and whatever it started (its own session), exit 2.
+
+    subprocess.run(timeout=...) kills only the child and then waits for the pipe to close, which a
+    grandchild holding it open never does: the process group goes, then the pipe closes.
+    """
+    # stderr passes through: with --live it carries vLLM's own import-time log lines.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        _reap(proc)
+        raise DoctorError(
+            f"{python} gave no doctor report within {timeout:g} s (--timeout): stopped it",
+            hint="an interpreter that hangs at start-up (a sitecustomize or .pth waiting on something?); "
+            "run it with vendor/vllm_fused_moe/doctor.py by hand, or give a longer --timeout",
+        ) from None
+    except BaseException:
+        _kill_group(proc)
+        _reap(proc)
+        raise
+    return proc.returncode, stdout
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):  # gone already; no killpg (Windows)
+        proc.kill()
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Wait for the killed child; a grandchild that left the group could hold the pipe open: not forever."""
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _doctor_module(layout: Layout) -> Any:

@@ -1,7 +1,8 @@
 """The scan's outputs: affected-releases.json (shipped in the wheel; doctor reads it) and its Markdown form.
 
 The JSON's keys are a contract (docs/affected-releases.schema.json, schema 1): doctor reads
-`releases[<version>].status`, `in_train` and `line`, and `fixed_in`. No timestamps: the same
+`releases[<version>].status`, `in_train` and `line`, `fixed_in`, and per line `live`, `builds`
+and `serve` (how the line's releases read a `vllm serve` command line). No timestamps: the same
 scan gives the same bytes, so the overlay wheel stays reproducible.
 
 A scan of a range (--since/--until) updates that range and keeps the releases outside it from
@@ -18,6 +19,7 @@ from packaging.version import Version
 
 from release.core.errors import ConfigError
 from release.queue.patch import Patch
+from release.scan.lines import read_serve
 from release.scan.run import UPSTREAM, ScanOptions, ScanResult, in_range, release_status
 
 SCHEMA = 1
@@ -83,12 +85,16 @@ def build_document(
         "skipped": {v: skipped[v] for v in sorted(skipped, key=Version)},
     }
     if result.lines is not None:
+        serve = read_serve(options.layout.lines, result.lines)
         document["lines"] = {
             line.name: {
                 "modules": list(line.modules),
                 "note": line.note,
                 "fires": line.fires,
                 "live": {"module": line.live_module, "classes": list(line.live_classes)},
+                "backends": list(line.backends),
+                "builds": dict(serve[line.name].builds),
+                "serve": [r.to_json() for r in serve[line.name].ranges],
             }
             for line in result.lines.lines
         }
@@ -192,8 +198,35 @@ def lines_markdown(document: dict[str, Any]) -> list[str]:
         train = [v for v in on if releases[v]["in_train"]]
         span = f"{on[0]} - {on[-1]} ({len(on)})" if on else "-"
         out.append(f"| `{name}` | {span} | {len(train)} of {len(on)} | {info['note']} | {info.get('fires') or '-'} |")
+    out += serve_markdown(lines)
     left = document.get("left_out") or []
     if left:
         out += ["", "Left out of the train (no flag can fix them):", ""]
         out += [f"- vLLM {item['releases'].lstrip('=')}: {item['reason']}." for item in left]
+    return out
+
+
+def serve_markdown(lines: dict[str, Any]) -> list[str]:
+    """Per range of releases: what `vllm serve` accepts and when it takes the DP-chunked path (the doctor reads it)."""
+    rows = [(name, r) for name, info in lines.items() for r in info.get("serve") or []]
+    if not rows:
+        return []
+    out = [
+        "",
+        "How each range of releases reads a `vllm serve` command line (`[[line.serve]]` of patches/lines.toml;",
+        "`vllm-fused-moe doctor -- ARGS` decides with it, docs/doctor.md):",
+        "",
+        "| releases | line | `--all2all-backend` accepts | `VLLM_ALL2ALL_BACKEND` | DP-chunked path |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, r in rows:
+        if not r["dp_chunked"]:
+            chunked = "none"
+        elif r["dp_chunk_env"]:
+            chunked = f"{', '.join(r['dp_chunked'])} unless `{r['dp_chunk_env']}=0`"
+        else:
+            chunked = f"{', '.join(r['dp_chunked'])}, always"
+        out.append(
+            f"| {r['releases']} | `{name}` | {', '.join(r['all2all_backends'])} | {r['backend_env']} | {chunked} |"
+        )
     return out

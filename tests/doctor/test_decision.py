@@ -1,8 +1,14 @@
-"""The doctor reports the hook's decision through `_activate.activation()`; `decide()` acts on it.
+"""The doctor's decisions, in process.
 
-For every mode, vLLM version and FlashInfer version, the pure function and the hook agree: the hook
-activates exactly when `activation()` says so, raises (strict) exactly when it says no, and logs
-its reason.
+- The hook's decision through `_activate.activation()`; `decide()` acts on it. For every mode, vLLM
+  version and FlashInfer version, the pure function and the hook agree: the hook activates exactly
+  when `activation()` says so, raises (strict) exactly when it says no, and logs its reason.
+- The verdict on a `vllm serve` command line and its environment, for every affected release of the
+  scan data, decided as that release does from its line's data (`lines.<line>.builds` and `serve`):
+  a backend the release does not have is refused (exit 2), the class named is the line's, the
+  DP-chunked path follows VLLM_ENABLE_MOE_DP_CHUNK where the release reads it, VLLM_ALL2ALL_BACKEND
+  counts as the release reads it, tensor parallel 1 never reduces twice, and a fix is printed only
+  where there is something to fix. No release is named here: each comes from the data.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from helpers.doctor import doctor_module, scan_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vendor"))
 from vllm_fused_moe import _activate
@@ -74,4 +83,142 @@ def test_activation_is_what_decide_does(
     assert (reason is None) is (active and flashinfer != "0.7.3")
     assert active is (
         mode not in ("off", "0") and vllm != "0.21.0" and not (mode == "strict" and flashinfer == "0.7.3")
+    )
+
+
+# ------------------------------------------------------------------------- `vllm serve` per release
+
+doctor = doctor_module()
+DATA = scan_data()
+AFFECTED = [v for v, e in DATA["releases"].items() if e["status"] == "affected"]
+MISSPELT = "flashinfer_nvlink_three_sided"
+# Every --all2all-backend value some affected release accepts (the data's union), and one none has.
+EVERY_BACKEND = sorted(
+    {b for info in DATA["lines"].values() for r in info.get("serve") or [] for b in r["all2all_backends"]} | {MISSPELT}
+)
+
+
+def facts(version: str) -> dict[str, Any]:
+    found = doctor.serve_facts(DATA, DATA["releases"][version]["line"], version)
+    assert found is not None and found["range"] is not None, f"no serve facts for vLLM {version}"
+    return found
+
+
+def decide(version: str, argv: str, env: dict[str, str] | None = None, **overlay: Any) -> dict[str, Any]:
+    """The whole verdict for `vllm serve ARGV` on vLLM `version`, with our overlay as `overlay` says
+    (default: not installed), as report() concludes it from the facts."""
+    release = doctor.release_facts(DATA, None, version)
+    data = {
+        "python": sys.executable,
+        "vllm": {"version": version},
+        "release": release,
+        "overlay": {**doctor.blank_overlay(), **overlay},
+        "live": None,
+        "serve": doctor.serve_layout(["vllm", "serve", "m", *argv.split()], env or {}, facts(version)),
+    }
+    return doctor.conclude(data, "https://index.example/simple")
+
+
+def one_of(version: str, key: str) -> list[str]:
+    return list(facts(version)["range"][key])
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_a_backend_the_release_does_not_have_is_refused_with_exit_2(version: str) -> None:
+    choices = one_of(version, "all2all_backends")
+    for backend in EVERY_BACKEND:
+        report = decide(version, f"-tp 2 -dp 2 -ep --all2all-backend {backend}")
+        if backend in choices:
+            assert report["verdict"] != "refused", report["summary"]
+            continue
+        assert report["verdict"] == "refused" and report["exit_code"] == 2, (backend, report["summary"])
+        assert report["summary"] == (
+            f"vLLM {version} would refuse this command line: --all2all-backend {backend} is not one of "
+            + ", ".join(choices)
+        )
+        assert (
+            report["fix"]["argv"] is None
+            and report["fix"]["why"] == f"give vLLM {version} one of: {', '.join(choices)}"
+        )
+    assert MISSPELT not in choices
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_the_command_line_names_the_class_of_the_installed_releases_line(version: str) -> None:
+    found = facts(version)
+    line = DATA["lines"][found["line"]]
+    for backend, cls in found["builds"].items():
+        assert cls in line["live"]["classes"]
+        report = decide(version, f"-tp 2 -dp 2 -ep --all2all-backend {backend}", {"VLLM_ENABLE_MOE_DP_CHUNK": "0"})
+        assert report["serve"]["uses_affected_class"] == cls and cls in report["serve"]["why"]
+        assert report["verdict"] == "affected" and report["serve"]["reduce_runs"] is True
+    # No other class: the head's names appear only where the line builds them.
+    for cls in set(doctor.CLASSES) - set(found["builds"].values()):
+        for backend in found["builds"]:
+            assert cls not in decide(version, f"-tp 2 -dp 2 -ep --all2all-backend {backend}")["serve"]["why"]
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_the_dp_chunked_path_follows_the_environment_as_the_release_reads_it(version: str) -> None:
+    span = facts(version)["range"]
+    switch = span["dp_chunk_env"]
+    for backend in facts(version)["builds"]:
+        argv = f"-tp 2 -dp 2 -ep --all2all-backend {backend}"
+        default = decide(version, argv)
+        if backend not in span["dp_chunked"]:
+            assert default["serve"]["dp_chunked"] is False
+            continue
+        assert default["serve"]["dp_chunked"] is True and "DP-chunked path" in default["serve"]["why"]
+        # The layer's reduce is skipped there, not the models' own: still affected, and it says why.
+        assert default["verdict"] == "affected" and "all-reduces its MoE output itself" in default["serve"]["why"]
+        if switch is None:  # no switch on this release: the variable changes nothing
+            ignored = decide(version, argv, {"VLLM_ENABLE_MOE_DP_CHUNK": "0"})
+            assert ignored["serve"]["dp_chunked"] is True
+            assert any("VLLM_ENABLE_MOE_DP_CHUNK is not read" in n for n in ignored["serve"]["notes"])
+            continue
+        off = decide(version, argv, {switch: "0"})
+        assert off["serve"]["dp_chunked"] is False and off["verdict"] == "affected"
+        assert off["serve"]["environment"] == {switch: {"value": "0", "from": "environment"}}
+        assert decide(version, argv, {switch: "1"})["serve"]["dp_chunked"] is True
+        broken = decide(version, argv, {switch: "yes"})
+        assert broken["verdict"] == "refused" and broken["exit_code"] == 2
+        assert f"{switch}='yes' is not an integer" in broken["summary"]
+    if not span["dp_chunked"]:
+        report = decide(version, "-tp 2 -dp 2 -ep --all2all-backend " + next(iter(facts(version)["builds"])),
+                        {"VLLM_ENABLE_MOE_DP_CHUNK": "0"})  # fmt: skip
+        assert report["serve"]["dp_chunked"] is False and report["verdict"] == "affected"
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_the_backend_variable_counts_as_the_release_reads_it(version: str) -> None:
+    span = facts(version)["range"]
+    backend = next(iter(facts(version)["builds"]))
+    other = next(b for b in span["all2all_backends"] if b not in facts(version)["builds"])
+    env = {"VLLM_ALL2ALL_BACKEND": backend}
+    without_flag = decide(version, "-tp 2 -dp 2 -ep", env)["serve"]
+    with_flag = decide(version, f"-tp 2 -dp 2 -ep --all2all-backend {other}", env)["serve"]
+    mode = span["backend_env"]
+    assert without_flag["backend_from"] == ("vLLM's default" if mode == "ignored" else "VLLM_ALL2ALL_BACKEND")
+    assert with_flag["backend_from"] == ("VLLM_ALL2ALL_BACKEND" if mode == "overrides" else "--all2all-backend")
+    assert with_flag["all2all_backend"] == (backend if mode == "overrides" else other)
+    if mode == "ignored":
+        assert any(f"vLLM {version} does not read it" in n for n in without_flag["notes"])
+    else:
+        bad = decide(version, "-tp 2 -dp 2 -ep", {"VLLM_ALL2ALL_BACKEND": MISSPELT})
+        assert bad["verdict"] == "refused"
+        assert f"would refuse this environment: VLLM_ALL2ALL_BACKEND={MISSPELT} is not one of" in bad["summary"]
+
+
+@pytest.mark.parametrize("version", AFFECTED)
+def test_tensor_parallel_1_never_reduces_twice_and_not_used_prints_no_fix(version: str) -> None:
+    backend = next(iter(facts(version)["builds"]))
+    for argv in (f"-dp 4 -ep --all2all-backend {backend}", f"-tp 2 --all2all-backend {backend}", "-tp 2 -dp 2 -ep"):
+        report = decide(version, argv)
+        assert report["verdict"] == "not-used" and report["exit_code"] == 0, report["summary"]
+        assert report["fix"] is None
+        # Not even with our overlay installed and switched off: nothing to fix for this command line.
+        off = decide(version, argv, installed=True, for_this_vllm=True, mode="off", activates=False, reason="off")
+        assert off["verdict"] == "not-used" and off["fix"] is None
+    assert decide(version, f"-tp 2 -dp 4 -ep --all2all-backend {backend}")["fix"]["argv"][-1] == (
+        f"vllm-fused-moe=={version}"
     )

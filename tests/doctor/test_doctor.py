@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -80,36 +81,18 @@ def test_the_fixture_has_the_scan_schema_shape() -> None:
     ],
 )
 def test_serve_layout(argv: str, uses: str | None, ep_size: int) -> None:
-    layout = doctor.serve_layout(argv.split(), {}, None)
+    layout = doctor.serve_layout(argv.split(), {})
     assert layout["uses_affected_class"] == uses
-    assert layout["reduce_runs"] is (uses is not None)
+    # The second all-reduce runs over the TP group: with tensor parallel 1 it is the identity.
+    assert layout["reduce_runs"] is (uses is not None and layout["tensor_parallel_size"] > 1)
     assert layout["ep_size"] == ep_size
     assert layout["conclusive"] is True
 
 
 def test_a_config_file_makes_the_command_line_inconclusive() -> None:
-    layout = doctor.serve_layout(["m", "--config", "serve.yaml", "-tp", "2"], {}, None)
+    layout = doctor.serve_layout(["m", "--config", "serve.yaml", "-tp", "2"], {})
     assert layout["conclusive"] is False and layout["reduce_runs"] is False
     assert "--config" in layout["notes"][0]
-
-
-def test_the_backend_environment_variable_counts_only_where_vllm_reads_it(tmp_path: Path) -> None:
-    env = {"VLLM_ALL2ALL_BACKEND": "flashinfer_all2allv"}
-    older = tmp_path / "older"
-    older.mkdir()
-    (older / "envs.py").write_text('VLLM_ALL2ALL_BACKEND = os.getenv("VLLM_ALL2ALL_BACKEND")\n', encoding="utf-8")
-    read = doctor.serve_layout(["-dp", "2", "-ep"], env, older)
-    assert read["backend_from"] == "VLLM_ALL2ALL_BACKEND" and read["uses_affected_class"] == TWO
-    # The flag wins over the variable, as it does in vLLM.
-    assert doctor.serve_layout(["-dp", "2", "-ep", "--all2all-backend", "mori"], env, older)["reduce_runs"] is False
-    # The installed vLLM's own envs.py (0.19 and later no longer read the variable).
-    installed = doctor.vllm_package_dir()
-    assert installed is not None
-    reads = "VLLM_ALL2ALL_BACKEND" in (installed / "envs.py").read_text(encoding="utf-8")
-    here = doctor.serve_layout(["-dp", "2", "-ep"], env, installed)
-    assert here["backend_from"] == ("VLLM_ALL2ALL_BACKEND" if reads else "vLLM's default")
-    assert here["reduce_runs"] is reads
-    assert reads or "this vLLM does not read it" in here["notes"][0]
 
 
 @pytest.mark.parametrize(
@@ -132,7 +115,9 @@ def test_serve_layout_agrees_with_vllms_moe_parallel_config(argv: str) -> None:
 
     from vllm.model_executor.layers.fused_moe.config import FusedMoEParallelConfig
 
-    ours = doctor.serve_layout(argv.split(), {}, None)
+    installed = metadata.version("vllm")
+    facts = doctor.serve_facts(scan_data(), scan_data()["releases"][installed]["line"], installed)
+    ours = doctor.serve_layout(argv.split(), {}, facts)
     tp, dp = ours["tensor_parallel_size"], ours["data_parallel_size"]
     use_ep = tp * dp > 1 and ours["expert_parallel"]  # FusedMoEParallelConfig.make, PCP 1
     fields: dict[str, Any] = {f.name: 0 for f in dataclasses.fields(FusedMoEParallelConfig)}
@@ -271,3 +256,107 @@ def test_release_doctor_refuses_what_is_not_an_interpreter(tmp_path: Path) -> No
     not_python = _script("-m", "release", "doctor", "--python", "/bin/true")
     assert not_python.returncode == 2 and "gave no doctor report" in not_python.stderr
     assert "Traceback" not in missing.stderr + not_python.stderr
+
+
+# ------------------------------------------------------------------------- the command line through the CLI
+
+
+def _installed_choices() -> tuple[str, list[str]]:
+    installed = metadata.version("vllm")
+    found = doctor.serve_facts(scan_data(), scan_data()["releases"][installed]["line"], installed)
+    assert found is not None and found["range"] is not None, f"the scan data has no serve facts for vLLM {installed}"
+    return installed, list(found["range"]["all2all_backends"])
+
+
+def test_a_backend_the_installed_vllm_does_not_have_is_exit_2_refused() -> None:
+    installed, choices = _installed_choices()
+    missing = next(b for b in ("flashinfer_nvlink_one_sided", "flashinfer_nvlink_three_sided") if b not in choices)
+    argv = ["--", "vllm", "serve", "m", "-tp", "2", "-dp", "2", "-ep", "--all2all-backend", missing]
+    proc = _script(str(SCRIPT), "--json", "--scan", str(scan_file()), *argv)
+    report = validate(json.loads(proc.stdout))
+    assert proc.returncode == 2 and report["verdict"] == "refused", proc.stdout[-2000:]
+    assert report["summary"] == (
+        f"vLLM {installed} would refuse this command line: --all2all-backend {missing} is not one of "
+        + ", ".join(choices)
+    )
+    text = _script(str(SCRIPT), "--scan", str(scan_file()), *argv)
+    assert text.returncode == 2 and f"verdict: refused (exit 2): vLLM {installed} would refuse" in text.stdout
+
+
+def test_env_sets_the_serve_environment_over_the_processs_own() -> None:
+    installed, choices = _installed_choices()
+    argv = ["--", "m", "-tp", "2", "-dp", "2", "-ep", "--all2all-backend", "flashinfer_all2allv"]
+    if "flashinfer_all2allv" not in choices:
+        pytest.skip(f"vLLM {installed} has no flashinfer_all2allv")
+    proc = _script(
+        str(SCRIPT),
+        "--json",
+        "--scan",
+        str(scan_file()),
+        "--env",
+        "VLLM_ENABLE_MOE_DP_CHUNK=0",
+        *argv,
+        env={"VLLM_ALL2ALL_BACKEND": "naive"},
+    )
+    report = validate(json.loads(proc.stdout))
+    assert report["serve"]["environment"]["VLLM_ENABLE_MOE_DP_CHUNK"] == {"value": "0", "from": "--env"}
+    assert report["serve"]["environment"]["VLLM_ALL2ALL_BACKEND"] == {"value": "naive", "from": "environment"}
+    bad = _script(str(SCRIPT), "--json", "--env", "NOEQUALS", *argv)
+    assert bad.returncode == 2 and "--env" in bad.stderr and not bad.stdout
+
+
+def test_not_used_prints_no_fix() -> None:
+    proc = _script(str(SCRIPT), "--scan", str(scan_file()), "--", "m", "-tp", "2")
+    if "verdict: not-used" not in proc.stdout:
+        pytest.skip("the installed vLLM is not affected: not-used does not arise")
+    assert proc.returncode == 0 and "\nfix:" not in proc.stdout, proc.stdout
+
+
+# ------------------------------------------------------------------------- `release doctor --python`
+
+
+def test_release_doctor_takes_a_virtual_environments_directory(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    proc = _script("-m", "release", "doctor", "--python", str(venv), "--json", "--scan", str(scan_file()))
+    report = validate(json.loads(proc.stdout))
+    # That environment's own interpreter answered: no vLLM there, so it cannot tell.
+    assert Path(report["python"]).parent.parent == venv and report["vllm"]["version"] is None
+    assert proc.returncode == 2 and report["verdict"] == "cannot-tell"
+    text = _script("-m", "release", "doctor", "--python", str(venv))
+    assert text.returncode == 2 and "verdict: cannot-tell" in text.stdout
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    refused = _script("-m", "release", "doctor", "--python", str(plain))
+    assert refused.returncode == 2 and "is a directory without bin/python" in refused.stderr
+    assert refused.stderr.startswith("error: --python") and "Traceback" not in refused.stderr
+
+
+def test_release_doctor_stops_an_interpreter_that_hangs(tmp_path: Path) -> None:
+    """A real interpreter stand-in that never answers: a shell script that starts a child holding the
+    output pipe and waits. --timeout 2 ends it, and the child, with one error line."""
+    pid_file = tmp_path / "child.pid"
+    hang = tmp_path / "python"
+    hang.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pid_file}\nwait\n", encoding="utf-8")
+    hang.chmod(0o755)
+    started = time.monotonic()
+    proc = _script("-m", "release", "doctor", "--python", str(hang), "--timeout", "2")
+    took = time.monotonic() - started
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == f"error: {hang} gave no doctor report within 2 s (--timeout): stopped it", lines
+    assert lines[1].startswith("hint:") and len(lines) == 2 and not proc.stdout
+    assert took < 60, took
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"the interpreter's child {child} outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie is dead, waiting for its parent (init) to reap it

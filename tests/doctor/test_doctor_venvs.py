@@ -10,7 +10,11 @@ release, shared by every run on it:
   `vllm-fused-moe doctor` says 0 and live, `VLLM_FUSED_MOE=off` says 1 and names the switch;
 - another affected release with the pinned release's overlay: 1, the version mismatch as reason;
 - the first fixed release (`fixed_in` of the scan data): 0 not affected; with scan data as it was
-  before that release existed, 2 (newer than the data).
+  before that release existed, 2 (newer than the data);
+- the newest affected release whose line has a DP-chunking switch (`dp_chunk_env` of its serve
+  range in the scan data), asked from outside with `--python` given the venv's directory: a backend
+  it does not have is 2 (refused); a DP-chunked backend is on the chunked path by default, off it
+  with `--env VLLM_ENABLE_MOE_DP_CHUNK=0`, and a value vLLM cannot read is 2.
 
 Releases come from data (UPSTREAM.toml and the scan data), not from this file.
 """
@@ -69,6 +73,14 @@ class Releases:
         self.other = max(others, key=_version_key)
         self.fixed = str(data["fixed_in"])
         assert data["releases"][self.fixed]["status"] == "fixed"
+        switched = [
+            v
+            for v, e in data["releases"].items()
+            if e["status"] == "affected"
+            and ((doctor.serve_facts(data, e["line"], v) or {}).get("range") or {}).get("dp_chunk_env")
+        ]
+        self.chunked = max(switched, key=_version_key)
+        self.chunked_facts = doctor.serve_facts(data, data["releases"][self.chunked]["line"], self.chunked)
 
     def before_the_fix(self) -> dict[str, Any]:
         """The scan data as it was before the first fixed release existed."""
@@ -125,13 +137,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     tmp = tmp_path_factory.mktemp("doctor")
     index = tmp / "index"
     wheel = _overlay_wheel(tmp)
-    publish([wheel, *(pypi_wheel(f"v{v}") for v in (releases.pinned, releases.other, releases.fixed))], index)
+    wanted = (releases.pinned, releases.other, releases.fixed, releases.chunked)
+    publish([wheel, *(pypi_wheel(f"v{v}") for v in wanted)], index)
     url = index.joinpath("simple").as_uri()
     with ThreadPoolExecutor(3) as pool:
         made = {
             "pinned": pool.submit(create, tmp / "pinned", index, [f"vllm=={releases.pinned}"]),
             "other": pool.submit(create, tmp / "other", index, [f"vllm=={releases.other}", "vllm-fused-moe"]),
             "fixed": pool.submit(create, tmp / "fixed", index, [f"vllm=={releases.fixed}"]),
+            "chunked": pool.submit(create, tmp / "chunked", index, [f"vllm=={releases.chunked}"]),
         }
         py = {name: str(future.result()) for name, future in made.items()}
     before = tmp / "scan-before-the-fix.json"
@@ -161,6 +175,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
             "newer": lambda: _run(outside(py["fixed"], "--scan", str(before))),
         }
     )
+    # The DP-chunked path of an older release, asked with the venv's directory as --python.
+    span = releases.chunked_facts["range"]
+    chunked_backend = span["dp_chunked"][0]
+    layout = ["--", "vllm", "serve", "m", "-tp", "2", "-dp", "2", "-ep", "--all2all-backend"]
+    venv_dir = str(Path(py["chunked"]).parent.parent)
+    missing = next(
+        b for b in ("flashinfer_nvlink_one_sided", "flashinfer_nvlink_three_sided") if b not in span["all2all_backends"]
+    )
+    switch = span["dp_chunk_env"]
+    results["chunked-backend"] = chunked_backend
+    results |= many(
+        {
+            "chunked-refused": lambda: _run(outside(venv_dir, *layout, missing)),
+            "chunked-default": lambda: _run(outside(venv_dir, *layout, chunked_backend)),
+            "chunked-off": lambda: _run(outside(venv_dir, "--env", f"{switch}=0", *layout, chunked_backend)),
+            "chunked-unreadable": lambda: _run(outside(venv_dir, "--env", f"{switch}=yes", *layout, chunked_backend)),
+        }
+    )
     # The fix, exactly as the doctor printed it. The venv has no pip of its own, so the test's pip
     # runs the same pip arguments against the venv's interpreter (`pip --python`).
     fix = (results["bare"][0].get("fix") or {}).get("argv") or []
@@ -175,6 +207,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
             "fixed-live": lambda: _run(installed(py["pinned"], "--live")),
             "off-live": lambda: _run(installed(py["pinned"], "--live"), mode="off"),
             "off-tp-only": lambda: _run(installed(py["pinned"], *serve), mode="off"),
+            "off-by-env": lambda: _run(installed(py["pinned"], "--env", "VLLM_FUSED_MOE=off")),
             "outside-fixed": lambda: _run(outside(py["pinned"])),
             "text": lambda: _run([str(Path(py["pinned"]).with_name("vllm-fused-moe")), "doctor"]),
             "installed-importtime": lambda: _run([py["pinned"], "-X", "importtime", "-m", "vllm_fused_moe", "doctor"]),
@@ -182,7 +215,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     )
     yield results
     # About 1 GB of unpacked vLLM per venv: not worth keeping after the module.
-    for name in ("pinned", "other", "fixed"):
+    for name in ("pinned", "other", "fixed", "chunked"):
         shutil.rmtree(tmp / name, ignore_errors=True)
 
 
@@ -272,6 +305,39 @@ def test_a_command_line_that_does_not_use_the_backend_is_0(runs: dict[str, Any])
     report = _verdict(runs["off-tp-only"], "not-used", 0)
     assert report["serve"]["tensor_parallel_size"] == 2 and report["serve"]["uses_affected_class"] is None
     assert "--enable-expert-parallel" in report["serve"]["why"]
+    # The overlay is switched off, but this command line does not need it: nothing to fix.
+    assert report["fix"] is None and "fix:" not in runs["off-tp-only"][1].stdout
+
+
+def test_env_is_the_serve_environment_the_overlay_switch_included(runs: dict[str, Any]) -> None:
+    report = _verdict(runs["off-by-env"], "fixed-not-live", 1)
+    assert report["overlay"]["mode"] == "off" and report["fix"]["command"] == "unset VLLM_FUSED_MOE"
+
+
+def test_an_older_release_refuses_a_backend_it_does_not_have(runs: dict[str, Any], releases: Releases) -> None:
+    report = _verdict(runs["chunked-refused"], "refused", 2)
+    choices = releases.chunked_facts["range"]["all2all_backends"]
+    assert report["vllm"]["version"] == releases.chunked
+    assert report["summary"].startswith(f"vLLM {releases.chunked} would refuse this command line: --all2all-backend ")
+    assert report["summary"].endswith("is not one of " + ", ".join(choices))
+    # Asked with the venv's directory: its own interpreter answered.
+    assert report["python"] == runs["python"]["chunked"]
+
+
+def test_the_dp_chunked_path_follows_the_serve_environment(runs: dict[str, Any], releases: Releases) -> None:
+    backend = runs["chunked-backend"]
+    cls = releases.chunked_facts["builds"][backend]
+    switch = releases.chunked_facts["range"]["dp_chunk_env"]
+    default = _verdict(runs["chunked-default"], "affected", 1)
+    assert default["serve"]["uses_affected_class"] == cls and default["serve"]["dp_chunked"] is True
+    assert f"DP-chunked path ({switch} unset, default 1)" in default["serve"]["why"]
+    off = _verdict(runs["chunked-off"], "affected", 1)
+    assert off["serve"]["dp_chunked"] is False and off["serve"]["environment"][switch] == {
+        "value": "0",
+        "from": "--env",
+    }
+    unreadable = _verdict(runs["chunked-unreadable"], "refused", 2)
+    assert f"would refuse this environment: {switch}='yes' is not an integer" in unreadable["summary"]
 
 
 def test_asked_from_outside_it_sees_the_installed_overlay(runs: dict[str, Any]) -> None:

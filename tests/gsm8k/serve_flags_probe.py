@@ -4,7 +4,8 @@ Usage: python serve_flags_probe.py '[["serve", "MODEL", "--port", "8000", ...], 
 Run in a process of its own with one release's files first on PYTHONPATH. No server starts:
 the probe builds the `vllm` parser with the `serve` subcommand the way the release's CLI does
 (FlexibleArgumentParser, a `serve` subparser filled by entrypoints.openai.cli_args.make_arg_parser),
-parses each argument list and runs the serve subcommand's own validation. One JSON line per list.
+parses each argument list and runs the serve subcommand's own validation. One JSON line per list,
+with the values the parser's --all2all-backend accepts (`all2all_choices`).
 
 Seam: vLLM computes argument defaults (DeviceConfig) from the platform it detects, and a
 CPU test machine running a CUDA wheel is no platform vLLM knows, so the probe declares
@@ -32,8 +33,14 @@ def main(argvs: list[list[str]]) -> int:
     for argv in argvs:
         parser = FlexibleArgumentParser(prog="vllm")
         subparsers = parser.add_subparsers(dest="subparser")
-        make_arg_parser(subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]"))
-        report: dict[str, object] = {"vllm_version": vllm.__version__, "vllm_file": vllm.__file__}
+        serve = subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]")
+        make_arg_parser(serve)
+        backend = next(a for a in serve._actions if "--all2all-backend" in a.option_strings)
+        report: dict[str, object] = {
+            "vllm_version": vllm.__version__,
+            "vllm_file": vllm.__file__,
+            "all2all_choices": None if backend.choices is None else [str(c) for c in backend.choices],
+        }
         try:
             args = parser.parse_args(argv)
             validate_parsed_serve_args(args)

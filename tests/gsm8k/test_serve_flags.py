@@ -4,7 +4,8 @@ For each tag of patches/train.toml, the release wheel's Python files are unpacke
 beside the wheels) and a separate interpreter, with them first on its path, builds vLLM's
 own `vllm serve` parser and parses our arguments (serve_flags_probe.py); no server starts.
 The argument lists come from the real `release gsm8k` option parser with its defaults, for
-each backend.
+each backend. The values the parser's --all2all-backend accepts are the tag's range of its line in
+patches/lines.toml ([[line.serve]] `all2all_backends`), which the doctor refuses others with.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
 from release.pristine.wheel import cache_dir, pypi_content
 from release.queue.lines import load_lines
+from release.scan.lines import read_serve
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
 MARKER = "SERVE-FLAGS "
@@ -83,6 +85,7 @@ def probe(release: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
 
 
 LINES = {line.name: line for line in load_lines(Layout.default().lines)}
+SERVE = read_serve(Layout.default().lines)
 TAGS = [e.tag for e in tag_facts.train().entries]
 
 
@@ -124,10 +127,16 @@ def test_gsm8k_serve_arguments_are_accepted_by_the_tags_vllm(tag: str, ours, par
         raise result
     release, reports = result
 
+    span = SERVE[entry.line].range_for(version_of_tag(tag))
+    assert span is not None, f"patches/lines.toml: no [[line.serve]] of line {entry.line} holds {tag}"
     for report in reports:
         # The tag's own code parsed it, not the vLLM installed in this environment.
         assert report["vllm_version"] == version_of_tag(tag)
         assert str(report["vllm_file"]).startswith(str(release) + os.sep)
+        # Exactly the values the data says this release accepts (and the doctor refuses the others).
+        # 0.11.1-0.13.0 also list None, the optional field's unset value (not a backend).
+        choices = [c for c in report["all2all_choices"] or [] if c != "None"]
+        assert sorted(choices) == sorted(span.all2all_backends), (tag, report["all2all_choices"])
     for backend, report in zip(ours, reports, strict=False):
         if backend not in has:
             assert report["accepted"] is False and report["exit_code"] == 2, f"vLLM {tag} has {backend}: {report}"

@@ -50,6 +50,7 @@ EXIT_CODES = {
     "affected": EXIT_AFFECTED,
     "fixed-not-live": EXIT_AFFECTED,
     "cannot-tell": EXIT_CANNOT_TELL,
+    "refused": EXIT_CANNOT_TELL,
 }
 
 # Where vLLM resolves the two classes (all2all_utils.maybe_make_prepare_finalize imports them from
@@ -65,7 +66,10 @@ AFFECTED_BACKENDS = {
     "flashinfer_nvlink_one_sided": CLASSES[1],
 }
 DEFAULT_BACKEND = "allgather_reducescatter"
-BACKEND_ENV = "VLLM_ALL2ALL_BACKEND"  # read by older vLLM releases only; checked in vllm/envs.py
+BACKEND_ENV = "VLLM_ALL2ALL_BACKEND"  # read by 0.11-0.15 only: the scan data says how (`backend_env`)
+# The DP-chunking switch of 0.13-0.19, named in a note where the installed release does not read it
+# (where it does, the scan data names it: `dp_chunk_env`).
+DP_CHUNK_ENV = "VLLM_ENABLE_MOE_DP_CHUNK"
 
 
 # ----------------------------------------------------------------------------- facts
@@ -178,9 +182,9 @@ def release_facts(scan: dict[str, Any] | None, scan_problem: str | None, vllm: s
 # ----------------------------------------------------------------------------- the overlay
 
 
-def overlay_state() -> dict[str, Any]:
-    """Is our overlay installed here, for which tag, and does the import hook activate it?"""
-    state: dict[str, Any] = {
+def blank_overlay() -> dict[str, Any]:
+    """`overlay` of a report where our overlay is not installed."""
+    return {
         "installed": False,
         "version": dist_version(PROJECT),
         "vllm_tag": None,
@@ -193,6 +197,11 @@ def overlay_state() -> dict[str, Any]:
         "flashinfer_specifier": None,
         "patches": [],
     }
+
+
+def overlay_state() -> dict[str, Any]:
+    """Is our overlay installed here, for which tag, and does the import hook activate it?"""
+    state = blank_overlay()
     try:
         spec = find_spec(PACKAGE)
     except (ImportError, ValueError):
@@ -327,15 +336,63 @@ def live_classes(
 # ----------------------------------------------------------------------------- vllm serve arguments
 
 
-def serve_layout(argv: list[str], env: dict[str, str], vllm_dir: Path | None) -> dict[str, Any]:
-    """Does this `vllm serve` command line put one of the NVLink classes under the MoE runner's reduce?
+def in_releases(version: str, specifier: str) -> bool | None:
+    """Is `version` in the PEP 440 `specifier` (None: cannot tell)? packaging where it is installed
+    (vLLM depends on it); without it, the `>=X,<Y` / `==X` clauses patches/lines.toml uses."""
+    try:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion
+    except ImportError:
+        pass
+    else:
+        try:
+            return SpecifierSet(specifier).contains(version, prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            return None
+    ops = {
+        "==": lambda a, b: a == b,
+        "!=": lambda a, b: a != b,
+        ">=": lambda a, b: a >= b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b,
+    }
 
-    vLLM builds the NVLink prepare/finalize only when `use_all2all_kernels` holds: expert parallel on and
-    data parallel > 1 (FusedMoEParallelConfig, 0.19-0.21). Then the MoE layer has tp_size 1 and
-    ep_size = DP x PCP x TP > 1, and the runner all-reduces the output again unless
-    output_is_reduced() (MoERunner._maybe_reduce_final_output: not sequence parallel, tp or ep > 1;
-    sequence-parallel MoE is never on for these backends). Tensor parallel alone does not use them.
-    """
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", text.split("+", 1)[0]))
+
+    for clause in specifier.split(","):
+        match = re.fullmatch(r"\s*(==|!=|>=|<=|>|<)\s*(\d+(?:\.\d+)*)\s*", clause)
+        if match is None:
+            return None
+        if not ops[match.group(1)](release(version), release(match.group(2))):
+            return False
+    return True
+
+
+def serve_facts(scan: dict[str, Any] | None, line: str | None, version: str | None) -> dict[str, Any] | None:
+    """How the installed release reads `vllm serve`, from the scan data (`lines.<line>`: `builds` and
+    the `serve` range holding `version`; patches/lines.toml). No `builds` or `range` where the data
+    has none for it; None without a vLLM version."""
+    if version is None:
+        return None
+    lines = scan.get("lines") if scan else None
+    info = lines.get(line or "") if isinstance(lines, dict) else None
+    if not isinstance(info, dict):
+        return {"version": version, "line": line, "builds": {}, "range": None}
+    builds = info.get("builds")
+    ranges = [r for r in info.get("serve") or [] if isinstance(r, dict) and isinstance(r.get("releases"), str)]
+    chosen = next((r for r in ranges if in_releases(version, r["releases"])), None)
+    return {
+        "version": version,
+        "line": line,
+        "builds": dict(builds) if isinstance(builds, dict) else {},
+        "range": chosen,
+    }
+
+
+def _parse_serve_argv(argv: list[str]) -> tuple[dict[str, str], bool, bool, list[str]]:
+    """(options given, expert parallel, conclusive, notes): the command line as vLLM's parser reads it."""
     args = list(argv)
     if args[:2] == ["vllm", "serve"]:
         args = args[2:]
@@ -373,6 +430,42 @@ def serve_layout(argv: list[str], env: dict[str, str], vllm_dir: Path | None) ->
         elif key == "--parallel-config" or key.startswith("--parallel-config."):
             conclusive = False
             notes.append("--parallel-config is not read, only the flat options")
+    return values, expert_parallel, conclusive, notes
+
+
+def serve_layout(
+    argv: list[str],
+    env: dict[str, str],
+    facts: dict[str, Any] | None = None,
+    given: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """Does this `vllm serve` command line, in environment `env`, meet the double reduce on the installed release?
+
+    `facts` (serve_facts(): the release line's `builds` and `serve` range from the scan data) say
+    which values --all2all-backend accepts, how VLLM_ALL2ALL_BACKEND is read, which class each
+    backend builds, and which backends take the DP-chunked path under which variable; without
+    them, the head line's classes and no check of the choices. The rule, from vLLM's code:
+    the FlashInfer all-to-all classes are built only when `use_all2all_kernels` holds (expert
+    parallel on, data parallel > 1); the MoE layer then has ep_size = DP x PCP x TP, and the
+    output is all-reduced over the TP group again unless output_is_reduced(): by the runner or
+    layer (MoERunner._maybe_reduce_final_output, DefaultMoERunner._maybe_reduce_output,
+    FusedMoE.forward_native), except on the DP-chunked path, and before 0.20.0 also by every
+    model that all-reduces its MoE output itself (maybe_all_reduce_tensor_model_parallel), on
+    either path. An all-reduce over a TP group of one rank is the identity: TP 1 is never hit.
+    `given`: the variables that came from --env (the rest from this process's environment).
+    """
+    values, expert_parallel, conclusive, notes = _parse_serve_argv(argv)
+    facts = facts or {}
+    version = facts.get("version") or "installed"
+    span = facts.get("range") if isinstance(facts.get("range"), dict) else None
+    choices = [str(c) for c in span.get("all2all_backends") or []] if span else []
+    environment: dict[str, dict[str, str]] = {}
+
+    def read(name: str) -> str | None:
+        if name in env:
+            environment[name] = {"value": env[name], "from": "--env" if name in given else "environment"}
+            return env[name]
+        return None
 
     def size(option: str) -> int:
         try:
@@ -381,62 +474,114 @@ def serve_layout(argv: list[str], env: dict[str, str], vllm_dir: Path | None) ->
             notes.append(f"{option} {values[option]!r} is not an integer; taken as 1")
             return 1
 
-    env_read = None
-    if vllm_dir is not None:
-        try:
-            env_read = BACKEND_ENV in (vllm_dir / "envs.py").read_text(encoding="utf-8")
-        except OSError:
-            env_read = None
-    if "--all2all-backend" in values:
-        backend, source = values["--all2all-backend"], "--all2all-backend"
-    elif env.get(BACKEND_ENV) and env_read:
-        backend, source = env[BACKEND_ENV], BACKEND_ENV
+    refused = None
+    flag = values.get("--all2all-backend")
+    if flag is not None and choices and flag not in choices:
+        refused = f"--all2all-backend {flag} is not one of {', '.join(choices)}"
+    mode = span.get("backend_env") if span else None
+    env_value = read(BACKEND_ENV) if BACKEND_ENV in env else None
+    if mode == "overrides" and env_value is not None:
+        backend, source = env_value, BACKEND_ENV
+        if flag is not None:
+            notes.append(f"{BACKEND_ENV}={env_value} is set: vLLM {version} takes it over --all2all-backend {flag}")
+    elif mode == "fallback" and flag is None and env_value is not None:
+        backend, source = env_value, BACKEND_ENV
+    elif flag is not None:
+        backend, source = flag, "--all2all-backend"
     else:
         backend, source = DEFAULT_BACKEND, "vLLM's default"
-        if env.get(BACKEND_ENV):
-            notes.append(
-                f"{BACKEND_ENV}={env[BACKEND_ENV]} is set, but "
-                + ("this vLLM does not read it" if env_read is False else "whether this vLLM reads it is unknown")
-            )
+    if env_value is not None and source != BACKEND_ENV:
+        notes.append(
+            f"{BACKEND_ENV}={env_value} is set, but "
+            + {
+                "ignored": f"vLLM {version} does not read it",
+                "fallback": f"vLLM {version} reads it only without --all2all-backend",
+            }.get(str(mode), f"whether vLLM {version} reads it is not in the scan data")
+        )
+    if refused is None and source == BACKEND_ENV and choices and backend not in choices:
+        refused = f"{BACKEND_ENV}={backend} is not one of {', '.join(choices)}"
+
     tp, dp, pcp = size("--tensor-parallel-size"), size("--data-parallel-size"), size("--prefill-context-parallel-size")
-    cls = AFFECTED_BACKENDS.get(backend)
+    builds = facts.get("builds") or AFFECTED_BACKENDS
+    cls = builds.get(backend)
     uses = cls is not None and expert_parallel and dp > 1
     ep_size = dp * pcp * tp if expert_parallel else 1
+    chunked: bool | None = None
+    chunk_why = ""
+    if span is not None:
+        switch = span.get("dp_chunk_env")
+        if backend in (span.get("dp_chunked") or []):
+            chunked, chunk_why = True, "always (no switch)"
+            if switch:
+                raw = read(switch) if uses else None
+                try:
+                    chunked = raw is None or bool(int(raw))
+                except ValueError:
+                    refused = refused or (
+                        f"{switch}={raw!r} is not an integer (vLLM {version} reads it with int() once the "
+                        f"{backend} kernels run)"
+                    )
+                chunk_why = f"{switch}={raw}" if raw is not None else f"{switch} unset, default 1"
+        else:
+            chunked = False
+            if switch and switch in env:
+                read(switch)
+                notes.append(f"{switch} only switches the DP-chunked path of {', '.join(span['dp_chunked'])} here")
+        if not switch and DP_CHUNK_ENV in env:
+            read(DP_CHUNK_ENV)
+            notes.append(f"vLLM {version} has no DP-chunking switch: {DP_CHUNK_ENV} is not read")
+    runs = uses and tp > 1
     if cls is None:
-        why = f"all2all backend {backend} ({source}) is not a FlashInfer NVLink backend"
+        why = f"all2all backend {backend} ({source}) does not build a FlashInfer all-to-all class"
+        if facts.get("builds"):
+            why += f" on vLLM {version} (line {facts['line']}: {', '.join(sorted(builds))} do)"
     elif not expert_parallel:
         why = f"{backend} is only used with --enable-expert-parallel"
     elif dp == 1:
         why = f"{backend} is only used with --data-parallel-size > 1 (all2all kernels need DP > 1 and EP)"
+    elif tp == 1:
+        why = (
+            f"{backend} ({source}) with EP and DP {dp} builds {cls}, but with tensor parallel 1 the "
+            "all-reduce over the TP group changes nothing: the output is not reduced twice"
+        )
+    elif chunked:
+        why = (
+            f"{backend} ({source}) with EP, DP {dp} and TP {tp} builds {cls} on vLLM {version}'s DP-chunked "
+            f"path ({chunk_why}): the layer's own final all-reduce is skipped there, but a model that "
+            "all-reduces its MoE output itself (deepseek_v2, qwen3_moe, nemotron_h, ...) still reduces it "
+            "again, and where the layer reduces instead its shared experts stay unreduced; only a model "
+            "without shared experts that leaves the reduce to the layer escapes"
+        )
     else:
         why = (
-            f"{backend} ({source}) with EP and DP {dp} builds {cls}; its MoE layers have ep_size {ep_size}, "
-            "so the runner all-reduces their output again unless output_is_reduced()"
+            f"{backend} ({source}) with EP, DP {dp} and TP {tp} builds {cls}; its MoE layers have ep_size "
+            f"{ep_size}, so the output is all-reduced over the TP group again unless output_is_reduced()"
+        )
+        if chunked is False and chunk_why:
+            why += f" ({chunk_why}: not the DP-chunked path)"
+    if not choices:
+        notes.append(
+            f"the scan data does not list the --all2all-backend values of vLLM {version}: not checked against them"
         )
     return {
         "argv": list(argv),
         "all2all_backend": backend,
         "backend_from": source,
+        "all2all_backends": choices or None,
+        "refused": refused,
         "tensor_parallel_size": tp,
         "data_parallel_size": dp,
         "prefill_context_parallel_size": pcp,
         "expert_parallel": expert_parallel,
         "ep_size": ep_size,
         "uses_affected_class": cls if uses else None,
-        "reduce_runs": uses,
+        "dp_chunked": chunked if uses else None,
+        "environment": environment,
+        "reduce_runs": runs,
         "conclusive": conclusive,
         "why": why,
         "notes": notes,
     }
-
-
-def vllm_package_dir() -> Path | None:
-    try:
-        located = metadata.distribution("vllm").locate_file("vllm")
-    except metadata.PackageNotFoundError:
-        return None
-    path = Path(str(located))
-    return path if path.is_dir() else None
 
 
 # ----------------------------------------------------------------------------- verdict and fix
@@ -448,7 +593,12 @@ def pip_install(python: str, *args: str) -> list[str]:
 
 def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | None:
     """The exact command that makes the fix live here, or None when nothing is to be done."""
-    if report["verdict"] not in ("affected", "fixed-not-live", "not-used"):
+    if report["verdict"] == "refused":
+        serve = report["serve"]
+        choices = serve["all2all_backends"] or []
+        return _fix(None, f"give vLLM {public_version(report['vllm']['version'])} one of: {', '.join(choices)}")
+    # not-used, not-affected, fixed-live: nothing to do; cannot-tell: nothing known to do.
+    if report["verdict"] not in ("affected", "fixed-not-live"):
         return None
     release, overlay, python = report["release"], report["overlay"], report["python"]
     vllm = public_version(report["vllm"]["version"])
@@ -503,6 +653,10 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
             reduced = all(c["output_is_reduced"] for c in found)
     if status == "unknown":
         return "cannot-tell", release["why"]
+    if serve is not None and serve["refused"]:
+        version = public_version(report["vllm"]["version"])
+        what = "command line" if serve["refused"].startswith("--") else "environment"
+        return "refused", f"vLLM {version} would refuse this {what}: {serve['refused']}"
     if status in ("fixed", "not-affected"):
         if status == "fixed" and reduced is False:
             return "fixed-not-live", (
@@ -531,8 +685,14 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
 
 
 def report(
-    scan_path: Path | None = None, live: bool = False, serve: list[str] | None = None, index_url: str | None = None
+    scan_path: Path | None = None,
+    live: bool = False,
+    serve: list[str] | None = None,
+    index_url: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The whole report. `env`: the variables `vllm serve` would have beyond this process's own (--env)."""
+    given = dict(env or {})
     vllm, flashinfer = dist_version("vllm"), dist_version("flashinfer-python")
     overlay = overlay_state()
     path, source = find_scan(scan_path, Path(overlay["location"]) if overlay["location"] else None)
@@ -554,11 +714,23 @@ def report(
         "release": release,
         "overlay": overlay,
         "live": live_classes(overlay["location"], *live_target(scan, release["line"])) if live else None,
-        "serve": serve_layout(serve, dict(os.environ), vllm_package_dir()) if serve is not None else None,
+        "serve": serve_layout(
+            serve,
+            {**os.environ, **given},
+            serve_facts(scan, release["line"], public_version(vllm) if vllm else None),
+            frozenset(given),
+        )
+        if serve is not None
+        else None,
     }
+    return conclude(data, index_url or os.environ.get(INDEX_ENV) or None)
+
+
+def conclude(data: dict[str, Any], index_url: str | None = None) -> dict[str, Any]:
+    """`data` (the facts: release, overlay, live, serve, vllm, python) with its verdict, exit code and fix."""
     data["verdict"], data["summary"] = judge(data)
     data["exit_code"] = EXIT_CODES[data["verdict"]]
-    data["fix"] = fix_for(data, index_url or os.environ.get(INDEX_ENV) or None)
+    data["fix"] = fix_for(data, index_url)
     return data
 
 
@@ -605,7 +777,9 @@ def format_report(data: dict[str, Any]) -> str:
             rows.append(("", cls["file"]))
         rows.append(("live import", f"{live['seconds']:.2f} s"))
     if serve is not None:
-        rows.append(("command line", serve["why"]))
+        rows.append(("command line", f"refused: {serve['refused']}" if serve["refused"] else serve["why"]))
+        for name, item in sorted(serve["environment"].items()):
+            rows.append(("serve environment", f"{name}={item['value']} (from {item['from']})"))
         rows += [("note", note) for note in serve["notes"]]
     lines = ["vllm-fused-moe doctor", *(f"  {label:<18}{text}" for label, text in rows)]
     lines.append(f"verdict: {data['verdict']} (exit {data['exit_code']}): {data['summary']}")
@@ -616,13 +790,22 @@ def format_report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def env_pair(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` of --env; argparse turns the ValueError into a usage error (exit 2)."""
+    name, eq, value = text.partition("=")
+    if not eq or not name or "\0" in text:
+        raise ValueError(text)
+    return name, value
+
+
 def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Is this environment's vLLM affected by the FlashInfer NVLink double reduce, "
-        "and is the fix live? Exit 0: not affected, or fixed and live; 1: affected and not fixed, or "
-        "fixed but not live; 2: cannot tell (the report says why).",
-        usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [-- VLLM_SERVE_ARGS...]",
+        "and is the fix live? Exit 0: not affected, or fixed and live, or the command line after -- does "
+        "not meet the bug; 1: affected and not fixed, or fixed but not live; 2: cannot tell, or vLLM "
+        "would refuse the command line (the report says why).",
+        usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [--env NAME=VALUE]... [-- VLLM_SERVE_ARGS...]",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
     p.add_argument(
@@ -637,6 +820,15 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
         default=None,
         help=f"our package index, for the fix command (default: ${INDEX_ENV}, else a placeholder)",
     )
+    p.add_argument(
+        "--env",
+        action="append",
+        type=env_pair,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable of the environment `vllm serve` runs with, over this process's own (repeatable), "
+        f"e.g. {DP_CHUNK_ENV}=0 or {MODE_ENV}=off: every check of the doctor reads it",
+    )
     return p
 
 
@@ -647,7 +839,11 @@ def main(argv: list[str] | None = None, prog: str = "vllm-fused-moe doctor") -> 
         cut = args.index("--")
         args, serve = args[:cut], args[cut + 1 :]
     options = parser(prog).parse_args(args)
-    data = report(options.scan, options.live, serve, options.index_url)
+    given = dict(options.env)
+    # The serve environment is the one every fact is read in: the overlay's switch (VLLM_FUSED_MOE)
+    # and, with --live, vLLM's own import see it too. This process exits right after.
+    os.environ.update(given)
+    data = report(options.scan, options.live, serve, options.index_url, given)
     print(json.dumps(data, indent=2, sort_keys=True) if options.json else format_report(data))
     return int(data["exit_code"])
 
