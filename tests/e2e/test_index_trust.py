@@ -164,6 +164,7 @@ def test_a_same_size_wheel_with_a_rebuilt_record_is_refused_and_nothing_is_recor
         scanned = run_release(project, *SCAN_ONE, env=env_for(index, cache))
     assert scanned.returncode == 0, scanned.stderr
     document = json.loads(scanned.stdout)
+    assert "membership, not identity" in document["read"]
     assert document["releases"][VERSION]["wheel_sha256"] == file_sha256(genuine)  # the claim it cannot check
     assert b"moved by attacker" not in (Layout(project).subtree / module).read_bytes()
 
