@@ -51,7 +51,7 @@ def full_scan_of(release: Release, tmp: Path, layout: Layout) -> Full:
     started = time.perf_counter()
     download(release.wheel.url, target, release.wheel.sha256, release.wheel.size, Transfer())
     downloaded = time.perf_counter()
-    content = read_local(target, lambda n: any(line.wants(n) for line in lines), release.wheel.sha256)
+    content = read_local(target, lambda n: any(line.wants(n) for line in lines))
     prefix = UPSTREAM_SUBTREE + "/"
     on_line = any(line.present(content.names) for line in lines)
     files = {n[len(prefix) :]: d for n, d in content.files.items() if n.startswith(prefix)} if on_line else {}

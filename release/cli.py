@@ -21,9 +21,9 @@ from release.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_FAILED,
-    EXIT_INFRASTRUCTURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TRANSPORT,
     ReleaseError,
 )
 from release.core.layout import Layout
@@ -36,7 +36,8 @@ EXIT_MEANINGS: dict[int, str] = {
     "nothing was changed",
     EXIT_CONFLICT: "conflict: a patch neither applies nor is upstream; vendor/ and patches/ are unchanged "
     "and the report names the work directory to continue from",
-    EXIT_INFRASTRUCTURE: "the run measured nothing: install, server or transport broke",
+    EXIT_TRANSPORT: "the transport broke: an index, file host, git remote or server did not answer in time, cut "
+    "an answer short or answered other than asked (after safe retries); nothing was changed",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -68,29 +69,34 @@ class Command:
 
 
 _COMMON = (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED)
+# Every command that reads the network (release/pristine/transport.py, git remotes, the gsm8k server)
+# says a broken transport with the same code; build, publish, doctor, check, status and upstream-pr read
+# only local files and processes.
+_NETWORK = (*_COMMON, EXIT_TRANSPORT)
 _GSM8K_EXITS = (
     (EXIT_OK, "the gated run scored at or above --threshold (and, for a fixed run, the fix is active)"),
     (EXIT_FAILED, "below --threshold, or the fixed wheel's fix is not active (the report says which)"),
     (EXIT_BAD_INPUT, "bad input (options, --data, --index, --venv); nothing was run"),
-    (EXIT_INFRASTRUCTURE, "nothing was measured: install failed, the server exited or never became healthy, "
-     "requests kept failing, or lm-eval failed (logs are in the report directory)"),
+    (EXIT_TRANSPORT, "nothing was measured: requests to the server kept failing (the transport broke), install "
+     "failed, the server exited or never became healthy, or lm-eval failed (logs are in the report directory)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the server was stopped"),
 )  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
     Command("rebase", "release.rebase.cli", "move vendor/ and patches/ onto another vLLM tag",
-            (*_COMMON, EXIT_CONFLICT)),
+            (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
-    Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship", _COMMON),
-    Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _COMMON),
-    Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _COMMON),
+    Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
+            _NETWORK),
+    Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),
+    Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _NETWORK),
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
     Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
     Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
     Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
             _COMMON),
     Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",
-            (*_COMMON, EXIT_INFRASTRUCTURE), exit_texts=_GSM8K_EXITS),
+            _NETWORK, exit_texts=_GSM8K_EXITS),
 )  # fmt: skip
 
 

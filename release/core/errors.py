@@ -10,9 +10,12 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_CONFLICT = 3
-# The GSM8K smoke: accuracy below the gate is a plain failure (1); a run that measured nothing is 4.
+# The network broke (release/pristine/transport.py): the same code from every command that reads it.
+EXIT_TRANSPORT = 4
+# The GSM8K smoke: accuracy below the gate is a plain failure (1); a run that measured nothing is 4,
+# the transport code, since most such runs are a server or a link that broke.
 EXIT_BELOW_THRESHOLD = EXIT_FAILED
-EXIT_INFRASTRUCTURE = 4
+EXIT_INFRASTRUCTURE = EXIT_TRANSPORT
 EXIT_INTERRUPTED = 130
 
 
@@ -43,6 +46,21 @@ class InfrastructureError(ReleaseError):
     """The smoke could not measure anything: install, server or transport broke."""
 
     exit_code = EXIT_INFRASTRUCTURE
+
+
+class TransportError(ReleaseError):
+    """The network broke: a package index, file host, git remote or server did not answer in time, cut an
+    answer short, or answered with something other than what was asked (after the retries that are safe).
+
+    The one class for every network read of every command (release/pristine/transport.py), so the exit
+    code (4) means the same everywhere; what was asked and what came back is in the message."""
+
+    exit_code = EXIT_TRANSPORT
+    default_hint = (
+        "nothing was changed; run it again (429, 5xx, resets and timeouts were already retried). "
+        "Waits are set by VLLM_FUSED_MOE_HTTP_TIMEOUT, VLLM_FUSED_MOE_HTTP_DEADLINE and "
+        "VLLM_FUSED_MOE_HTTP_RETRIES (docs/guarantees.md); another index by VLLM_FUSED_MOE_INDEX_URL"
+    )
 
 
 class UnknownTagError(BadInputError):
@@ -145,7 +163,7 @@ class BranchExistsError(BadInputError):
     default_hint = "delete it (`git -C PATH branch -D BRANCH`) to regenerate it, or push the one you have"
 
 
-class RemoteError(ReleaseError):
+class RemoteError(TransportError):
     """`git ls-remote` could not list the remote's tags (network, URL, authentication)."""
 
     default_hint = "check the URL and the network; `git ls-remote --tags URL` shows git's own message"
@@ -205,7 +223,7 @@ class ServerCrashedError(InfrastructureError):
     default_hint = "read the server log tail above; the full log is in the report directory"
 
 
-class CompletionRequestError(InfrastructureError):
+class CompletionRequestError(TransportError):
     """A completions request kept failing after its retries."""
 
     default_hint = "the server answered with errors; read its log in the report directory"
@@ -256,12 +274,23 @@ class WheelIntegrityError(BadInputError):
     )
 
 
-class PackageIndexError(BadInputError):
-    """The package index could not be read (network, URL, or an answer we cannot parse)."""
+class PackageIndexError(TransportError):
+    """The package index could not be read (network, URL, or an answer we cannot parse): a transport failure."""
 
     default_hint = (
         "check the network to the package index, or set VLLM_FUSED_MOE_INDEX_URL to a PEP 503/691 simple index; "
-        "wheels already in the cache are read offline"
+        "a wheel whose index entry is in the cache is read offline. Waits: VLLM_FUSED_MOE_HTTP_TIMEOUT, "
+        "VLLM_FUSED_MOE_HTTP_DEADLINE, VLLM_FUSED_MOE_HTTP_RETRIES (docs/guarantees.md)"
+    )
+
+
+class UnsafeIndexError(BadInputError):
+    """The package index names a file that is not a plain, canonical wheel file name of the release asked for."""
+
+    default_hint = (
+        "a name from an index must be a base name (no `/`, `..`, `\\`) and the canonical wheel file name of "
+        "that vLLM release (vllm-VERSION[-BUILD]-PY-ABI-PLATFORM.whl); nothing was written or recorded. "
+        "The index (or a mirror or proxy in front of it) is not to be trusted: use another one"
     )
 
 

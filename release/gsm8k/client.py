@@ -1,7 +1,13 @@
-"""OpenAI-compatible /v1/completions over HTTP (stdlib only), with a concurrency limit."""
+"""OpenAI-compatible /v1/completions over HTTP (stdlib only), with a concurrency limit.
+
+Every failure of the transport (reset, refusal, timeout, an answer cut short or never finished,
+429 or 5xx) is retried with backoff and ends as a CompletionRequestError, a TransportError: exit 4,
+as for every command's network reads.
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -52,15 +58,19 @@ class CompletionsClient:
             request = urllib.request.Request(
                 self.endpoint, data=body, headers={"Content-Type": "application/json"}, method="POST"
             )
+            # The timeout bounds each wait for bytes; the deadline bounds the whole answer, which a
+            # server that drips a byte at a time would otherwise stretch without end.
+            deadline = time.monotonic() + self.settings.request_timeout_s
             try:
                 with urllib.request.urlopen(request, timeout=self.settings.request_timeout_s) as response:
-                    answer = json.loads(response.read().decode("utf-8"))
+                    answer = json.loads(read_within(response, deadline).decode("utf-8"))
                 return str(answer["choices"][0]["text"])
             except urllib.error.HTTPError as err:
                 last_error = f"HTTP {err.code}: {err.read()[:300]!r}"
                 if err.code < 500 and err.code != 429:
                     break  # a 4xx other than rate limiting will not get better by asking again
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as err:
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as err:
+                # Resets, refused connections, timeouts, an answer cut short: the transport broke; retried.
                 last_error = f"{type(err).__name__}: {err}"
             except (KeyError, IndexError, TypeError, ValueError) as err:
                 last_error = f"unexpected response shape: {err!r}"
@@ -103,3 +113,15 @@ class CompletionsClient:
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
         return [text if text is not None else "" for text in results]
+
+
+def read_within(response: http.client.HTTPResponse, deadline: float) -> bytes:
+    """The whole body, one receive at a time, or TimeoutError once `deadline` (time.monotonic()) passed."""
+    parts: list[bytes] = []
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the answer was not complete in time ({sum(len(p) for p in parts)} bytes so far)")
+        block = response.read1(1 << 16)
+        if not block:
+            return b"".join(parts)
+        parts.append(block)

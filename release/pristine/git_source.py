@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
-from release.core.errors import SourceError, UnknownTagError
+from release.core.errors import GitError, SourceError, TransportError, UnknownTagError
 from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
-from release.pristine import safe
+from release.pristine import safe, transport
 from release.pristine.tree import UpstreamTree, _flashinfer_pin
 from release.queue.lines import Line
+
+# What git says when the network, not the source, failed (git's own wording, from http.c, connect.c, transport.c).
+NETWORK_FAILURE_RE = re.compile(
+    r"Could not resolve host|Connection refused|Connection timed out|Operation timed out|unable to access|"
+    r"RPC failed|early EOF|the remote end hung up|Failed to connect|SSL_ERROR|gnutls_handshake|HTTP 5\d\d|"
+    r"returned error: 5\d\d|returned error: 429",
+    re.I,
+)
 
 
 def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) -> UpstreamTree:
@@ -22,11 +31,18 @@ def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) 
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-git-") as tmp:
         repo = Path(tmp)
         git("init", "--quiet", "--bare", str(repo))
-        fetched = git("fetch", "--quiet", "--depth", "1", "--filter=blob:none", "--no-tags", url,
-                      f"refs/tags/{tag}:refs/tags/{tag}", cwd=repo, check=False)  # fmt: skip
+        try:
+            # The same deadline as every network read: a remote that stalls must not hang the command.
+            fetched = git("fetch", "--quiet", "--depth", "1", "--filter=blob:none", "--no-tags", url,
+                          f"refs/tags/{tag}:refs/tags/{tag}", cwd=repo, check=False,
+                          timeout=transport.settings().deadline)  # fmt: skip
+        except GitError as exc:  # it did not finish in time
+            raise TransportError(f"cannot fetch {tag} from {source}: {exc}") from None
         if not fetched.ok:
             if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
                 raise UnknownTagError(f"{source} has no tag {tag}")
+            if NETWORK_FAILURE_RE.search(fetched.err):
+                raise TransportError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
             raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
         # The tag, fetched by its exact name, is this source's proof of the version.
         commit = git("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=repo).out.strip()

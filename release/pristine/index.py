@@ -2,9 +2,11 @@
 
 We ask the index's simple API (PEP 691 JSON, or PEP 503 HTML where an index only has that), the
 way pip does, so any index works: PyPI by default, a mirror or a loopback test index through
-VLLM_FUSED_MOE_INDEX_URL. The index's sha256 of the whole wheel file is the identity we record
-(UPSTREAM.toml, the train, the scan); a lazy read never sees the whole file, so it checks each
-member it reads against the wheel's RECORD instead (release/pristine/wheel.py).
+VLLM_FUSED_MOE_INDEX_URL. The index is not trusted (docs/guarantees.md, "The package index and
+its mirrors"): every name it gives must be a base name and the canonical wheel file name of
+vLLM and of the release asked for (`checked_name`) before it touches a path or a record, or the
+command stops with exit 2; an answer of the wrong shape is a transport failure (exit 4); and its
+sha256 is only a claim until a whole download matched it (release/pristine/wheel.py).
 
 Which wheel of a release: a vLLM release carries several (x86_64 and aarch64; some releases
 were rebuilt with a build tag, e.g. 0.21.0 has `vllm-0.21.0-…` and `vllm-0.21.0-1-…`). Their
@@ -21,22 +23,27 @@ import re
 import sys
 from dataclasses import asdict, dataclass
 from functools import cache
-from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
-import requests
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.core.errors import PackageIndexError, UnknownTagError
+from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
+from release.pristine import transport
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 INDEX_ENV = "VLLM_FUSED_MOE_INDEX_URL"
-# Connect fast, but give a 400 MB body time; a stalled index must not hang the tool forever.
-TIMEOUT = (15, 120)
-USER_AGENT = "vllm-fused-moe-release (+https://github.com/vllm-project/vllm)"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+PAGE_LIMIT = 64 << 20  # PyPI's page for vllm is 130 kB; a page of gigabytes is an attack, not an index
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# A wheel file name as PEP 427 and the binary distribution format spec write it: the normalised
+# project name, the normalised version, an optional build tag that starts with a digit, and three
+# compressed tag sets; nothing that a path could read as a separator or a parent.
+WHEEL_NAME_RE = re.compile(
+    r"^(?P<name>[a-z0-9_]+)-(?P<version>[A-Za-z0-9_.!+]+)(?:-(?P<build>[0-9][A-Za-z0-9_]*))?"
+    r"-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$"
+)
 
 
 def index_url() -> str:
@@ -44,17 +51,39 @@ def index_url() -> str:
     return url if url.endswith("/") else url + "/"
 
 
-@cache
-def session() -> requests.Session:
-    """One keep-alive session per process: a lazy read is a handful of requests to the same host."""
-    s = requests.Session()
-    s.headers["User-Agent"] = USER_AGENT
-    return s
+def checked_name(filename: str, version: str | None = None, where: str = "the package index") -> str:
+    """`filename`, proven to be a base name and the canonical wheel file name of vLLM (and of `version`).
+
+    `packaging.utils.parse_wheel_filename` alone would take `vllm-0.21.0-1/../../../../x-cp38-abi3-any.whl`
+    (a build tag is its digits and any text after them), which would then write outside the cache.
+    """
+    problem = ""
+    if not filename or filename in (".", "..") or "/" in filename:
+        problem = "is not a base name"
+    elif any(c in filename for c in "\\\0") or ".." in filename:
+        problem = "holds a path separator (a backslash), `..` or a NUL"
+    else:
+        match = WHEEL_NAME_RE.match(filename)
+        try:
+            name, parsed, _, _ = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            match = None
+        if match is None:
+            problem = "is not a wheel file name (name-version[-build]-python-abi-platform.whl)"
+        elif match["name"] != PROJECT or name != PROJECT:
+            problem = f"is not a wheel of {PROJECT}"
+        elif match["version"] != str(parsed):
+            problem = f"does not spell its version canonically ({str(parsed)!r})"
+        elif version is not None and parsed != Version(version):
+            problem = f"is not a wheel of {PROJECT} {version}"
+    if problem:
+        raise UnsafeIndexError(f"{where} names the file {filename!r}, which {problem}; refused")
+    return filename
 
 
 @dataclass(frozen=True)
 class IndexFile:
-    """One wheel file as the index lists it."""
+    """One wheel file as the index lists it (its sha256 is the index's claim, not yet verified)."""
 
     filename: str
     url: str
@@ -68,16 +97,24 @@ class IndexFile:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> IndexFile:
-        size = data.get("size")
-        build = data.get("build")
+    def from_json(cls, data: object, where: str) -> IndexFile:
+        """An entry recorded in the cache: held to the same rules as the index's own answer."""
+        if not isinstance(data, dict):
+            raise UnsafeIndexError(f"{where} is not an index entry")
+        filename, url, sha256, version = (data.get(k) for k in ("filename", "url", "sha256", "version"))
+        size, build = data.get("size"), data.get("build")
+        if not (isinstance(filename, str) and isinstance(url, str) and isinstance(version, str)):
+            raise UnsafeIndexError(f"{where} is not an index entry")
+        if not (isinstance(sha256, str) and SHA256_RE.match(sha256)):
+            raise UnsafeIndexError(f"{where}: its sha256 is not 64 hex digits")
+        checked_name(filename, version, where)
         return cls(
-            filename=str(data["filename"]),
-            url=str(data["url"]),
-            sha256=str(data["sha256"]),
-            size=int(size) if isinstance(size, int) else None,
-            version=str(data["version"]),
-            build=int(build) if isinstance(build, int) else None,
+            filename=filename,
+            url=url,
+            sha256=sha256,
+            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            version=version,
+            build=build if isinstance(build, int) and not isinstance(build, bool) else None,
             yanked=bool(data.get("yanked", False)),
         )
 
@@ -94,65 +131,103 @@ class Release:
 # --------------------------------------------------------------------- reading
 
 
-@cache
 def _get_project_page(base: str) -> tuple[str, str, str]:
     """(final URL, Content-Type, body) of the project's page; asked once per process."""
-    url = urljoin(base, f"{PROJECT}/")
+    got = _project_page_or_error(base)
+    if isinstance(got, TransportError):
+        raise got
+    return got
+
+
+@cache
+def _project_page_or_error(base: str) -> tuple[str, str, str] | TransportError:
+    """The page, or why it could not be had: a failure is kept too, so that `train check` of 19 tags
+    offline waits out the retries once, not once per tag, before it falls back to the cache."""
     try:
-        response = session().get(url, headers={"Accept": JSON_ACCEPT}, timeout=TIMEOUT)
-    except requests.RequestException as exc:
-        raise PackageIndexError(f"cannot reach the package index at {url}: {type(exc).__name__}") from None
-    if response.status_code == 404:
-        raise PackageIndexError(f"the package index at {base} has no project {PROJECT!r}")
-    if not response.ok:
-        raise PackageIndexError(f"the package index answered {response.status_code} for {url}")
-    return response.url, response.headers.get("Content-Type", ""), response.text
+        return _fetch_project_page(base)
+    except TransportError as exc:
+        return exc
+
+
+def _fetch_project_page(base: str) -> tuple[str, str, str]:
+    url = urljoin(base, f"{PROJECT}/")
+
+    def expect(answer: transport.Answer) -> None:
+        if answer.status == 404:
+            raise PackageIndexError(f"the package index at {base} has no project {PROJECT!r} (HTTP 404 for {url})")
+        if not 200 <= answer.status < 300:
+            raise PackageIndexError(f"the package index answered HTTP {answer.status} for {url}")
+
+    answer, body = transport.get(
+        url, f"the package index page {url}", headers={"Accept": JSON_ACCEPT}, expect=expect, limit=PAGE_LIMIT
+    )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PackageIndexError(f"the index page {url} is not UTF-8 text") from None
+    return answer.url, answer.headers.get("Content-Type", ""), text
 
 
 @cache
 def project_files(base: str) -> tuple[IndexFile, ...]:
     """Every wheel of the project on the index at `base`."""
     page_url, content_type, text = _get_project_page(base)
-    try:
-        if "json" in content_type:
-            raw = _files_from_json(page_url, json.loads(text))
-        else:
-            raw = _files_from_html(page_url, text)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise PackageIndexError(f"cannot parse the index page {page_url}: {exc}") from None
+    if "json" in content_type:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise PackageIndexError(f"the index page {page_url} is not JSON: {exc}") from None
+        raw = _files_from_json(page_url, data)
+    else:
+        raw = _files_from_html(page_url, text)
     return tuple(raw)
 
 
 def _wheel_file(
     filename: str, url: str, sha256: str | None, size: object, yanked: object, page_url: str
 ) -> IndexFile | None:
-    if not filename.endswith(".whl") or not sha256:
-        return None  # an sdist, or a file the index gives no sha256 for: nothing we could verify
-    try:
-        _, version, build, _ = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion):
-        return None
+    if not filename.endswith(".whl") and not any(c in filename for c in "/\\\0"):
+        return None  # an sdist (or some other file): not ours to read
+    # Checked here, before the name goes anywhere: every name on the page, whichever release it is.
+    checked_name(filename, where=f"the package index page {page_url}")
+    if not sha256:
+        return None  # a file the index gives no sha256 for: nothing we could verify
+    _, version, build, _ = parse_wheel_filename(filename)
+    if not SHA256_RE.match(sha256.lower()):
+        raise PackageIndexError(f"the index page {page_url} gives {filename} the sha256 {sha256[:80]!r}")
     return IndexFile(
         filename=filename,
         url=urljoin(page_url, url),
         sha256=sha256.lower(),
-        size=size if isinstance(size, int) else None,
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
         version=str(version),
         build=build[0] if build else None,
         yanked=bool(yanked),
     )
 
 
-def _files_from_json(page_url: str, data: dict[str, object]) -> list[IndexFile]:
-    files = data["files"]
+def _files_from_json(page_url: str, data: object) -> list[IndexFile]:
+    """PEP 691: `{"files": [{"filename", "url", "hashes": {"sha256"}, "size"?, "yanked"?}, ...]}`."""
+
+    def bad(what: str) -> PackageIndexError:
+        return PackageIndexError(f"the index page {page_url} is not a PEP 691 project page: {what}")
+
+    files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
-        raise ValueError("`files` is not a list")
+        raise bad("`files` is not a list")
     found = []
-    for item in files:
-        hashes = item.get("hashes") or {}
-        wheel = _wheel_file(
-            item["filename"], item["url"], hashes.get("sha256"), item.get("size"), item.get("yanked"), page_url
-        )
+    for number, item in enumerate(files):
+        if not isinstance(item, dict):
+            raise bad(f"files[{number}] is a {type(item).__name__}, not an object")
+        filename, url, hashes = item.get("filename"), item.get("url"), item.get("hashes", {})
+        if not isinstance(filename, str) or not isinstance(url, str):
+            raise bad(f"files[{number}] has no string `filename` and `url`")
+        if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
+            raise bad(f"files[{number}] ({filename!r}): `hashes` is not an object of strings")
+        size = item.get("size")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise bad(f"files[{number}] ({filename!r}): `size` is not a number of bytes")
+        wheel = _wheel_file(filename, url, hashes.get("sha256"), size, item.get("yanked"), page_url)
         if wheel:
             found.append(wheel)
     return found
@@ -171,7 +246,8 @@ def _files_from_html(page_url: str, text: str) -> list[IndexFile]:
             continue
         url, _, fragment = html.unescape(href.group(1)).partition("#")
         sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
-        filename = html.unescape(label).strip() or Path(urlsplit(url).path).name
+        # The label is the file name (PEP 503); where it is empty, the last segment of the URL's path.
+        filename = html.unescape(label).strip() or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
         wheel = _wheel_file(filename, url, sha, None, "data-yanked" in attrs, page_url)
         if wheel:
             found.append(wheel)
@@ -212,14 +288,20 @@ def releases(base: str | None = None) -> list[Release]:
 def sdist_only(base: str | None = None) -> list[str]:
     """Final versions the index lists (PEP 700 `versions`) that have no wheel at all."""
     base = base or index_url()
-    _, content_type, text = _get_project_page(base)
+    with_wheels = {Version(w.version) for w in project_files(base)}  # also proves the page is JSON, if it says so
+    page_url, content_type, text = _get_project_page(base)
     if "json" not in content_type:
         return []
-    try:
-        listed = [Version(v) for v in json.loads(text).get("versions", [])]
-    except (ValueError, InvalidVersion):
-        return []
-    with_wheels = {Version(w.version) for w in project_files(base)}
+    data = json.loads(text)
+    listed_text = data.get("versions", []) if isinstance(data, dict) else None
+    if not isinstance(listed_text, list) or not all(isinstance(v, str) for v in listed_text):
+        raise PackageIndexError(f"the index page {page_url} is not a PEP 700 page: `versions` is not a list of strings")
+    listed = []
+    for text_version in listed_text:
+        try:
+            listed.append(Version(text_version))
+        except InvalidVersion:
+            continue  # not a version we could ask for (pip skips it too)
     return [str(v) for v in sorted(listed) if v not in with_wheels and not (v.is_prerelease or v.is_devrelease)]
 
 
@@ -231,6 +313,7 @@ def release_wheel(version: str, base: str | None = None) -> IndexFile:
     chosen = choose_wheel(wheels)
     if chosen is None:
         raise UnknownTagError(f"no vLLM release {version} on the package index ({base})")
+    checked_name(chosen.filename, version)
     return chosen
 
 

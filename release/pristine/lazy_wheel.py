@@ -1,8 +1,8 @@
 """Read a few members of a remote wheel over HTTP range requests; download whole files with progress.
 
-A vLLM wheel is 240-470 MB and we need about 100 KB of it: the zip's central directory, the
-members of the vendored modules, METADATA and RECORD. `LazyHTTPFile` is a seekable file whose
-bytes are fetched on demand with `Range:` requests and kept, so `zipfile` reads the remote
+A vLLM wheel is 240-470 MB and a scan needs about 100 KB of it: the zip's central directory,
+the members of the vendored modules, METADATA and RECORD. `LazyHTTPFile` is a seekable file
+whose bytes are fetched on demand with `Range:` requests and kept, so `zipfile` reads the remote
 wheel as if it were local. This is pip's lazy wheel (`pip._internal.network.lazy_wheel`),
 not the `remotezip` library: remotezip==0.12.6 issues one request per member and cannot
 batch them, which we measured at 11 requests and 1.0 s for one vLLM wheel; here the members
@@ -10,8 +10,16 @@ are fetched in merged runs (`prefetch`), 4 requests and about 0.35 s. We also ne
 count of every request (the scan and its benchmark report it) and to know when a server
 ignores `Range` (then we fall back to a full download), which its API does not expose.
 
-HTTP is `requests` (pinned in pyproject.toml): one keep-alive session, so a wheel's few
-requests share one TLS connection. A full download shows a `tqdm` progress bar on stderr.
+A lazy read proves membership, not identity: the members it reads are checked against the
+wheel's own RECORD, which the same server sends, so a server may serve a wheel of the same size
+with members and RECORD rebuilt to match. Only `scan` and `train check` (which holds every member
+to a sha256 recorded earlier from verified bytes) read lazily; what is recorded or vendored comes
+from `download`, a whole file whose sha256 must be the index's (release/pristine/wheel.py).
+
+Every request goes through release/pristine/transport.py (timeouts, one deadline for the whole
+lazy read, retries); an answer to a range request must be a 206 with exactly the Content-Range
+asked and the whole length, or it is a transport failure. A full download shows a `tqdm`
+progress bar on stderr.
 """
 
 from __future__ import annotations
@@ -24,17 +32,17 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-import requests
 from tqdm import tqdm
 
-from release.core.errors import PackageIndexError, WheelIntegrityError
-from release.pristine.index import TIMEOUT, session
+from release.core.errors import TransportError, WheelIntegrityError
+from release.pristine import transport
 
 TAIL = 64 * 1024  # the first request: the end of the zip, where the central directory ends
 MIN_FETCH = 16 * 1024  # an on-demand read fetches at least this much
 MERGE_GAP = 256 * 1024  # members closer than this are fetched in one request
-CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 
 class RangesRefused(Exception):
@@ -61,39 +69,72 @@ class LazyHTTPFile:
         self.transfer = transfer
         self._chunks: list[tuple[int, bytes]] = []  # sorted, non-overlapping (start, data)
         self._pos = 0
+        # One deadline for the whole lazy read of this wheel, however many requests it takes.
+        self.deadline = transport.Deadline(f"reading {url}", transport.settings().deadline)
+        self.size = expected_size or 0
         # With the size from the index, ask for an explicit range: some servers honour ranges but
         # not suffix ranges (`bytes=-N`), which would send us needlessly to a full download.
-        tail = f"bytes={max(0, expected_size - TAIL)}-{expected_size - 1}" if expected_size else f"bytes=-{TAIL}"
-        start, data, total = self._get(tail)
-        if expected_size is not None and total != expected_size:
-            raise WheelIntegrityError(f"{url} is {total} bytes; the index says {expected_size}")
-        self.size = total
-        self._store(start, data)
+        if expected_size:
+            first = max(0, expected_size - TAIL)
+            data = self._get(first, expected_size - 1)
+        else:
+            first, data = self._get_tail()
+        self._store(first, data)
 
     # -- HTTP
 
-    def _get(self, byte_range: str) -> tuple[int, bytes, int]:
-        headers = {"Range": byte_range, "Accept-Encoding": "identity"}
-        try:
-            response = session().get(self.url, headers=headers, timeout=TIMEOUT, stream=True)
-        except requests.RequestException as exc:
-            raise PackageIndexError(f"cannot read {self.url}: {type(exc).__name__}") from None
-        with response:
-            content_range = response.headers.get("Content-Range", "")
-            match = CONTENT_RANGE_RE.match(content_range)
-            if response.status_code == 200 or (response.status_code == 206 and not match):
-                raise RangesRefused(f"{self.url}: HTTP {response.status_code} without a byte range")
-            if response.status_code in (416, 501):
-                raise RangesRefused(f"{self.url}: HTTP {response.status_code} for {byte_range}")
-            if response.status_code != 206 or match is None:
-                raise PackageIndexError(f"{self.url} answered HTTP {response.status_code} for {byte_range}")
-            data = response.raw.read(decode_content=False)
-        first, last, total_text = match.groups()
+    def _get(self, first: int, last: int) -> bytes:
+        """Bytes first..last (inclusive) of a file of `self.size` bytes: exactly those, or an error."""
+        asked = f"bytes={first}-{last}"
+        wanted = f"bytes {first}-{last}/{self.size}"
+
+        def expect(answer: transport.Answer) -> None:
+            got = self._check_head(answer, asked)
+            if got != wanted:
+                # A file of another size than the index says is another file, not a broken link.
+                match = CONTENT_RANGE_RE.match(got)
+                if match and int(match.group(3)) != self.size and first == max(0, self.size - TAIL):
+                    raise WheelIntegrityError(f"{self.url} is {match.group(3)} bytes; the index says {self.size}")
+                raise TransportError(f"{self.url}: asked for {asked}, the answer holds {got!r}")
+
+        _, data = transport.get(self.url, f"{self.url} ({asked})", headers={"Range": asked}, expect=expect,
+                                limit=last - first + 1, deadline=self.deadline)  # fmt: skip
+        self._count(data, last - first + 1, asked)
+        return data
+
+    def _get_tail(self) -> tuple[int, bytes]:
+        """The last TAIL bytes of a file of unknown size (a suffix range); (where they start, the bytes)."""
+        asked = f"bytes=-{TAIL}"
+        seen: dict[str, int] = {}
+
+        def expect(answer: transport.Answer) -> None:
+            got = self._check_head(answer, asked)
+            match = CONTENT_RANGE_RE.match(got)
+            total = int(match.group(3)) if match else 0
+            if match is None or (int(match.group(1)), int(match.group(2))) != (max(0, total - TAIL), total - 1):
+                raise TransportError(f"{self.url}: asked for {asked}, the answer holds {got!r}")
+            seen.update(first=int(match.group(1)), total=total)
+
+        _, data = transport.get(self.url, f"{self.url} ({asked})", headers={"Range": asked}, expect=expect,
+                                limit=TAIL, deadline=self.deadline)  # fmt: skip
+        self.size = seen["total"]
+        self._count(data, self.size - seen["first"], asked)
+        return seen["first"], data
+
+    def _check_head(self, answer: transport.Answer, asked: str) -> str:
+        """The answer's Content-Range, once its status says it is one; RangesRefused where it is the whole file."""
+        content_range = answer.headers.get("Content-Range", "")
+        if answer.status == 200 or answer.status in (416, 501):
+            raise RangesRefused(f"{self.url}: HTTP {answer.status} for {asked}")
+        if answer.status != 206:
+            raise TransportError(f"{self.url} answered HTTP {answer.status} for {asked}")
+        return content_range
+
+    def _count(self, data: bytes, expected: int, asked: str) -> None:
+        if len(data) != expected:
+            raise TransportError(f"{self.url}: {len(data)} bytes for {asked}, not {expected}")
         self.transfer.requests += 1
         self.transfer.bytes += len(data)
-        if len(data) != int(last) - int(first) + 1 or total_text == "*":
-            raise PackageIndexError(f"{self.url}: short or unsized answer to {byte_range} ({content_range})")
-        return int(first), data, int(total_text)
 
     def _store(self, start: int, data: bytes) -> None:
         """Keep `data` at `start`, merging it with every chunk it touches."""
@@ -133,8 +174,7 @@ class LazyHTTPFile:
             if c_start < end <= c_end:
                 end = c_start
         if start < end:
-            got_start, data, _ = self._get(f"bytes={start}-{end - 1}")
-            self._store(got_start, data)
+            self._store(start, self._get(start, end - 1))
 
     def prefetch(self, spans: list[tuple[int, int]]) -> None:
         """Fetch the spans, merged where they are close, so a wheel takes a few requests."""
@@ -171,7 +211,8 @@ class LazyHTTPFile:
         if data is None:
             self.fetch(self._pos, max(end, self._pos + MIN_FETCH))
             data = self._covered(self._pos, end)
-            assert data is not None  # fetch() made exactly this range local
+            if data is None:  # fetch() checked that it got exactly this range; never trust it blindly
+                raise TransportError(f"{self.url}: bytes {self._pos}-{end - 1} did not arrive")
         self._pos = end
         return data
 
@@ -192,45 +233,65 @@ def member_spans(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo]) -> li
 # ------------------------------------------------------------------ downloads
 
 
+def _progress(name: str, size: int | None) -> tqdm[NoReturn]:
+    # A bar on a terminal; in a CI log a line every 10 s rather than one per redraw.
+    interval = 0.2 if sys.stderr.isatty() else 10.0
+    return tqdm(
+        total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=name, file=sys.stderr, mininterval=interval
+    )
+
+
+class _Received:
+    """The sha256 and length of what a download got so far."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def add(self, block: bytes) -> None:
+        self.digest.update(block)
+        self.bytes += len(block)
+
+
 def download(url: str, target: Path, sha256: str, size: int | None, transfer: Transfer) -> None:
-    """The whole file into `target` (atomically), verified against the index's sha256."""
+    """The whole file into `target` (atomically), kept only if its sha256 is the index's."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
+    received = _Received()
+
+    def expect(answer: transport.Answer) -> None:
+        if answer.status != 200:
+            raise TransportError(f"{url} answered HTTP {answer.status}")
+        length = answer.headers.get("Content-Length", "")
+        if size is not None and length.isdigit() and int(length) != size:
+            raise WheelIntegrityError(f"{url} is {length} bytes; the index says {size}; it was not kept")
+
     try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                response = session().get(url, headers={"Accept-Encoding": "identity"}, timeout=TIMEOUT, stream=True)
-            except requests.RequestException as exc:
-                raise PackageIndexError(f"cannot download {url}: {type(exc).__name__}") from None
-            with response:
-                if response.status_code != 200:
-                    raise PackageIndexError(f"{url} answered HTTP {response.status_code}")
-                total = size or int(response.headers.get("Content-Length", 0)) or None
-                transfer.requests += 1
-                # A bar on a terminal; in a CI log a line every 10 s rather than one per redraw.
-                with tqdm(
-                    total=total,
-                    unit="B",
-                    unit_scale=True,
-                    unit_divisor=1024,
-                    desc=target.name,
-                    file=sys.stderr,
-                    mininterval=0.2 if sys.stderr.isatty() else 10.0,
-                    leave=True,
-                ) as bar:
-                    try:
-                        for block in response.iter_content(chunk_size=1 << 20):
-                            out.write(block)
-                            digest.update(block)
-                            transfer.bytes += len(block)
-                            bar.update(len(block))
-                    except requests.RequestException as exc:
-                        raise PackageIndexError(f"download of {url} broke off: {type(exc).__name__}") from None
-        if digest.hexdigest() != sha256:
+        with os.fdopen(fd, "wb") as out, _progress(target.name, size) as bar:
+
+            def sink(block: bytes) -> None:
+                out.write(block)
+                received.add(block)
+                bar.update(len(block))
+
+            def restart() -> None:
+                # The body broke off: the next attempt starts the file again.
+                out.seek(0)
+                out.truncate()
+                received.reset()
+                bar.reset(total=size)
+
+            transport.get(url, f"the download of {url}", expect=expect, sink=sink, restart=restart, limit=size)
+            transfer.requests += 1
+            transfer.bytes += received.bytes
+        actual = received.digest.hexdigest()
+        if actual != sha256:
             raise WheelIntegrityError(
-                f"{url} downloaded with sha256 {digest.hexdigest()}, but the index says {sha256}; it was not kept"
+                f"{url} downloaded with sha256 {actual}, but the index says {sha256}; it was not kept"
             )
         tmp.replace(target)
     finally:

@@ -21,6 +21,9 @@ class UpstreamTree:
     wheel: str = ""
     wheel_sha256: str = ""
     commit: str = ""
+    # True when wheel_sha256 was computed on the whole file the files were read from; False where it
+    # is only the index's claim (a lazy read), which may be compared with a record but never recorded.
+    wheel_verified: bool = False
 
     def file_hashes(self) -> dict[str, str]:
         return {name: sha256_hex(data) for name, data in sorted(self.files.items())}

@@ -1,19 +1,27 @@
-"""Read vLLM's modules out of a release wheel: a local file, the cache, or the index over range requests.
+"""Read vLLM's modules out of a release wheel: a local file, the cache, or the index.
 
-What is verified, and against what (docs/patch-queue.md, "What a wheel read verifies"):
-- every member we use (the modules, METADATA) against the sha256 the wheel's own RECORD lists
-  for it, and zip's CRC-32 while inflating it; a member missing from RECORD is refused;
-- a whole wheel in the cache, or downloaded, against the index's sha256 of the file: a
-  truncated or corrupted cached wheel is reported, deleted and downloaded again;
-- a lazy read (range requests, no whole file) against the index's file size; the index's
-  sha256 is what we record as the wheel's identity (`wheel_sha256`), the same value a full
-  download is checked against, so pins and the train compare across both ways of reading.
+Two ways of reading, for two kinds of use (docs/guarantees.md, "The package index and its mirrors"):
+- identity (`read_pypi`, the default of `fetch`: what `rebase` and `train add` vendor and record): the
+  whole wheel, whose sha256 is computed on the very bytes the members are read from and must be the
+  index's. Downloaded once into the cache, and hashed again at every use, so a cached file that was
+  swapped or damaged is caught (reported, deleted, downloaded again). A same-size wheel with rebuilt
+  members and RECORD has another sha256, and is refused (exit 2) before anything is vendored.
+- membership (`pypi_content`, `read_pypi(..., lazy=True)`: `scan` and `train check`): HTTP range
+  requests for the central directory and the wanted members, each checked against the wheel's own
+  RECORD (and zip's CRC-32). That proves the bytes are members of a wheel whose RECORD says so, not
+  that the wheel is the index's file: the `wheel_sha256` it reports is the index's claim. `train check`
+  holds every member to the sha256 recorded when the tag was added from verified bytes; the scan says
+  in its output that it proves membership, not identity.
+
+Either way, every member we use (the modules, METADATA) is checked against the sha256 the wheel's
+RECORD lists for it; a member missing from RECORD is refused.
 
 The cache, per release, under $VLLM_FUSED_MOE_CACHE/wheels/<version>/ (default
 ~/.cache/vllm-fused-moe/wheels/): the whole wheel where one was downloaded; `<wheel>.index.json`,
 the index's entry for it, so a later run verifies the cache without the network; and
 `<wheel>.members.zip`, the members a lazy read fetched (with RECORD and METADATA), so a
-second read of the same modules is offline.
+second lazy read of the same modules is offline. Every file name there is a name from the index,
+checked by `checked_name` (release/pristine/index.py) before it is joined to a path.
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-from release.core.errors import PackageIndexError, SourceError, WheelIntegrityError
-from release.core.hashing import file_sha256, sha256_hex
+from release.core.errors import SourceError, TransportError, WheelIntegrityError
+from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.pristine import safe
-from release.pristine.index import IndexFile, note, release_wheel
+from release.pristine.index import IndexFile, checked_name, note, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
 from release.pristine.tree import UpstreamTree, _flashinfer_pin
 from release.queue.lines import Line
@@ -69,7 +78,8 @@ class WheelContent:
     """The members of one wheel that a caller wanted, each verified against the wheel's RECORD."""
 
     wheel: str  # the file name
-    wheel_sha256: str  # the index's sha256 of the whole file (or, for a local file, its own)
+    # The sha256 of the whole file: computed on the bytes read (`verified`), or the index's claim (lazy).
+    wheel_sha256: str
     names: list[str]  # every file member of the wheel
     files: dict[str, bytes]  # the wanted members, by their path in the wheel
     metadata_raw: bytes | None  # .dist-info/METADATA as stored (verified against RECORD); None: absent
@@ -79,6 +89,14 @@ class WheelContent:
     @property
     def metadata(self) -> str:
         return self.metadata_raw.decode("utf-8", "replace") if self.metadata_raw is not None else ""
+
+    @property
+    def verified(self) -> bool:
+        """Was `wheel_sha256` computed on the whole file these members were read from?"""
+        return self.how in VERIFIED_HOWS
+
+
+VERIFIED_HOWS = ("local wheel", "cached wheel", "full download")
 
 
 # ----------------------------------------------------------------- any archive
@@ -151,17 +169,26 @@ def _metadata(
     return raw
 
 
-def _open_zip(source: Path | LazyHTTPFile, label: str) -> zipfile.ZipFile:
+def _open_zip(source: Path | BinaryIO | LazyHTTPFile, label: str) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(source)  # LazyHTTPFile has the file protocol zipfile needs
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise WheelIntegrityError(f"{label} is not a wheel (not a readable zip archive: {exc})") from None
 
 
-def read_local(path: Path, want: Want, sha256: str = "", how: str = "local wheel") -> WheelContent:
-    with _open_zip(path, path.name) as archive:
-        names, files, metadata = read_archive(archive, path.name, want)
-    return WheelContent(path.name, sha256 or file_sha256(path), names, files, metadata, how)
+def read_local(path: Path, want: Want, how: str = "local wheel") -> WheelContent:
+    """The wanted members of a wheel file, and the sha256 of exactly the bytes they were read from."""
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        return read_handle(handle, path.name, digest, want, how)
+
+
+def read_handle(handle: BinaryIO, filename: str, sha256: str, want: Want, how: str) -> WheelContent:
+    """Read from an open file whose sha256 was computed on it: a swap of the path afterwards changes nothing."""
+    handle.seek(0)
+    with _open_zip(handle, filename) as archive:
+        names, files, metadata = read_archive(archive, filename, want)
+    return WheelContent(filename, sha256, names, files, metadata, how)
 
 
 # ------------------------------------------------------------------- the cache
@@ -171,12 +198,17 @@ def _version_dir(version: str) -> Path:
     return cache_dir() / version
 
 
+def _cached(directory: Path, filename: str, suffix: str = "") -> Path:
+    """A path in the cache for a file the index named: only ever a checked base name."""
+    return directory / (checked_name(filename) + suffix)
+
+
 def _sidecar(directory: Path, filename: str) -> Path:
-    return directory / f"{filename}.index.json"
+    return _cached(directory, filename, ".index.json")
 
 
 def _members_cache(directory: Path, filename: str) -> Path:
-    return directory / f"{filename}.members.zip"
+    return _cached(directory, filename, ".members.zip")
 
 
 def _write_atomically(target: Path, data: bytes) -> None:
@@ -195,11 +227,17 @@ def lookup(version: str) -> IndexFile:
     directory = _version_dir(version)
     try:
         entry = release_wheel(version)
-    except PackageIndexError:
+    except TransportError:
         recorded = sorted(directory.glob("*.whl.index.json")) if directory.is_dir() else []
         if not recorded:
             raise
-        entry = IndexFile.from_json(json.loads(recorded[-1].read_text(encoding="utf-8")))
+        where = f"the cached index entry {recorded[-1]}"
+        try:
+            data = json.loads(recorded[-1].read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise TransportError(f"the package index cannot be reached, and {where} is not JSON") from None
+        entry = IndexFile.from_json(data, where)
+        checked_name(entry.filename, version, where)
         note(f"the package index cannot be reached; using its entry for {entry.filename} recorded in the cache")
         return entry
     text = json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n"
@@ -209,19 +247,24 @@ def lookup(version: str) -> IndexFile:
     return entry
 
 
-def _verified_cached_wheel(path: Path, entry: IndexFile) -> bool:
-    """Is the cached whole wheel the index's file? A bad one is deleted, and the user told why."""
-    size = path.stat().st_size
+def _open_verified(path: Path, entry: IndexFile) -> BinaryIO | None:
+    """The cached whole wheel, open, once its bytes hash to the index's sha256; a bad one is deleted, and said so.
+
+    The hash is computed on the open file that is then read, so the bytes used are the bytes checked.
+    """
+    handle = path.open("rb")
+    size = os.fstat(handle.fileno()).st_size
     if entry.size is not None and size != entry.size:
         why = f"{size} bytes, the index says {entry.size}: truncated or overwritten"
     else:
-        actual = file_sha256(path)
+        actual = hashlib.file_digest(handle, "sha256").hexdigest()
         if actual == entry.sha256:
-            return True
+            return handle
         why = f"sha256 {actual[:16]}…, the index says {entry.sha256[:16]}…"
+    handle.close()
     note(f"cached {path} is corrupt ({why}); deleting it and downloading it again")
     path.unlink()
-    return False
+    return None
 
 
 def _from_members_cache(path: Path, entry: IndexFile, want: Want) -> WheelContent | None:
@@ -287,22 +330,18 @@ def read_lazily(entry: IndexFile, want: Want) -> tuple[WheelContent, tuple[str, 
 
 
 def pypi_content(version: str, want: Want) -> WheelContent:
-    """The wanted members of release `version`'s wheel: from the cache if it is sound, else the index.
+    """The wanted members of release `version`'s wheel, read for membership (lazily where it can be).
 
     Order: a cached whole wheel (verified against the index's sha256; re-downloaded if bad), the
     members a lazy read cached, a lazy read over range requests, and a full download where the
-    server refuses ranges.
+    server refuses ranges. Only the first and the last are `verified`: a lazy read proves that the
+    members belong to a wheel whose RECORD lists them, not that the wheel is the index's file.
     """
+    entry = lookup(version)
     directory = _version_dir(version)
-    entry = _index_entry_or_cached(version, directory, "reading it (RECORD is checked)")
-    if isinstance(entry, Path):
-        return read_local(entry, want, how="cached wheel")
-    full = directory / entry.filename
+    full = _cached(directory, entry.filename)
     if full.is_file():
-        if _verified_cached_wheel(full, entry):
-            return read_local(full, want, entry.sha256, "cached wheel")
-        # The user had the whole wheel and it was corrupt (now deleted): give it back whole.
-        return _download_and_read(entry, full, want)
+        return _whole(entry, full, want)
     members = _members_cache(directory, entry.filename)
     if members.is_file():
         cached = _from_members_cache(members, entry, want)
@@ -312,28 +351,31 @@ def pypi_content(version: str, want: Want) -> WheelContent:
         content, record, extra = read_lazily(entry, want)
     except RangesRefused as exc:
         note(f"{exc}: the server does not serve byte ranges; downloading the whole wheel")
-        return _download_and_read(entry, full, want)
+        return _whole(entry, full, want)
     _store_members(members, content, record, extra)
     return content
 
 
-def _index_entry_or_cached(version: str, directory: Path, doing: str) -> IndexFile | Path:
-    """The index's file for `version`; offline, a wheel already in the cache (said to be unverified)."""
-    try:
-        return lookup(version)
-    except PackageIndexError:
-        legacy = _wheels_for(directory, version)
-        if not legacy:
-            raise
-        note(f"the package index cannot be reached; {legacy[0]} is in the cache, {doing} unverified against it")
-        return legacy[0]
+def verified_content(version: str, want: Want) -> WheelContent:
+    """The wanted members of release `version`'s wheel, read from the whole file whose sha256 is the index's."""
+    entry = lookup(version)
+    return _whole(entry, _cached(_version_dir(version), entry.filename), want)
 
 
-def _download_and_read(entry: IndexFile, full: Path, want: Want) -> WheelContent:
+def _whole(entry: IndexFile, full: Path, want: Want) -> WheelContent:
+    """The members from the whole wheel in the cache (downloaded first where it is absent or bad)."""
     transfer = Transfer()
-    note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
-    download(entry.url, full, entry.sha256, entry.size, transfer)
-    content = read_local(full, want, entry.sha256, "full download")
+    handle = _open_verified(full, entry) if full.is_file() else None
+    how = "cached wheel"
+    if handle is None:
+        note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
+        download(entry.url, full, entry.sha256, entry.size, transfer)
+        handle = _open_verified(full, entry)
+        how = "full download"
+        if handle is None:  # replaced between the download and the read: say so, do not loop
+            raise WheelIntegrityError(f"{full} changed after it was downloaded and verified; nothing was used")
+    with handle:
+        content = read_handle(handle, entry.filename, entry.sha256, want, how)
     content.transfer = transfer
     return content
 
@@ -348,22 +390,15 @@ def _size_text(size: int | None) -> str:
 def pypi_wheel(tag: str) -> Path:
     """The whole release wheel of `tag` in the cache (verified against the index), downloaded if need be."""
     version = version_of_tag(tag)
-    directory = _version_dir(version)
-    entry = _index_entry_or_cached(version, directory, "using it")
-    if isinstance(entry, Path):
-        return entry
-    full = directory / entry.filename
-    if full.is_file() and _verified_cached_wheel(full, entry):
+    entry = lookup(version)
+    full = _cached(_version_dir(version), entry.filename)
+    handle = _open_verified(full, entry) if full.is_file() else None
+    if handle is not None:
+        handle.close()
         return full
-    note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {directory} ...")
+    note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
     download(entry.url, full, entry.sha256, entry.size, Transfer())
     return full
-
-
-def _wheels_for(directory: Path, version: str) -> list[Path]:
-    # Release wheels may carry a build tag, e.g. vllm-0.21.0-1-cp38-abi3-....whl.
-    pattern = re.compile(rf"^vllm-{re.escape(version)}(-\d+)?-.*\.whl$")
-    return sorted(p for p in directory.glob("vllm-*.whl") if pattern.match(p.name)) if directory.is_dir() else []
 
 
 def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None = None) -> UpstreamTree:
@@ -382,17 +417,32 @@ def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None 
         flashinfer=_flashinfer_pin(content.metadata),
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
+        wheel_verified=content.verified,
     )
 
 
-def read_pypi(tag: str, line: Line | None = None) -> UpstreamTree:
-    """`--from pypi`: the line's modules (default: the subtree) of `tag`'s release wheel, read lazily or cached."""
+def read_pypi(tag: str, line: Line | None = None, lazy: bool = False) -> UpstreamTree:
+    """`--from pypi`: the line's modules (default: the subtree) of `tag`'s release wheel.
+
+    By default from the whole wheel, verified against the index's sha256 (what may be recorded and
+    vendored); `lazy` reads for membership only (range requests or the cache), for `train check`.
+    """
     want = line.wants if line else subtree_member
-    return _tree(tag, pypi_content(version_of_tag(tag), want), "pypi", line)
+    read = pypi_content if lazy else verified_content
+    return _tree(tag, read(version_of_tag(tag), want), "pypi", line)
 
 
-def read_wheel(tag: str, wheel: Path, source_label: str, line: Line | None = None) -> UpstreamTree:
-    """`--from wheel:PATH`: the line's modules (default: the subtree) of a local wheel file."""
-    if not wheel.is_file():
-        raise SourceError(f"no wheel at {wheel}")
-    return _tree(tag, read_local(wheel, line.wants if line else subtree_member), source_label, line)
+def read_wheel(tag: str, wheel: Path, line: Line | None = None) -> UpstreamTree:
+    """`--from wheel:PATH`: the line's modules (default: the subtree) of a local wheel file.
+
+    Recorded as `wheel:NAME` with the file's own sha256, never the directory it lay in (a committed
+    file must not name a path of one machine). A bare NAME (what the train records) is looked for
+    where it is given, then in the wheel cache, where `--from pypi` keeps release wheels.
+    """
+    path = wheel
+    if not path.is_file() and path.name == str(wheel):
+        path = _version_dir(version_of_tag(tag)) / wheel.name
+    if not path.is_file():
+        raise SourceError(f"no wheel at {wheel}" + ("" if path == wheel else f" (nor at {path})"))
+    content = read_local(path, line.wants if line else subtree_member)
+    return _tree(tag, content, f"wheel:{path.name}", line)

@@ -15,14 +15,19 @@ SOURCES = f"""sources (--from):
   git:PATH   a local clone (read with ls-tree/cat-file, never checked out)
   dir:PATH   a tree laid out like vLLM's (PATH/vllm/model_executor/...)
   wheel:PATH a vLLM release wheel (only the subtree is read, each file checked
-             against the wheel's RECORD)
+             against the wheel's RECORD); recorded as wheel:NAME with the file's sha256,
+             never the directory it lay in
   pypi       the release wheel of TAG on the package index ($VLLM_FUSED_MOE_INDEX_URL,
-             default PyPI), read with HTTP range requests: only the zip's central
-             directory, the subtree, METADATA and RECORD (a few hundred kB), each member
-             checked against RECORD; kept in $VLLM_FUSED_MOE_CACHE (default
-             ~/.cache/vllm-fused-moe/wheels). A whole wheel already there is read locally
-             once its sha256 matches the index's (a corrupt one is downloaded again); a
-             server that refuses ranges gets the whole wheel downloaded.
+             default PyPI): its name must be the canonical wheel name of TAG; the whole
+             wheel is downloaded once into $VLLM_FUSED_MOE_CACHE (default
+             ~/.cache/vllm-fused-moe/wheels) and used only if its sha256 is the index's
+             (checked again at every use; a corrupt one is downloaded again), then each
+             member is checked against RECORD
+
+network reads (pypi, git+URL): each request waits at most $VLLM_FUSED_MOE_HTTP_TIMEOUT s
+(default 30) for bytes, each whole read at most $VLLM_FUSED_MOE_HTTP_DEADLINE s (default
+900); 429, 5xx and resets are retried $VLLM_FUSED_MOE_HTTP_RETRIES times (default 3) with
+backoff. A transport that still breaks is exit 4, one line, nothing changed.
 """
 
 DESCRIPTION = (

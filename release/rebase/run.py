@@ -12,7 +12,7 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
@@ -29,7 +29,7 @@ from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
-from release.pristine.sources import fetch
+from release.pristine.sources import fetch, recorded_source
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
 from release.queue.load import Queue
@@ -263,7 +263,9 @@ def finish(
     series = queue.series
     for name in replay.retired:
         series = series.without(name)
-    pin = Pin.of(upstream, options.source)
+    # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
+    upstream = replace(upstream, source=recorded_source(options.source))
+    pin = Pin.of(upstream, upstream.source)
     head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")

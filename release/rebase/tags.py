@@ -21,6 +21,7 @@ from release.core.errors import EXIT_OK, BadInputError, BadTagError, GitError, R
 from release.core.git import ls_remote_tags
 from release.core.layout import Layout
 from release.core.versions import Version, parse_version
+from release.pristine import transport
 from release.pristine.sources import DEFAULT_GIT_URL
 from release.queue.pin import Pin
 
@@ -87,9 +88,13 @@ def newer_than(pin_tag: str, tags: list[RemoteTag]) -> list[Version]:
 
 
 def ls_remote(url: str) -> str:
-    """The raw `git ls-remote --tags URL` text; a failure is a RemoteError naming git's message."""
+    """The raw `git ls-remote --tags URL` text; a failure is a RemoteError (exit 4) naming git's message.
+
+    Bounded by the same deadline as every network read (VLLM_FUSED_MOE_HTTP_DEADLINE): a remote that
+    accepts the connection and then says nothing must not hang the scheduled watch.
+    """
     try:
-        return ls_remote_tags(url)
+        return ls_remote_tags(url, timeout=transport.settings().deadline)
     except GitError as exc:
         raise RemoteError(str(exc)) from None
 

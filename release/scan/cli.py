@@ -25,7 +25,9 @@ per patch and release:
 the index: ${INDEX_ENV} (default {DEFAULT_INDEX_URL}), a PEP 691/503 simple index.
 Each wheel is read with HTTP range requests (central directory + the line's modules + METADATA
 + RECORD, a few hundred kB), from the cache when it holds them, or downloaded whole where the
-server refuses ranges. Progress goes to stderr.
+server refuses ranges. Every member used is checked against its wheel's RECORD: a lazy read
+proves membership, not identity (the documents' `wheel_sha256` is the index's claim, and both
+outputs say so under "read"). Progress goes to stderr.
 """
 
 

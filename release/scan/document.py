@@ -24,6 +24,14 @@ from release.scan.run import UPSTREAM, ScanOptions, ScanResult, in_range, releas
 
 SCHEMA = 1
 GENERATED_BY = "python -m release scan"
+# What a scan's read of a wheel proves (release/pristine/wheel.py): said in both outputs, so that no one
+# takes a scan's `wheel_sha256` for a verified identity.
+READ = (
+    "lazy: each wheel by HTTP range requests (or from the cache), every member used checked against the "
+    "sha256 its wheel's own RECORD lists. A lazy read proves membership, not identity: wheel_sha256 is the "
+    "index's sha256 of the whole file, not verified on its bytes; rebase and train add verify it on a whole "
+    "download before they record or vendor anything"
+)
 
 
 def load_document(path: Path) -> dict[str, Any] | None:
@@ -74,6 +82,7 @@ def build_document(
     document = {
         "schema": SCHEMA,
         "generated_by": GENERATED_BY,
+        "read": READ,
         "scanned": ordered,
         "newest_scanned": ordered[-1] if ordered else None,
         "fixed_in": fixed_in(ordered, releases),
@@ -148,6 +157,7 @@ def to_markdown(document: dict[str, Any]) -> str:
         "- **affected**: a patch applies (the bug is there); **fixed upstream**: the patches' changes",
         "  are in the release; **not affected**: the code the patches change is not in it (`absent`).",
         "- **train**: we ship an overlay for it (`patches/train.toml`).",
+        "- **read**: " + str(document.get("read") or READ).replace("wheel_sha256", "`wheel_sha256`") + ".",
         "",
         f"Scanned {len(releases)} releases, {document['scanned'][0] if releases else '-'} to "
         f"{document['newest_scanned'] or '-'}. Affected: {', '.join(affected) or 'none'}.",

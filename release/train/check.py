@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from release.core.errors import ReleaseError, UnknownTrainTagError
+from release.core.errors import ReleaseError, TransportError, UnknownTrainTagError
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
@@ -102,7 +102,10 @@ def check_entry(
     head_line = line is None or patches is None or patches == queue.patches
     patches = queue.patches if patches is None else patches
     try:
-        upstream = fetch(entry.tag, entry.source, None if head_line else line)
+        # Lazy: only compared, file by file, with the sha256s recorded from verified bytes at `train add`.
+        upstream = fetch(entry.tag, entry.source, None if head_line else line, lazy=True)
+    except TransportError:
+        raise  # the network broke, not the tag: exit 4 as from every command, not a finding
     except ReleaseError as exc:
         result.findings.append(Finding(entry.tag, entry.source, "source", f"cannot read it: {exc}"))
         result.seconds = time.perf_counter() - started

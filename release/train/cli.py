@@ -30,7 +30,7 @@ from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
-from release.pristine.sources import fetch
+from release.pristine.sources import fetch, recorded_source
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
 from release.queue.lines import Line, read_lines
@@ -227,7 +227,7 @@ def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, sour
 
 
 def record(train: Train, replay: TagReplay, source: str, line: str = DEFAULT_LINE) -> Train:
-    entry = replay.entry(source, line)
+    entry = replay.entry(recorded_source(source), line)  # a wheel by its name and sha256, not its directory
     old = train.get(entry.tag)
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)

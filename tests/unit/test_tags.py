@@ -139,5 +139,6 @@ def test_tags_command_bad_input_and_unreachable_remote(project: Path, tmp_path: 
     bad_pin = run_release(project, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
     assert bad_pin.returncode == 2 and "error: the pin 'v0.21.0rc1' is not a vLLM release tag" in bad_pin.stderr
     missing = run_release(project, "tags", "--remote", str(tmp_path / "no-such-repo"))
-    assert missing.returncode == 1 and missing.stderr.startswith("error: `git ls-remote --tags")
+    # A remote that cannot be listed is the transport's failure: exit 4, as from every command that reads one.
+    assert missing.returncode == 4 and missing.stderr.startswith("error: `git ls-remote --tags")
     assert missing.stdout == ""
