@@ -247,6 +247,15 @@ class IndexClashError(BadInputError):
     default_hint = "a published file is never replaced: build with a higher `--patch-level N` and publish that"
 
 
+class ForeignProjectError(BadInputError):
+    """`publish` was given a wheel of another project, or the index already holds one."""
+
+    default_hint = (
+        "our index holds vllm-fused-moe only: users install from it with --index-url, so a wheel of "
+        "another project there (vllm, flashinfer-python) would be installed in place of the real one"
+    )
+
+
 class IndexNotWritableError(BadInputError):
     """The index directory (or its parent) cannot be written."""
 

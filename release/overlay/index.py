@@ -2,16 +2,26 @@
 
 Layout: INDEX/simple/index.html lists the projects; INDEX/simple/<project>/ holds the wheels
 and an index.html linking each as `<file>#sha256=<hex>` with `data-requires-python`.
-The files on disk are the truth; both pages are regenerated from them on every publish.
+INDEX/requirements/vllm-<X>.txt pins, for each vLLM release X, our newest wheel for X by its
+version and its sha256: `pip install -r` of it turns on pip's hash-checking mode, which refuses
+every other file from every index and find-links the user's configuration adds (the install
+the docs give, docs/overlay.md "Install"). The files on disk are the truth; the pages and the
+requirements files are regenerated from them on every publish.
 
-A publish is all-or-nothing: every check (readable wheels, writable and consistent index,
-no name clash) runs before the first write; wheels go in under a temporary name and are
-renamed into place; the pages are replaced last, each by an atomic rename.
+A publish is all-or-nothing: every check (readable wheels of the one project the command
+publishes, writable and consistent index, no name clash) runs before the first write; wheels go
+in under a temporary name and are renamed into place; the pages and then the requirements
+files are replaced last, each by an atomic rename, so none ever names a wheel not in place.
+A wheel whose files equal those of the wheel the index already holds for its vLLM release,
+apart from build information (the commit and time it was built from), is skipped and said so:
+it would publish a release that changes nothing (as `twine upload --skip-existing` skips).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import os
 import re
 import stat
@@ -26,15 +36,27 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError, PublishError
+from release.core.errors import (
+    BadWheelError,
+    ForeignProjectError,
+    IndexClashError,
+    IndexCorruptError,
+    IndexNotWritableError,
+    PublishError,
+)
 from release.core.faults import fault_point
 from release.core.hashing import file_sha256
 from release.core.journal import write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
+from release.overlay.build import PACKAGE, PROJECT
 
 TMP_PREFIX = ".publish-"
 HREF_RE = re.compile(r'<a href="(?P<href>[^"#]+)#sha256=(?P<sha>[0-9a-f]{64})"')
+REQUIREMENTS = "requirements"
+BUILD_INFO = f"{PACKAGE}/_build_info.json"
+# What _build_info.json says about how and when a wheel was built, not about what it holds.
+BUILD_ONLY_KEYS = ("commit", "source_date_epoch", "version")
 
 
 @dataclass(frozen=True)
@@ -44,10 +66,16 @@ class Wheel:
     version: Version
     sha256: str
     requires_python: str
+    metadata_version: str = ""  # the Version header as written, which METADATA repeats in its text
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def vllm(self) -> str:
+        """The vLLM release an overlay wheel is for: its version without our `+fm.N` label."""
+        return self.version.public
 
 
 def inspect_wheel(path: Path) -> Wheel:
@@ -82,7 +110,60 @@ def inspect_wheel(path: Path) -> Wheel:
         raise BadWheelError(
             f"{path.name} says it is {meta_name} {meta_version} inside: its name clashes with its metadata"
         )
-    return Wheel(path, name, version, file_sha256(path), headers.get("Requires-Python", "") or "")
+    return Wheel(path, name, version, file_sha256(path), headers.get("Requires-Python", "") or "", meta_version)
+
+
+def contents_digest(wheel: Wheel) -> str:
+    """sha256 over what the wheel installs, apart from its build information.
+
+    Two builds of the same patched tree from different commits differ only in `_build_info.json`'s
+    commit and time, the zip's timestamps, RECORD (the hashes of the rest) and, at another patch
+    level, the version label; this digest leaves those out and covers every other byte, so a change
+    in any module, patch, data file or dependency gives another digest.
+    """
+    rows: list[str] = []
+    try:
+        with zipfile.ZipFile(wheel.path) as archive:
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                if info.is_dir():
+                    continue
+                top, _, rest = info.filename.partition("/")
+                name = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
+                if name == "{dist-info}/RECORD":
+                    continue
+                data = archive.read(info)
+                if name == "{dist-info}/METADATA" and wheel.metadata_version:
+                    data = data.replace(wheel.metadata_version.encode(), b"{version}")
+                elif name == BUILD_INFO:
+                    data = _without_build_keys(data)
+                rows.append(f"{name} {hashlib.sha256(data).hexdigest()}")
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise BadWheelError(f"{wheel.name} has corrupt data ({exc})") from None
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def _without_build_keys(data: bytes) -> bytes:
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return data  # not ours to read: compared byte for byte
+    if not isinstance(info, dict):
+        return data
+    return json.dumps({k: v for k, v in info.items() if k not in BUILD_ONLY_KEYS}, sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str  # the wheel given
+    held: str  # the wheel of the index with the same files
+    same_name: bool  # a rebuild of that very release (else: another patch level of the same files)
+
+    def reason(self) -> str:
+        what = "a rebuild of it" if self.same_name else "a new patch level that changes nothing"
+        return (
+            f"the index already holds {self.held} for the same patched files; only build information "
+            f"differs (commit, build time{'' if self.same_name else ', version label'}), so {what} is not published"
+        )
 
 
 @dataclass(frozen=True)
@@ -90,32 +171,65 @@ class Outcome:
     added: list[str]
     already: list[str]
     repaired: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    requirements: list[str] = field(default_factory=list)  # requirements files written, relative to INDEX_DIR
 
 
-def publish(wheels: list[Path], index: Path) -> Outcome:
+@dataclass(frozen=True)
+class Plan:
+    added: list[Wheel]
+    already: list[Wheel]
+    skipped: list[Skipped]
+
+
+def publish(wheels: list[Path], index: Path, *, project: str | None = None) -> Outcome:
+    """Add `wheels` to the index in `index`, as the `publish` command does when given `project`.
+
+    The command passes ours (`vllm-fused-moe`): a wheel of any other project is refused (users
+    install from our index with `--index-url`, so whatever else it held would be installed as if it
+    were the real thing), and a wheel whose files equal those of the wheel the index holds for its
+    vLLM release is skipped (a release that changes nothing). Without `project` this is the plain
+    index writer: any project, every new file name goes in. The tests build indexes with it that
+    hold real vLLM release wheels, or two patch levels of one tree to show which one pip picks.
+    """
     candidates = [inspect_wheel(path) for path in wheels]
-    _plan(candidates, index / "simple")  # two different wheels of one name are refused before anything is made
+    if project is not None:
+        for wheel in candidates:
+            if wheel.project != project:
+                raise ForeignProjectError(
+                    f"{wheel.name} is a wheel of {wheel.project}, not of {project}; nothing was published"
+                )
+    _plan(candidates, index / "simple", project)  # a clash is refused before anything is made
     created = _make_index_dir(index)
     try:
         # A read-only index cannot be written by anyone we could race with; it is read as it is.
         with index_lock(index) if _writable(index) else nullcontext():
-            return _publish(candidates, index)
+            return _publish(candidates, index, project)
     except BaseException:
         for directory in reversed(created):
             _remove_if_only_lock(directory)
         raise
 
 
-def _publish(candidates: list[Wheel], index: Path) -> Outcome:
+def _publish(candidates: list[Wheel], index: Path, project: str | None) -> Outcome:
     simple = index / "simple"
+    if project is not None and simple.is_dir():
+        others = sorted(p.name for p in simple.iterdir() if p.is_dir() and not p.name.startswith("."))
+        others = [name for name in others if name != project]
+        if others:
+            raise ForeignProjectError(
+                f"{simple} holds {', '.join(others)} beside {project}, which no publish of ours puts there; "
+                "nothing was published"
+            )
     repaired = repair(simple)
-    for project in sorted({w.project for w in candidates}):
-        check_consistent(simple / project)
-    added, already = _plan(candidates, simple)
-    if added:  # a rerun with nothing new writes nothing, so it also works on a read-only index
-        _check_writable(index, simple, {w.project for w in added})
-        _apply(added, simple)
-    return Outcome([w.name for w in added], [w.name for w in already], repaired)
+    for name in sorted({w.project for w in candidates}):
+        check_consistent(simple / name)
+    plan = _plan(candidates, simple, project)
+    written: list[str] = []
+    if plan.added:  # a rerun with nothing new writes nothing, so it also works on a read-only index
+        _check_writable(index, simple, {w.project for w in plan.added})
+        written = _apply(plan.added, simple)
+    return Outcome([w.name for w in plan.added], [w.name for w in plan.already], repaired, plan.skipped, written)
 
 
 def _make_index_dir(index: Path) -> list[Path]:
@@ -145,7 +259,7 @@ def _writable(directory: Path) -> bool:
 
 def _check_writable(index: Path, simple: Path, projects: set[str]) -> None:
     # Root may write anywhere; a directory without write bits still means "leave this alone".
-    for directory in [index, simple, *(simple / p for p in sorted(projects))]:
+    for directory in [index, simple, index / REQUIREMENTS, *(simple / p for p in sorted(projects))]:
         if directory.exists() and not _writable(directory):
             raise IndexNotWritableError(f"{directory} is read-only; nothing was published")
 
@@ -164,7 +278,12 @@ def repair(simple: Path) -> list[str]:
     done: list[str] = []
     writable = _writable(simple)
     projects = sorted(p for p in simple.iterdir() if p.is_dir() and not p.name.startswith("."))
-    leftovers = sorted(p for d in [simple, *projects] for p in d.iterdir() if p.name.startswith(TMP_PREFIX))
+    requirements = simple.parent / REQUIREMENTS
+    # In requirements/ every hidden file is a dead write of ours: a publish's or write_atomic's temporary.
+    leftovers = sorted(
+        [p for d in [simple, *projects] for p in d.iterdir() if p.name.startswith(TMP_PREFIX)]
+        + ([p for p in requirements.iterdir() if p.name.startswith(".")] if requirements.is_dir() else [])
+    )
     if leftovers:
         if not writable or not all(_writable(p.parent) for p in leftovers):
             shown = ", ".join(str(p) for p in leftovers)
@@ -204,6 +323,29 @@ def repair(simple: Path) -> list[str]:
         if _read(simple / "index.html") != expected:
             _rewrite(simple / "index.html", expected, writable, "it did not list every project")
             done.append(f"repaired {simple / 'index.html'} (it did not list every project)")
+    return done + _repair_requirements(simple.parent, writable)
+
+
+def _repair_requirements(index: Path, writable: bool) -> list[str]:
+    """Write the requirements files that are missing or name another wheel than the newest; refuse strays."""
+    directory = index / REQUIREMENTS
+    expected = requirements_files(index, [])
+    if directory.is_dir():
+        strays = sorted(p.name for p in directory.iterdir() if directory / p.name not in expected)
+        if strays:
+            raise IndexCorruptError(f"{directory / strays[0]} is no requirements file a publish writes there")
+    done: list[str] = []
+    for path, text in expected.items():
+        current = _read(path)
+        if current == text:
+            continue
+        # Missing: an index published before publish wrote them, or a crash before their rename.
+        why = "it was missing" if not path.exists() else "it did not name the newest wheel"
+        can_write = writable and _writable(index) and (not directory.exists() or _writable(directory))
+        if can_write:
+            directory.mkdir(exist_ok=True)
+        _rewrite(path, text, can_write, why)
+        done.append(f"wrote {path.relative_to(index)} ({why})")
     return done
 
 
@@ -251,28 +393,55 @@ def check_consistent(project_dir: Path) -> None:
             raise IndexCorruptError(f"{project_dir / name} does not have the sha256 its index.html lists")
 
 
-def _plan(candidates: list[Wheel], simple: Path) -> tuple[list[Wheel], list[Wheel]]:
+def _plan(candidates: list[Wheel], simple: Path, project: str | None) -> Plan:
+    """What goes in: new wheels; what does not: the same bytes (already), the same files (skipped).
+
+    Files are compared only for the command (`project` given, so every wheel is ours): the build
+    information it leaves out is ours to read.
+    """
     added: dict[str, Wheel] = {}
     already: list[Wheel] = []
-    for wheel in candidates:
+    skipped: list[Skipped] = []
+    for wheel in sorted(candidates, key=lambda w: (w.project, w.version, w.name)):
         existing = simple / wheel.project / wheel.name
         if existing.exists():
-            if file_sha256(existing) != wheel.sha256:
+            if file_sha256(existing) == wheel.sha256:
+                already.append(wheel)
+            elif project is not None and contents_digest(wheel) == contents_digest(inspect_wheel(existing)):
+                skipped.append(Skipped(wheel.name, wheel.name, same_name=True))
+            else:
                 raise IndexClashError(
                     f"{existing} is already published with different bytes than {wheel.path}; nothing was published"
                 )
-            already.append(wheel)
         elif wheel.name in added:
             if added[wheel.name].sha256 != wheel.sha256:
                 raise IndexClashError(f"two different wheels named {wheel.name} were given; nothing was published")
         else:
-            added[wheel.name] = wheel
-    return list(added.values()), already
+            held = _newest_held(wheel, simple, list(added.values())) if project is not None else None
+            if held is not None and contents_digest(wheel) == contents_digest(held):
+                skipped.append(Skipped(wheel.name, held.name, same_name=False))
+            else:
+                added[wheel.name] = wheel
+    return Plan(list(added.values()), already, skipped)
 
 
-def _apply(added: list[Wheel], simple: Path) -> None:
+def _newest_held(wheel: Wheel, simple: Path, planned: list[Wheel]) -> Wheel | None:
+    """The newest wheel the index holds (or this publish adds) for the same vLLM release as `wheel`.
+
+    Only the newest counts: a change that is reverted (fm.1 = fm.3 != fm.2) is a new release.
+    """
+    project_dir = simple / wheel.project
+    held = [w for w in planned if w.project == wheel.project]
+    if project_dir.is_dir():
+        held += [inspect_wheel(p) for p in project_dir.glob("*.whl") if not p.name.startswith(TMP_PREFIX)]
+    same = [w for w in held if w.vllm == wheel.vllm]
+    return max(same, key=lambda w: (w.version, w.name)) if same else None
+
+
+def _apply(added: list[Wheel], simple: Path) -> list[str]:
     created: list[Path] = []
     temporaries: list[Path] = []
+    written: list[str] = []
     try:
         for directory in [simple.parent, simple, *(simple / p for p in sorted({w.project for w in added}))]:
             if not directory.exists():
@@ -300,6 +469,18 @@ def _apply(added: list[Wheel], simple: Path) -> None:
             temporary.write_text(text, encoding="utf-8")
             fault_point("publish:page-written")
             renames.append((temporary, page))
+        # Renamed after the pages, so a requirements file never names a wheel that is not in place.
+        for path, text in requirements_files(simple.parent, added).items():
+            if _read(path) == text:
+                continue
+            if not path.parent.exists():
+                path.parent.mkdir()
+                created.append(path.parent)
+            temporary = path.with_name(f"{TMP_PREFIX}{path.name}")
+            temporaries.append(temporary)
+            temporary.write_text(text, encoding="utf-8")
+            renames.append((temporary, path))
+            written.append(path.relative_to(simple.parent).as_posix())
     except OSError as exc:
         for temporary in temporaries:
             temporary.unlink(missing_ok=True)
@@ -311,6 +492,7 @@ def _apply(added: list[Wheel], simple: Path) -> None:
     for temporary, final in renames:
         temporary.replace(final)
         fault_point("publish:renamed")
+    return written
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -319,6 +501,40 @@ def _copy(source: Path, target: Path) -> None:
             writer.write(block)
         writer.flush()
         os.fsync(writer.fileno())
+
+
+def requirements_files(index: Path, new: list[Wheel]) -> dict[Path, str]:
+    """INDEX/requirements/vllm-<X>.txt for each vLLM release X the index holds our wheels for."""
+    project_dir = index / "simple" / PROJECT
+    known = {w.name: w for w in new if w.project == PROJECT}
+    if project_dir.is_dir():
+        for path in project_dir.glob("*.whl"):
+            if path.name not in known and not path.name.startswith(TMP_PREFIX):
+                known[path.name] = inspect_wheel(path)
+    newest: dict[str, Wheel] = {}
+    for wheel in known.values():
+        held = newest.get(wheel.vllm)
+        if held is None or (wheel.version, wheel.name) > (held.version, held.name):
+            newest[wheel.vllm] = wheel
+    return {index / REQUIREMENTS / f"vllm-{v}.txt": requirements_text(w) for v, w in sorted(newest.items())}
+
+
+def requirements_text(wheel: Wheel) -> str:
+    """One wheel pinned by version and sha256: pip's hash-checking mode then takes that file or nothing."""
+    sources = f"--no-index --find-links <URL>/simple/{PROJECT}/ -r <URL>/{REQUIREMENTS}/vllm-{wheel.vllm}.txt"
+    return "\n".join(
+        [
+            f"# {PROJECT} for vLLM {wheel.vllm}: the newest overlay of that release in this index, pinned by",
+            "# its version and its sha256: pip and uv install that one file or nothing. Written by",
+            "# `python -m release publish`. Beside vLLM "
+            f'{wheel.vllm}, with <URL> where the index is served (docs/overlay.md, "Install"):',
+            f"#   python -m pip install {sources}",
+            f"#   uv pip install --no-config {sources}",
+            f"{PROJECT}=={wheel.version} \\",
+            f"    --hash=sha256:{wheel.sha256}",
+            "",
+        ]
+    )
 
 
 def project_page(project_dir: Path, project: str, new: list[Wheel]) -> str:

@@ -1,4 +1,4 @@
-"""`python -m release publish DIST INDEX_DIR`: add wheels to a PEP 503 index directory."""
+"""`python -m release publish DIST INDEX_DIR`: add our wheels to a PEP 503 index directory."""
 
 from __future__ import annotations
 
@@ -8,18 +8,26 @@ from pathlib import Path
 
 from release.core.errors import BadInputError
 from release.core.layout import Layout
-from release.overlay.index import publish
+from release.overlay.build import PROJECT
+from release.overlay.index import REQUIREMENTS, publish
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Add the wheels in DIST (a directory or one .whl) to the PEP 503 simple index in "
-        "INDEX_DIR (created with its missing parents). Earlier releases stay; rerunning is a no-op; "
-        "a file of the same name with different bytes is refused and the index is left unchanged. "
-        "What an interrupted publish left (temporary files, a page that misses a renamed wheel or "
-        "is truncated) is repaired first and reported; what no publish leaves (a listed file gone or "
-        "changed, a stray file) is refused. One publish at a time per index (a lock in INDEX_DIR). "
-        "Install with: pip install --index-url file://INDEX_DIR/simple vllm-fused-moe"
+        f"Add the {PROJECT} wheels in DIST (a directory or one .whl) to the PEP 503 simple index in "
+        "INDEX_DIR (created with its missing parents), and write INDEX_DIR/requirements/vllm-X.txt for "
+        "each vLLM release X: our newest wheel for X, pinned by version and sha256, which is what users "
+        "install (docs/overlay.md, 'Install'). A wheel of any other project is refused (users install "
+        "from this index with --index-url: whatever else it held would be installed as the real thing). "
+        "Earlier releases stay; rerunning is a no-op; a wheel whose files equal those of the wheel the "
+        "index holds for its vLLM release, apart from build information (commit, build time), is "
+        "skipped and said so; a file of the same name with other contents is refused and the index is "
+        "left unchanged. What an interrupted publish left (temporary files, a page or requirements "
+        "file that misses a renamed wheel or is truncated) is repaired first and reported; what no "
+        "publish leaves (a listed file gone or changed, a stray file) is refused. One publish at a "
+        "time per index (a lock in INDEX_DIR). Serve INDEX_DIR over HTTPS (or "
+        "`python -m http.server --bind 127.0.0.1 --directory INDEX_DIR` on one machine); install with "
+        f"pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt"
     )
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
@@ -30,12 +38,22 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     wheels = sorted(dist.glob("*.whl")) if dist.is_dir() else [dist]
     if not wheels or not wheels[0].exists():
         raise BadInputError(f"no wheel in {dist}", hint="build one with `python -m release build` (nox -s build)")
-    outcome = publish(wheels, args.index.resolve())
+    index: Path = args.index.resolve()
+    outcome = publish(wheels, index, project=PROJECT)
     for line in outcome.repaired:
         print(f"note: {line}", file=sys.stderr)
     for name in outcome.added:
         print(f"published {name}")
     for name in outcome.already:
         print(f"already published (same bytes) {name}")
-    print(f"index: file://{(args.index.resolve() / 'simple').as_posix()}")
+    for skipped in outcome.skipped:
+        print(f"skipped {skipped.name}: {skipped.reason()}")
+    for path in outcome.requirements:
+        print(f"wrote {path}")
+    print(f"index: file://{(index / 'simple').as_posix()}")
+    print(f"requirements: file://{(index / REQUIREMENTS).as_posix()}/vllm-X.txt, one per vLLM release X")
+    print(
+        f"install: python -m pip install --no-index --find-links URL/simple/{PROJECT}/ "
+        "-r URL/requirements/vllm-X.txt (URL: where INDEX_DIR is served; docs/overlay.md, 'Install')"
+    )
     return 0

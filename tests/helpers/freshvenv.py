@@ -9,11 +9,15 @@ venv's sys.path. Its own site-packages come first, so its vllm and our overlay (
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
 import venv
+from email.parser import HeaderParser
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 
 def pip_env() -> dict[str, str]:
@@ -66,3 +70,50 @@ def site_packages(python: Path) -> Path:
             text=True,
         ).stdout.strip()
     )
+
+
+def uv_binary() -> str:
+    beside = Path(sys.executable).with_name("uv")  # the test group installs uv beside python
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    assert found, "uv is not installed (`nox -s test` installs it from the `test` group)"
+    return found
+
+
+def install_no_deps(python: Path, *requirements: str) -> None:
+    """uv installs `requirements` (wheel files or pins) into the venv of `python`, without their dependencies.
+
+    Run with the test session's own uv settings, as nox installed the same files into the test
+    environment: uv links them from its cache instead of unpacking ~0.9 GB of vLLM again.
+    """
+    subprocess.run(
+        [uv_binary(), "pip", "install", "--no-deps", "--quiet", "--python", str(python), *requirements],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def requirements_met(python: Path, names: list[str]) -> None:
+    """A test double of "installed with all its dependencies", for the distributions `names` in the venv.
+
+    vLLM's and FlashInfer's requirements are a CUDA stack (a CUDA torch, nvidia-*, cuda-tile) that
+    cannot be installed here; the venv borrows the test environment's CPU torch instead
+    (lend_test_env). pip and uv, when they install anything beside them without --no-deps, read
+    the installed packages' Requires-Dist and would go looking for that stack. So each one's
+    installed METADATA loses its Requires-Dist lines, and pip and uv see what they see after a
+    user's complete install: requirements met. Its code, version and RECORD stay the release's.
+    The new METADATA is written beside and renamed into place: uv links installed files to its
+    cache, and writing through the link would change every environment that shares it.
+    """
+    site = site_packages(python)
+    found = {_name(info / "METADATA"): info / "METADATA" for info in site.glob("*.dist-info")}
+    for name in names:
+        metadata = found[canonicalize_name(name)]
+        lines = metadata.read_text("utf-8").splitlines(keepends=True)
+        beside = metadata.with_name("METADATA.test-double")
+        beside.write_text("".join(line for line in lines if not line.startswith("Requires-Dist:")), encoding="utf-8")
+        os.replace(beside, metadata)
+
+
+def _name(metadata: Path) -> str:
+    return canonicalize_name(HeaderParser().parsestr(metadata.read_text("utf-8")).get("Name", ""))

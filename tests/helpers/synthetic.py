@@ -131,13 +131,14 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
 
 
 def demo_wheel(directory: Path, version: str) -> Path:
-    """A tiny real wheel of the project `demo` (enough for an index: name, METADATA, RECORD)."""
-    path = directory / f"demo-{version}-py3-none-any.whl"
+    """A tiny real wheel named like ours (`vllm-fused-moe`, which `publish` alone takes), enough for an
+    index: name, METADATA, RECORD. Not an overlay: it installs nothing that activates."""
+    path = directory / f"vllm_fused_moe-{version}-py3-none-any.whl"
     directory.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("demo/__init__.py", f"VERSION = {version!r}\n")
-        info = f"demo-{version}.dist-info"
-        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: demo\nVersion: {version}\n")
+        archive.writestr("vllm_fused_moe/__init__.py", f"VERSION = {version!r}\n")
+        info = f"vllm_fused_moe-{version}.dist-info"
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm-fused-moe\nVersion: {version}\n")
         archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{info}/RECORD", "")
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import re
 import shutil
 import stat
@@ -13,12 +14,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from helpers.build import plan
 from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError
 from release.core.layout import Layout
 from release.overlay.build import BuildResult, build
-from release.overlay.index import TMP_PREFIX, publish
+from release.overlay.index import REQUIREMENTS, TMP_PREFIX, publish
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -254,3 +256,138 @@ def test_cli_reports_one_line_and_exit_code_2(published: Path, built: BuildResul
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "not a zip archive" in proc.stderr
     assert snapshot(published) == before
+
+
+# ------------------------------------------------- what the `publish` command adds: ours only, skip no-ops
+
+
+def release_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", *args], capture_output=True, text=True, cwd=Layout.default().root
+    )
+
+
+def pinned(index: Path) -> dict[str, tuple[str, str]]:
+    """INDEX/requirements/vllm-X.txt read back: {X: (the version pinned, its sha256)}; each pins one wheel."""
+    found = {}
+    for path in sorted((index / REQUIREMENTS).glob("*.txt")):
+        pins = re.findall(r"^vllm-fused-moe==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$", path.read_text(), re.M)
+        assert len(pins) == 1, path.read_text()
+        found[path.name.removeprefix("vllm-").removesuffix(".txt")] = pins[0]
+    return found
+
+
+def changed(source: Path, target: Path, member_end: str = "/doctor.py") -> Path:
+    """`source` with one module changed: a real change in what the wheel installs, under its file name."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            body = src.read(item)
+            dst.writestr(item, body + b"\n# a real change\n" if item.filename.endswith(member_end) else body)
+    return target
+
+
+@pytest.fixture
+def commanded(tmp_path: Path, built: BuildResult) -> Path:
+    """An index made by the `publish` command, holding the head's wheel."""
+    index = tmp_path / "commanded"
+    proc = release_cli("publish", str(built.wheel), str(index))
+    assert proc.returncode == 0, proc.stderr
+    return index
+
+
+def test_publish_pins_the_newest_wheel_of_each_vllm_release_in_a_requirements_file(
+    tmp_path: Path, built: BuildResult, second: BuildResult
+) -> None:
+    index = tmp_path / "index"
+    vllm = Version(built.version).public
+    first = release_cli("publish", str(built.wheel), str(index))
+    assert first.returncode == 0, first.stderr
+    assert f"wrote {REQUIREMENTS}/vllm-{vllm}.txt" in first.stdout, first.stdout
+    assert pinned(index) == {vllm: (built.version, built.sha256)}
+    # A real change at the next patch level is published, and the file now pins it.
+    fixed = changed(second.wheel, tmp_path / "fixed" / second.wheel.name)
+    after = release_cli("publish", str(fixed), str(index))
+    assert after.returncode == 0 and f"published {fixed.name}" in after.stdout, after.stdout + after.stderr
+    assert pinned(index) == {vllm: (second.version, hashlib.sha256(fixed.read_bytes()).hexdigest())}
+    before = snapshot(index)
+    again = release_cli("publish", str(fixed), str(index))
+    assert again.returncode == 0 and "wrote" not in again.stdout, again.stdout
+    assert snapshot(index) == before
+
+
+def test_the_command_refuses_a_wheel_of_another_project_and_leaves_the_index_unchanged(
+    commanded: Path, vllm_wheels: dict[str, Path]
+) -> None:
+    wheel = next(iter(vllm_wheels.values()))
+    before = snapshot(commanded)
+    proc = release_cli("publish", str(wheel), str(commanded))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: {wheel.name} is a wheel of vllm, not of vllm-fused-moe; nothing was published"]
+    assert snapshot(commanded) == before
+    assert not (commanded / "simple" / "vllm").exists()
+
+
+def test_the_command_refuses_an_index_that_already_holds_another_project(
+    commanded: Path, built: BuildResult, vllm_wheels: dict[str, Path]
+) -> None:
+    publish([next(iter(vllm_wheels.values()))], commanded)  # the plain index writer, as an older publish did
+    before = snapshot(commanded)
+    proc = release_cli("publish", str(built.wheel), str(commanded))
+    assert proc.returncode == 2 and "holds vllm beside vllm-fused-moe" in proc.stderr, proc.stderr
+    assert snapshot(commanded) == before
+
+
+def test_a_rebuild_that_changes_only_build_information_is_skipped_and_said(
+    commanded: Path, built: BuildResult, layout: Layout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = json.loads(zipfile.ZipFile(built.wheel).read("vllm_fused_moe/_build_info.json"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(info["source_date_epoch"] + 86400))
+    rebuilt = build(plan(layout, tmp_path / "rebuilt"))
+    assert rebuilt.wheel.name == built.wheel.name and rebuilt.sha256 != built.sha256
+    before = snapshot(commanded)
+    proc = release_cli("publish", str(rebuilt.wheel), str(commanded))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"skipped {built.wheel.name}: the index already holds {built.wheel.name} for the same patched files; "
+        "only build information differs (commit, build time), so a rebuild of it is not published"
+    ) in proc.stdout, proc.stdout
+    assert snapshot(commanded) == before
+
+
+def test_a_new_patch_level_that_changes_nothing_is_skipped_and_a_real_change_is_not(
+    commanded: Path, built: BuildResult, second: BuildResult, tmp_path: Path
+) -> None:
+    before = snapshot(commanded)
+    proc = release_cli("publish", str(second.wheel), str(commanded))
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped {second.wheel.name}: the index already holds {built.wheel.name} for the same patched files" in (
+        proc.stdout
+    ), proc.stdout
+    assert snapshot(commanded) == before
+    # A changed module under the published name is still a clash: a release is never replaced.
+    clash = release_cli("publish", str(changed(built.wheel, tmp_path / "clash" / built.wheel.name)), str(commanded))
+    assert clash.returncode == 2 and "different bytes" in clash.stderr, clash.stderr
+    assert snapshot(commanded) == before
+
+
+def test_requirements_files_missing_or_stale_are_written_and_strays_refused(
+    commanded: Path, built: BuildResult
+) -> None:
+    requirements = commanded / REQUIREMENTS
+    whole = snapshot(commanded)
+    shutil.rmtree(requirements)  # as an index published before requirements files existed
+    proc = release_cli("publish", str(built.wheel), str(commanded))
+    assert proc.returncode == 0 and "note: wrote requirements/vllm-" in proc.stderr, proc.stderr
+    assert snapshot(commanded) == whole
+    (only,) = requirements.iterdir()
+    only.write_text(only.read_text()[:40])  # cut short
+    proc = release_cli("publish", str(built.wheel), str(commanded))
+    assert proc.returncode == 0 and "it did not name the newest wheel" in proc.stderr, proc.stderr
+    assert snapshot(commanded) == whole
+    (requirements / "vllm-9.9.txt").write_text("vllm-fused-moe==9.9\n")
+    before = snapshot(commanded)
+    proc = release_cli("publish", str(built.wheel), str(commanded))
+    assert proc.returncode == 2 and "no requirements file a publish writes" in proc.stderr, proc.stderr
+    assert snapshot(commanded) == before

@@ -216,7 +216,7 @@ def test_publish_killed_at_any_step_is_finished_by_the_rerun(tmp_path: Path) -> 
         if step not in ("publish:dirs", "publish:renamed@3"):  # those left nothing to clean up
             assert "note: " in again.stderr, (step, again.stderr)  # it says what it repaired or removed
         assert _index_state(index) == expected, step
-        check_consistent(index / "simple" / "demo")
+        check_consistent(index / "simple" / "vllm-fused-moe")
         quiet = run_release(REPO, "publish", str(new), str(index))
         assert quiet.returncode == 0 and "note:" not in quiet.stderr, quiet.stderr
 
