@@ -221,7 +221,7 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(venv_params=["--system-site-packages"])
 def kernel(session: nox.Session) -> None:
-    """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch).
+    """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch): EP 1, 2 and 4, each rank a process.
 
     nox -s kernel [-- --flashinfer VERSION] [PYTEST ARGS] (or FLASHINFER=VERSION): VERSION defaults to the head's pin;
     another version is a verification run (tests/kernel/test_kernel_probe.py says so).
@@ -244,7 +244,8 @@ def kernel(session: nox.Session) -> None:
         "tests/kernel",
         "-v",
         *args,
-        env={"VLLM_FUSED_MOE_FLASHINFER": flashinfer},
+        # The EP 2/4 runs (ep_launcher.py) write their JSON beside the junit file CI uploads.
+        env={"VLLM_FUSED_MOE_FLASHINFER": flashinfer, "KERNEL_REPORT_DIR": "reports/kernel"},
     )
 
 

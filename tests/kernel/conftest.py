@@ -19,7 +19,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
-    mine = [item for item in items if here in Path(str(item.fspath)).resolve().parents]
+    # Only the GPU tests: the launcher's own tests (rank double, no torch) run everywhere.
+    mine = [
+        item
+        for item in items
+        if here in Path(str(item.fspath)).resolve().parents and item.get_closest_marker("gpu") is not None
+    ]
     if not mine:
         return
     reason = kernel_probe.environment_reason()

@@ -12,8 +12,10 @@ The workspaces are built as vLLM 0.20/0.21's all2all managers build them
 (Mapping + MnnvlConfig over a torch.distributed group), so a failure to build
 them here is the same failure vLLM would hit.
 
-Rank-generic: pytest uses it in-process with one rank; for EP 2/4/8 run
-``torchrun --nproc-per-node N tests/kernel/kernel_contract.py``.
+Rank-generic: pytest uses it in-process with one rank; at EP 2/4/8 each rank is a
+process: ``python tests/kernel/ep_launcher.py --ep N`` starts them with a deadline per case
+(``--events`` is how a rank reports to it), or ``torchrun --nproc-per-node N
+tests/kernel/kernel_contract.py --json out.json`` without one.
 Needs torch with CUDA and flashinfer-python; import it only after
 kernel_probe.environment_reason() returned None.
 """
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +39,7 @@ if torch.cuda.is_available():
     # flashinfer.comm.cuda_ipc looks for an already loaded libcudart at import.
     torch.cuda.init()
 
+import flashinfer.comm.trtllm_alltoall as two_sided_module
 from flashinfer.comm.mapping import Mapping
 from flashinfer.comm.mnnvl import CommBackend, MnnvlConfig, MnnvlMemory
 from flashinfer.comm.trtllm_alltoall import MnnvlMoe
@@ -43,6 +48,7 @@ from flashinfer.comm.trtllm_alltoall import MnnvlMoe
 # the latter, which is all the all2allv backend of vLLM 0.11-0.14 drives), so each backend is probed
 # on its own: a missing module makes that backend's tests skip with this reason, not the whole suite.
 try:
+    import flashinfer.comm.trtllm_moe_alltoall as one_sided_module
     from flashinfer.comm.trtllm_moe_alltoall import (
         MoeAlltoAll,
         moe_a2a_get_workspace_size_per_rank,
@@ -50,12 +56,16 @@ try:
 
     ONE_SIDED_MISSING: str | None = None
 except ImportError as _exc:
+    one_sided_module = None  # type: ignore[assignment]
     ONE_SIDED_MISSING = (
         f"this flashinfer-python has no one-sided MoeAlltoAll ({type(_exc).__name__}: {_exc}); "
         "the vLLM releases that pin it drive only the two-sided MnnvlMoe"
     )
 
 NUM_EXPERTS = 32  # divisible by every EP size we run (1, 2, 4, 8)
+# A barrier after the one-sided workspace's initialize (OneSided says why); main() can turn it off
+# to show the hang it prevents.
+INIT_BARRIER = True
 HIDDEN = 2048
 MAX_TOKENS = 4096  # largest token count per rank in the matrix
 TOKEN_COUNTS = (1, 7, 128, 4096)
@@ -233,6 +243,16 @@ class OneSided:
             workspace_size_per_rank=size,
             mnnvl_config=_mnnvl_config(ctx),
         )
+        if INIT_BARRIER:
+            # moe_a2a_initialize zeroes this rank's slice of the workspace, completion flags
+            # included, and FlashInfer starts no barrier after it: a peer that dispatches first
+            # writes its flag into a slice that is zeroed afterwards, and this rank then waits
+            # for that flag until the kernel's ~300 s clock64 timeout traps. Seen at EP 8 on one
+            # GPU, where eight time-sliced contexts make the gap long (docs/contract.md). vLLM
+            # gets the same ordering from the collectives of model loading; here a barrier after
+            # every rank's initialize gives it.
+            torch.cuda.synchronize()
+            dist.barrier(group=ctx.group)
 
     def dispatch(self, x, ids, weights, max_tokens_all_ranks: int):  # type: ignore[no-untyped-def]
         recv_x, recv_ids, recv_w = self.a2a.dispatch(
@@ -454,44 +474,266 @@ def time_combine(
     return med, (after_ms[len(after_ms) // 2] if after is not None else None)
 
 
+# ---- evidence: which FlashInfer entry points and modules each backend ran --------------
+
+# The module-level functions through which each backend reaches its compiled kernels; the
+# classes look them up as module globals at call time, so wrapping them here sees every call.
+ENTRY_POINTS = {
+    TWO_SIDED: (two_sided_module, ("moe_prepare", "moe_comm", "moe_comm_prepare_indices", "moe_local_gather")),
+    ONE_SIDED: (
+        one_sided_module,
+        ("moe_a2a_initialize", "moe_a2a_dispatch", "moe_a2a_combine", "moe_a2a_sanitize_expert_ids"),
+    ),
+}
+
+
+class CallRecorder:
+    """Counts calls of FlashInfer's entry points (ENTRY_POINTS), whichever backend makes them."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        for module, names in ENTRY_POINTS.values():
+            if module is None:
+                continue
+            for name in names:
+                original = getattr(module, name, None)
+                if original is None or getattr(original, "_recorded", False):
+                    continue
+                setattr(module, name, self._wrap(f"{module.__name__}.{name}", original))
+
+    def _wrap(self, qualified: str, original: Callable[..., object]) -> Callable[..., object]:
+        def recorded(*args: object, **kwargs: object) -> object:
+            self.counts[qualified] = self.counts.get(qualified, 0) + 1
+            return original(*args, **kwargs)
+
+        recorded._recorded = True  # type: ignore[attr-defined]
+        return recorded
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def since(self, before: dict[str, int]) -> dict[str, int]:
+        return {k: v - before.get(k, 0) for k, v in sorted(self.counts.items()) if v - before.get(k, 0)}
+
+
+@functools.cache
+def call_recorder() -> CallRecorder:
+    return CallRecorder()
+
+
+def loaded_flashinfer_libraries() -> list[str]:
+    """The shared objects of FlashInfer's JIT cache mapped into this process (/proc/self/maps)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    paths = {line.split()[-1] for line in maps.splitlines() if line.rstrip().endswith(".so")}
+    return sorted(p for p in paths if "flashinfer" in p)
+
+
+def workspace_facts(name: str, top_k: int) -> dict[str, object]:
+    """Where this backend's workspace lives: a different buffer per backend is part of the evidence."""
+    if name == TWO_SIDED:
+        ws, prep = MnnvlMoe.moe_workspace_tensor, MnnvlMoe.moe_prepare_workspace_tensor
+        return {
+            "class": "flashinfer.comm.trtllm_alltoall.MnnvlMoe",
+            "workspace": {"shape": list(ws.shape), "dtype": str(ws.dtype), "data_ptr": hex(ws.data_ptr())},
+            "prepare_workspace": {
+                "shape": list(prep.shape),
+                "dtype": str(prep.dtype),
+                "data_ptr": hex(prep.data_ptr()),
+            },
+        }
+    be = backend(name, top_k)
+    assert isinstance(be, OneSided)
+    ws = be.a2a.workspace
+    return {
+        "class": "flashinfer.comm.trtllm_moe_alltoall.MoeAlltoAll",
+        "workspace": {"shape": list(ws.shape), "dtype": str(ws.dtype), "data_ptr": hex(ws.data_ptr())},
+        "workspace_size_per_rank": be.a2a.workspace_size_per_rank,
+        "init_barrier": INIT_BARRIER,
+    }
+
+
+def _facts_or_error(name: str, top_k: int) -> dict[str, object]:
+    try:
+        return workspace_facts(name, top_k)
+    except Exception as exc:
+        return {"error": _err(exc)}
+
+
+def delay_initialize(rank: int, seconds: float) -> None:
+    """On `rank`, start the one-sided workspace's initialize `seconds` late (the race OneSided's barrier
+    closes, made deterministic: with --no-init-barrier the peers dispatch before this rank zeroes its slice)."""
+    if one_sided_module is None or ep_context().rank != rank:
+        return
+    original = one_sided_module.moe_a2a_initialize
+
+    def late(*args: object, **kwargs: object) -> object:
+        time.sleep(seconds)
+        return original(*args, **kwargs)
+
+    one_sided_module.moe_a2a_initialize = late
+
+
+# ---- one rank's run, reported as events (ep_launcher.py) -----------------------------------
+
+
+def partials_per_token(ctx: EpContext, case: Case) -> torch.Tensor:
+    """How many ranks hold an expert of each token: the number of partial sums combine adds."""
+    ranks = case.ids.long() // ctx.experts_per_rank
+    hit = torch.zeros(case.tokens, ctx.world_size, device=case.ids.device)
+    return hit.scatter_(1, ranks, 1.0).sum(dim=1)
+
+
+def digest(tensor: torch.Tensor) -> str:
+    return hashlib.sha256(tensor.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()[:16]
+
+
+def run_checked_case(
+    name: str, case: Case, two_sided_outputs: dict[tuple[int, int], torch.Tensor]
+) -> dict[str, object]:
+    """One case with everything the report needs: the contract check, the two wrong outputs it
+    must reject, and the comparison with the two-sided output of the same case on this rank."""
+    ctx = ep_context()
+    out = combine_case(name, case)
+    result = asdict(check_output(name, case, out))
+    # The pre-fix bug: an all-reduce over a TP group of 2 of an output that is already complete.
+    rejects_doubled = not check_output(name, case, out * 2).passed
+    # An unreduced [T * top_k, H] output; at top-k 1 it is the reduced one, so nothing to reject.
+    rejects_unreduced = (
+        None if case.top_k == 1 else not check_output(name, case, out.repeat_interleave(case.top_k, dim=0)).passed
+    )
+    partials = partials_per_token(ctx, case)
+    result.update(
+        rejects_doubled=rejects_doubled,
+        rejects_unreduced=rejects_unreduced,
+        max_partials=int(partials.max().item()) if case.tokens else 0,
+        tokens_over_two_partials=int((partials > 2).sum().item()),
+        output_sha256=digest(out),
+    )
+    key = (case.top_k, case.tokens)
+    if name == TWO_SIDED:
+        two_sided_outputs[key] = out
+    elif key in two_sided_outputs:
+        other = two_sided_outputs[key]
+        differ = out != other
+        result.update(
+            same_as_two_sided=not bool(differ.any().item()),
+            elements_differing_from_two_sided=int(differ.sum().item()),
+            max_abs_diff_from_two_sided=float((out.float() - other.float()).abs().max().item()),
+        )
+    result["passed"] = bool(result["passed"]) and rejects_doubled and rejects_unreduced is not False
+    return result
+
+
+class Events:
+    """JSON lines for ep_launcher.py (its docstring lists them); a no-op without a path."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.handle = path.open("a", encoding="utf-8") if path else None
+
+    def __call__(self, **event: object) -> None:
+        if self.handle is not None:
+            self.handle.write(json.dumps(event) + "\n")
+            self.handle.flush()
+
+
+def case_id(name: str, top_k: int, tokens: int) -> str:
+    return f"{name}/top{top_k}/tok{tokens}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the whole matrix on this rank; exit 1 if any case fails on any rank."""
+    global INIT_BARRIER
     parser = argparse.ArgumentParser(description="FlashInfer combine contract, any EP size")
     parser.add_argument("--backend", choices=BACKENDS, action="append")
+    parser.add_argument("--skip-group", action="append", default=[], help="leave this backend out (after a hang)")
     parser.add_argument("--tokens", type=int, action="append")
     parser.add_argument("--top-k", type=int, action="append")
-    parser.add_argument("--json", type=Path, help="rank 0 writes all results here")
+    parser.add_argument("--smoke", action="store_true", help="one case per backend (1 token, top-k 1): can it run?")
+    parser.add_argument("--no-init-barrier", action="store_true", help="leave out the barrier OneSided explains")
+    parser.add_argument("--delay-init", metavar="RANK:SECONDS", help="start one rank's one-sided initialize late")
+    parser.add_argument("--events", type=Path, help="report progress here as JSON lines (ep_launcher.py)")
+    parser.add_argument("--json", type=Path, help="rank 0 writes all results here (gathered at the end)")
     args = parser.parse_args(argv)
+    INIT_BARRIER = not args.no_init_barrier
+    emit = Events(args.events)
+    names = [n for n in (args.backend or BACKENDS) if n not in args.skip_group]
+    top_ks = [1] if args.smoke else (args.top_k or list(TOP_KS))
+    token_counts = [1] if args.smoke else (args.tokens or list(TOKEN_COUNTS))
+    matrix = [(n, k, t) for n in names for k in top_ks for t in token_counts]
+    emit(
+        event="plan",
+        cases=[{"id": case_id(*c), "group": c[0], "label": f"top-k {c[1]}, {c[2]} tokens"} for c in matrix],
+    )
     ctx = ep_context()
+    recorder = call_recorder()
+    if args.delay_init:
+        rank, _, seconds = args.delay_init.partition(":")
+        delay_initialize(int(rank), float(seconds))
     results: list[dict[str, object]] = []
-    for name in args.backend or available_backends():
-        for k in args.top_k or TOP_KS:
-            for t in args.tokens or TOKEN_COUNTS:
-                try:
-                    res = asdict(run_case(name, make_case(ctx, t, k)))
-                except Exception as exc:
-                    res = {
-                        "backend": name,
-                        "ep_size": ctx.world_size,
-                        "rank": ctx.rank,
-                        "tokens": t,
-                        "top_k": k,
-                        "passed": False,
-                        "error": _err(exc),
-                    }
-                results.append(res)
-                print(json.dumps(res), flush=True)
-    gathered: list[list[dict[str, object]] | None] = [None] * ctx.world_size
-    dist.all_gather_object(gathered, results, group=ctx.group)
-    flat = [r for rank_results in gathered for r in (rank_results or [])]
-    failed = [r for r in flat if not r["passed"]]
-    if ctx.rank == 0:
-        print(
-            f"EP {ctx.world_size}: {len(flat) - len(failed)} passed, {len(failed)} failed (cases x ranks)", flush=True
+    two_sided_outputs: dict[tuple[int, int], torch.Tensor] = {}
+    for name in names:
+        group_cases = [c for c in matrix if c[0] == name]
+        calls_before, libs_before = recorder.snapshot(), set(loaded_flashinfer_libraries())
+        started = time.time()
+        why = missing(name)
+        if why is None and group_cases:
+            # The first workspace (and, where it is not cached yet, the JIT build) says whether
+            # this backend can run here at this EP size at all.
+            emit(event="setup", group=name, what="first workspace and JIT module")
+            try:
+                backend(name, group_cases[0][1])
+            except Exception as exc:
+                why = f"building its workspace failed: {_err(exc)}"
+        emit(event="group", group=name, can_run=why is None, reason=why or "")
+        if why is not None:
+            for _, k, t in group_cases:
+                emit(event="result", case=case_id(name, k, t), passed=False, skipped=True, reason=why)
+            continue
+        for _, k, t in group_cases:
+            cid = case_id(name, k, t)
+            try:
+                emit(event="setup", group=name, what=f"workspace top-k {k} (and the JIT module the first time)")
+                backend(name, k)
+                emit(event="start", case=cid)
+                case_started = time.time()
+                res = run_checked_case(name, make_case(ctx, t, k), two_sided_outputs)
+                res.update(started_at=case_started, ended_at=time.time())
+                res["wall_s"] = round(float(res["ended_at"]) - case_started, 4)  # type: ignore[arg-type]
+            except Exception as exc:
+                res = {
+                    "backend": name,
+                    "ep_size": ctx.world_size,
+                    "rank": ctx.rank,
+                    "tokens": t,
+                    "top_k": k,
+                    "passed": False,
+                    "error": _err(exc),
+                }
+            results.append(res)
+            emit(event="result", case=cid, **res)
+            print(json.dumps(res), flush=True)
+        emit(
+            event="evidence",
+            group=name,
+            entry_points_called=recorder.since(calls_before),
+            jit_modules_loaded=sorted(set(loaded_flashinfer_libraries()) - libs_before),
+            workspace=_facts_or_error(name, group_cases[0][1]) if group_cases else {},
+            wall_s=round(time.time() - started, 3),
         )
-        if args.json:
+    failed = [r for r in results if not r["passed"]]
+    if args.json:
+        gathered: list[list[dict[str, object]] | None] = [None] * ctx.world_size
+        dist.all_gather_object(gathered, results, group=ctx.group)
+        flat = [r for rank_results in gathered for r in (rank_results or [])]
+        failed = [r for r in flat if not r["passed"]]
+        if ctx.rank == 0:
+            print(f"EP {ctx.world_size}: {len(flat) - len(failed)} passed, {len(failed)} failed (cases x ranks)")
             args.json.write_text(json.dumps(flat, indent=1) + "\n")
-    dist.barrier(group=ctx.group)
+        dist.barrier(group=ctx.group)
+    emit(event="done")
     return 1 if failed else 0
 
 

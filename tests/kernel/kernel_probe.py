@@ -1,8 +1,11 @@
 """Probe: can FlashInfer's NVLink MoE all-to-all kernels run on this machine?
 
-Runs standalone (``python tests/kernel/kernel_probe.py [--json PATH]``) and from
-the kernel tests. Every check records either its value or the exact error, so a
-backend that cannot run here is reported with the reason instead of a bare skip.
+Runs standalone (``python tests/kernel/kernel_probe.py [--ep 2 --ep 4] [--json PATH]``)
+and from the kernel tests. Every check records either its value or the exact error, so a
+backend that cannot run here is reported with the reason instead of a bare skip. EP 1 runs
+in this process; each larger EP size runs one token per backend as that many rank processes
+on this machine (ep_launcher.py, with its deadlines), so a backend that hangs at an EP size
+is reported as unable to run there, with the deadline message as the reason.
 
 Only device *attributes* are read for multicast; no multicast object is ever
 created (cuMulticastCreate can take a shared host's GPUs down).
@@ -61,6 +64,8 @@ class ProbeResult:
     flashinfer_verified: bool = False
     mnnvl_workspace: str = "not tried"
     backends: list[BackendStatus] = field(default_factory=list)
+    # The same question at each EP size > 1, asked of that many rank processes (--ep).
+    ep_backends: list[BackendStatus] = field(default_factory=list)
     skip_reason: str | None = None
 
 
@@ -164,7 +169,31 @@ def _driver_checks(result: ProbeResult, dev: int) -> None:
                 cu.cuMemRelease(mem)
 
 
-def run_probe(try_backends: bool = True) -> ProbeResult:
+def probe_ep_sizes(ep_sizes: list[int], setup_deadline_s: float = 300.0) -> list[BackendStatus]:
+    """Per backend and EP size: one token through dispatch and combine, each rank a process."""
+    import ep_launcher  # type: ignore[import-not-found]
+
+    statuses = []
+    for ep_size in ep_sizes:
+        run = ep_launcher.run_ep(ep_size, ["--smoke"], case_deadline_s=60.0, setup_deadline_s=setup_deadline_s)
+        for name in BACKENDS:
+            group = run.groups.get(name)
+            if group is None:
+                why = "; ".join(run.crashes)[:400] or "no rank reported this backend"
+                statuses.append(BackendStatus(name, BACKEND_API[name], ep_size, False, why))
+                continue
+            failures = [o.reason for o in run.outcomes if o.group == name and o.status != ep_launcher.PASSED]
+            can_run = bool(group.can_run) and group.verdict == ep_launcher.PASSED
+            reason = (
+                f"1-token round trip on {ep_size} processes ok in {group.wall_s:.1f}s"
+                if can_run
+                else (group.reason or (failures[0] if failures else "no result"))
+            )
+            statuses.append(BackendStatus(name, BACKEND_API[name], ep_size, can_run, reason[:400]))
+    return statuses
+
+
+def run_probe(try_backends: bool = True, ep_sizes: list[int] | None = None) -> ProbeResult:
     result = ProbeResult()
     try:
         result.verified_specifier = verified_specifier()
@@ -226,6 +255,8 @@ def run_probe(try_backends: bool = True) -> ProbeResult:
     for name in BACKENDS:
         ok, reason = kc.try_backend(ctx, name)
         result.backends.append(BackendStatus(name, BACKEND_API[name], ctx.world_size, ok, reason))
+    # After the in-process probe, which built the JIT modules the rank processes then load.
+    result.ep_backends = probe_ep_sizes([n for n in ep_sizes or [] if n > 1])
     return result
 
 
@@ -248,7 +279,7 @@ def format_table(result: ProbeResult) -> str:
         ("VERIFIED.toml specifier", result.verified_specifier),
         ("version verified", str(result.flashinfer_verified)),
     ]
-    for b in result.backends:
+    for b in [*result.backends, *result.ep_backends]:
         verdict = "CAN RUN" if b.can_run else "cannot run"
         rows.append((f"{b.backend} (ep_size {b.ep_size})", f"{verdict}: {b.reason}"))
     if result.skip_reason:
@@ -263,8 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the result as JSON here")
     parser.add_argument("--no-backends", action="store_true", help="skip JIT build and workspaces")
+    parser.add_argument(
+        "--ep", type=int, action="append", default=[], help="also probe at this EP size as that many processes"
+    )
     args = parser.parse_args(argv)
-    result = run_probe(try_backends=not args.no_backends)
+    if any(n < 1 for n in args.ep):
+        parser.error(f"an EP size is at least 1, got {args.ep}")
+    result = run_probe(try_backends=not args.no_backends, ep_sizes=args.ep)
     print(format_table(result))
     if args.json:
         args.json.write_text(json.dumps(asdict(result), indent=2) + "\n")

@@ -61,60 +61,53 @@ def test_check_catches_the_double_reduction(probe: kernel_probe.ProbeResult, bac
     assert not kc.check_output(backend, case, unreduced).passed, "[T*k, H] output not caught"
 
 
-@pytest.mark.parametrize("ep_size", [2])
-def test_cross_rank_reduction_processes_sharing_gpus(probe: kernel_probe.ProbeResult, ep_size: int) -> None:
-    """At EP 1 every top-k slot targets rank 0, so combine sums one partial per
-    token. The reduction that the old TP all-reduce duplicated is the one across
-    EP ranks: run EP 2 as two processes (on however many GPUs there are; two
-    processes may share one GPU, the MNNVL workspace then uses POSIX-fd handles)."""
-    # A backend this FlashInfer does not have (one-sided on 0.5.x) is left out; any other that cannot run skips.
-    runnable = [b for b in probe.backends if b.can_run]
-    if not runnable:
-        pytest.skip("no backend can run here: " + "; ".join(b.reason for b in probe.backends))
+@pytest.mark.parametrize("ep_size", [2, 4])
+def test_contract_at_ep_size_each_rank_a_process(probe: kernel_probe.ProbeResult, ep_size: int) -> None:
+    """At EP 1 every top-k slot of a token targets rank 0, so combine sums one partial per
+    token. The reduction that the old TP all-reduce duplicated is the one across EP ranks:
+    here every rank is a process (ep_launcher.py; several share one GPU, the MNNVL workspace
+    then uses POSIX-fd handles), each case has a deadline, and a hang fails the case that hung.
+    Every case must match the top-k sum, reject the doubled and the unreduced output, and each
+    backend must have called its own FlashInfer entry points on its own workspace."""
+    import ep_launcher
     import kernel_contract as kc
 
+    runnable = [b.backend for b in probe.backends if b.can_run]
     absent = [b for b in probe.backends if not b.can_run and kc.missing(b.backend)]
+    if not runnable:
+        pytest.skip("no backend can run here: " + "; ".join(b.reason for b in probe.backends))
     if len(runnable) + len(absent) != len(probe.backends):
         pytest.skip("a backend cannot run here: " + "; ".join(b.reason for b in probe.backends if not b.can_run))
-    import json
-    import os
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "results.json"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--nproc-per-node",
-                str(ep_size),
-                "--master-port",
-                str(29500 + os.getpid() % 1000),
-                str(here / "kernel_contract.py"),
-                "--json",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=420,
-            check=False,
-            env={
-                **os.environ,
-                "NCCL_NVLS_ENABLE": "0",
-                "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1",
-            },
-        )
-        tail = (proc.stdout + proc.stderr)[-3000:]
-        assert out.exists(), f"torchrun rc={proc.returncode}, no results:\n{tail}"
-        results = json.loads(out.read_text())
-    expected = len(runnable) * len(TOP_KS) * len(TOKEN_COUNTS) * ep_size
-    failed = [r for r in results if not r["passed"]]
-    assert len(results) == expected, tail
-    assert not failed, f"{len(failed)} of {len(results)} (case, rank) failed: {failed[:3]}"
-    assert proc.returncode == 0, tail
+    run = ep_launcher.run_ep(ep_size, case_deadline_s=60.0, setup_deadline_s=180.0)
+    ep_launcher.save_report(run, f"ep{ep_size}.json")
+    print("\n" + ep_launcher.format_summary([run]))
+    assert not run.hangs, [h.message for h in run.hangs]
+    assert not run.crashes, run.crashes
+    for b in absent:
+        group = run.groups[b.backend]
+        assert group.can_run is False and group.skipped == len(TOP_KS) * len(TOKEN_COUNTS) * ep_size, group
+    calls = {}
+    for name in runnable:
+        group = run.groups[name]
+        assert group.can_run, f"{name} at EP {ep_size}: {group.reason}"
+        outcomes = [o for o in run.outcomes if o.group == name]
+        assert len(outcomes) == len(TOP_KS) * len(TOKEN_COUNTS) * ep_size
+        bad = [o for o in outcomes if o.status != ep_launcher.PASSED]
+        assert not bad, f"{len(bad)} of {len(outcomes)} (case, rank) failed, e.g. {bad[:2]}"
+        for o in outcomes:
+            assert o.detail["rejects_doubled"], o
+            assert o.detail["rejects_unreduced"] is (None if o.detail["top_k"] == 1 else True), o
+        assert set(group.evidence) == set(range(ep_size)), f"{name}: evidence from ranks {sorted(group.evidence)}"
+        calls[name] = {fn for ev in group.evidence.values() for fn in ev["entry_points_called"]}
+    # Each backend ran its own kernels: its entry points, none of the other's.
+    if kc.TWO_SIDED in calls:
+        two = calls[kc.TWO_SIDED]
+        assert {"flashinfer.comm.trtllm_alltoall.moe_prepare", "flashinfer.comm.trtllm_alltoall.moe_comm"} <= two
+        assert not any("trtllm_moe_alltoall" in fn for fn in two), two
+    if kc.ONE_SIDED in calls:
+        one = calls[kc.ONE_SIDED]
+        assert {
+            "flashinfer.comm.trtllm_moe_alltoall.moe_a2a_dispatch",
+            "flashinfer.comm.trtllm_moe_alltoall.moe_a2a_combine",
+        } <= one
+        assert not any("trtllm_alltoall.moe_" in fn for fn in one), one
