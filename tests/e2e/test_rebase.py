@@ -35,7 +35,7 @@ FROM, TO, FIXED = tag_facts.rebase_from(), tag_facts.rebase_to(), tag_facts.fixe
 def project(project: Path) -> Path:
     """The project copy at the scenario's starting release (rebased there unless vendor/ is)."""
     if Pin.load(project / "vendor/vllm_fused_moe/UPSTREAM.toml").tag != FROM:
-        moved = run_release(project, "rebase", FROM, "--from", "pypi")
+        moved = run_release(project, "rebase", FROM, "--from", "pypi", "--allow-older")
         assert moved.returncode == 0, moved.stderr
     return project
 
