@@ -27,7 +27,8 @@ COMMAND_TAGS = {"sh", "bash", "shell", "console"}
 # CLI): checked to be one of these, not run. A new program in the docs is added here on purpose.
 PROGRAMS = {
     "pip", "uv", "git", "gh", "$EDITOR", "sed", "curl", "torchrun", "bash", "sh", ".", "source", "vllm",
-    "dos2unix", "cd", "export", "ls", "cat", "time",
+    "dos2unix", "cd", "export", "ls", "cat", "time", "mkdir", "cp", "echo", "env", "sha256sum", "tar", "unzip",
+    "wget", "pipx", "docker",
 }  # fmt: skip
 PYTHON_MODULES = {"pip", "venv", "pytest", "http.server", "build"}  # `python -m X`, not ours: not run
 PYTHONS = {"python", "python3"}
@@ -95,7 +96,7 @@ def program(words: list[str] | tuple[str, ...]) -> Program:
     if not rest:
         return Program("unknown", ())
     first, args = rest[0], tuple(rest[1:])
-    if first in PYTHONS:
+    if first in PYTHONS or first.rsplit("/", 1)[-1] in PYTHONS:  # also a venv's own: .venv/bin/python
         if len(args) >= 2 and args[0] == "-m":
             module, after = args[1], args[2:]
             if module == "nox":
