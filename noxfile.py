@@ -157,8 +157,9 @@ def test(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("vllm", contract_versions())
 def contract(session: nox.Session, vllm: str) -> None:
-    """The reduce contract and the FlashInfer combine on another train tag: nox -s "contract(vllm='0.19.1')".
+    """The reduce contract and the FlashInfer combine on the train tag X of this session's name (vllm=X).
 
+    One session per group of train tags (`nox -l` lists them; run one with nox -s "contract(vllm='X')").
     A scratch copy of vendor/ and patches/ is rebased onto the tag, so the suite sees that
     tag's pristine and patched files next to its own vLLM and FlashInfer pin.
     """
@@ -177,9 +178,9 @@ def contract(session: nox.Session, vllm: str) -> None:
     shutil.rmtree(checkout, ignore_errors=True)
     for name in ("vendor", "patches"):
         shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
-    session.run(
-        "python", "-m", "release", "--root", str(checkout), "rebase", entry["tag"], "--from", "pypi", silent=True
-    )
+    # Most groups are older than the head: moving this scratch copy back is the point (--allow-older).
+    onto = ["rebase", entry["tag"], "--from", "pypi", "--allow-older"]
+    session.run("python", "-m", "release", "--root", str(checkout), *onto, silent=True)
     session.run("python", "-m", "pytest", *suite, env={"VLLM_FUSED_MOE_ROOT": str(checkout)})
 
 

@@ -379,6 +379,15 @@ class WorkDirError(BadInputError):
     default_hint = "the conflict report names the work directory; `python -m release rebase --abort DIR` drops any"
 
 
+class OlderTagError(BadInputError):
+    """`rebase` onto a tag older than the head would move vendor/ and the head of the train backwards."""
+
+    default_hint = (
+        "pass --allow-older to move the head back on purpose (the report says so); `python -m release train "
+        "add TAG` ships an older release without moving the head"
+    )
+
+
 class JournalError(ReleaseError):
     """An interrupted swap cannot be finished by itself."""
 

@@ -49,11 +49,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="classify and report; write nothing to vendor/ or patches/"
     )
     parser.add_argument(
+        "--allow-older",
+        action="store_true",
+        help="rebase onto a tag older than the head, moving vendor/ and the head of the train backwards "
+        "(refused with exit 2 otherwise; a --dry-run goes on and says so)",
+    )
+    parser.add_argument(
         "--report",
         type=Path,
         default=None,
         metavar="DIR",
-        help="where rebase-report.md and .json go (default: reports/rebase-TAG/)",
+        help="where rebase-report.md and .json go (default: reports/rebase-TAG/): the newest run's; every "
+        "run's own pair is kept in DIR/runs/NNNN/, never overwritten",
     )
     parser.add_argument(
         "--continue", dest="resume", type=Path, metavar="WORKDIR", help="finish a rebase stopped by a conflict"
@@ -72,6 +79,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     else:
         if not args.tag:
             raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
-        report = rebase.rebase(rebase.RebaseOptions(args.tag, args.source, layout, args.dry_run, args.report))
+        report = rebase.rebase(
+            rebase.RebaseOptions(args.tag, args.source, layout, args.dry_run, args.report, args.allow_older)
+        )
     print(report.to_markdown())
     return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

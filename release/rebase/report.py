@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from release.core.journal import write_atomic
+
+MARKDOWN, JSON = "rebase-report.md", "rebase-report.json"
+RUNS = "runs"  # each run's report, numbered, never overwritten; the directory's own pair is the newest
+_RUN_RE = re.compile(r"^\d{4,}$")
 
 
 @dataclass
@@ -49,9 +56,13 @@ class RebaseReport:
     result: str  # done | conflict | nothing-to-do
     patches: list[PatchOutcome]
     upstream_changes: list[FileChange]
+    # forward | backward (the new tag is older than the old head: --allow-older) | same
+    direction: str = "forward"
     work_dir: str = ""
     continue_command: str = ""
     abort_command: str = ""
+    run: str = ""  # this run's own copy, relative to the report directory (runs/NNNN)
+    earlier_runs: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False) + "\n"
@@ -60,7 +71,7 @@ class RebaseReport:
         lines = [
             f"# Rebase onto vLLM {self.new_tag}: {self.result}{' (dry run, nothing written)' if self.dry_run else ''}",
             "",
-            f"- from: {self.old_tag} → {self.new_tag}",
+            f"- from: {self.old_tag} → {self.new_tag}" + self._direction_note(),
             f"- source: `{self.source}`"
             + (f", wheel `{self.wheel}` (sha256 `{self.wheel_sha256[:16]}…`)" if self.wheel else "")
             + (f", commit `{self.commit[:12]}`" if self.commit else ""),
@@ -109,6 +120,9 @@ class RebaseReport:
                 f"- continue: `{self.continue_command}`",
                 f"- or abort: `{self.abort_command}`",
             ]
+        if self.run:
+            earlier = ", ".join(f"`{name}/`" for name in self.earlier_runs) or "none"
+            lines += ["", f"This run's report is also `{self.run}/`; earlier runs here: {earlier}."]
         lines += ["", f"## Upstream changes in the subtree since {self.old_tag}", ""]
         if self.upstream_changes:
             lines += ["| file | change | + | - |", "| --- | --- | --- | --- |"]
@@ -119,11 +133,49 @@ class RebaseReport:
             lines.append("none")
         return "\n".join(lines) + "\n"
 
+    def _direction_note(self) -> str:
+        if self.direction != "backward":
+            return ""
+        moved = "would move" if self.dry_run else "moves"
+        return (
+            f" — **backwards: {self.new_tag} is older than the head {self.old_tag}; this {moved} vendor/ and the "
+            "head of the train back (`--allow-older`)**"
+        )
+
     def write(self, directory: Path) -> tuple[Path, Path]:
+        """This run's pair in `runs/NNNN/` (kept), then the same bytes as the directory's newest pair.
+
+        A rerun (a second dry run, a rebase after its dry run, `--continue` after a conflict) so never
+        replaces what an earlier run reported: "nothing-to-do" after "done" is a new file beside it.
+        """
         directory.mkdir(parents=True, exist_ok=True)
-        md, js = directory / "rebase-report.md", directory / "rebase-report.json"
-        md.write_text(self.to_markdown(), encoding="utf-8")
-        js.write_text(self.to_json(), encoding="utf-8")
+        runs = directory / RUNS
+        md, js = directory / MARKDOWN, directory / JSON
+        if not runs.exists() and (md.is_file() or js.is_file()):
+            # A report from before runs were numbered: it is the first run, not something to overwrite.
+            (runs / "0001").mkdir(parents=True)
+            for path in (md, js):
+                if path.is_file():
+                    path.replace(runs / "0001" / path.name)
+        runs.mkdir(exist_ok=True)
+        self.earlier_runs = sorted(
+            (f"{RUNS}/{p.name}" for p in runs.iterdir() if p.is_dir() and _RUN_RE.match(p.name)),
+            key=lambda name: int(name.rsplit("/", 1)[1]),
+        )
+        number = int(self.earlier_runs[-1].rsplit("/", 1)[1]) + 1 if self.earlier_runs else 1
+        while True:  # mkdir is the claim: two writers into one --report directory never share a number
+            own = runs / f"{number:04d}"
+            try:
+                own.mkdir()
+                break
+            except FileExistsError:
+                number += 1
+        self.run = f"{RUNS}/{own.name}"
+        markdown, text = self.to_markdown().encode("utf-8"), self.to_json().encode("utf-8")
+        (own / MARKDOWN).write_bytes(markdown)
+        (own / JSON).write_bytes(text)
+        write_atomic(md, markdown)
+        write_atomic(js, text)
         return md, js
 
 

@@ -20,6 +20,7 @@ from release.core.errors import (
     AfterSwapError,
     ConflictError,
     DirtyVendorError,
+    OlderTagError,
     OutputNotWritableError,
     WorkDirError,
 )
@@ -28,7 +29,7 @@ from release.core.git import WorkRepo
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
-from release.core.versions import canonical_tag
+from release.core.versions import canonical_tag, parse_version
 from release.pristine.sources import fetch, recorded_source
 from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
@@ -96,6 +97,7 @@ class RebaseOptions:
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
+    allow_older: bool = False  # move the head to an older tag on purpose (refused otherwise)
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
@@ -110,6 +112,7 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     queue = Queue.load(layout)
     if layout.train.is_file():
         Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
+    refuse_backwards(options, queue.pin.tag)
     old_pristine = require_clean_vendor(layout, queue)
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
@@ -129,6 +132,29 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         if not (work / STATE).exists():
             shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def direction(old_tag: str, new_tag: str) -> str:
+    """forward, backward or same: where a rebase from the head `old_tag` onto `new_tag` moves it."""
+    old, new = (parsed[0].key if (parsed := parse_version(tag)) else (0, 0, 0, 0) for tag in (old_tag, new_tag))
+    return "same" if new == old else "backward" if new < old else "forward"
+
+
+def refuse_backwards(options: RebaseOptions, head: str) -> None:
+    """An older tag moves vendor/ and the train's head back: refused unless asked for, and said either way.
+
+    The README's rebase command names a fixed tag; run in a checkout whose head has since moved
+    past it, it would quietly undo that move. A dry run writes nothing, so it goes on and says so.
+    """
+    if direction(head, options.tag) != "backward":
+        return
+    if not (options.allow_older or options.dry_run):
+        raise OlderTagError(
+            f"{options.tag} is older than the head {head}: the rebase would move vendor/, UPSTREAM.toml and the "
+            "head of the train backwards; nothing was changed"
+        )
+    what = "would move" if options.dry_run else "moves"
+    print(f"note: {options.tag} is older than the head {head}: this rebase {what} the head backwards", file=sys.stderr)
 
 
 def check_report_dir(options: RebaseOptions) -> None:
@@ -329,6 +355,7 @@ def make_report(
         result=result,
         patches=replay.outcomes,
         upstream_changes=upstream_changes(old_pristine, upstream.files),
+        direction=direction(queue.pin.tag, options.tag),
     )
 
 
@@ -338,7 +365,7 @@ def report_dir(options: RebaseOptions) -> Path:
 
 def write_report(options: RebaseOptions, report: RebaseReport) -> None:
     md, js = report.write(report_dir(options))
-    print(f"report: {md} and {js}", file=sys.stderr)
+    print(f"report: {md} and {js} (this run's own copy: {md.parent / report.run}/)", file=sys.stderr)
 
 
 # ------------------------------------------------------------- continue / abort

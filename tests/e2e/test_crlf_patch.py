@@ -24,7 +24,7 @@ def commands(tmp_path: Path) -> list[tuple[str, ...]]:
     return [
         ("check",),
         ("status",),
-        ("rebase", tag_facts.other_than_head(), "--from", "pypi", "--report", str(tmp_path / "report")),
+        ("rebase", tag_facts.other_than_head(), "--from", "pypi", "--allow-older", "--report", str(tmp_path / "r")),
         ("train", "check", head),
         ("upstream-pr", "0001", "--out", str(tmp_path / "pr")),
         ("build", "--allow-dirty", "--out", str(tmp_path / "dist")),

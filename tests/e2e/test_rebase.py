@@ -35,7 +35,7 @@ FROM, TO, FIXED = tag_facts.rebase_from(), tag_facts.rebase_to(), tag_facts.fixe
 def project(project: Path) -> Path:
     """The project copy at the scenario's starting release (rebased there unless vendor/ is)."""
     if Pin.load(project / "vendor/vllm_fused_moe/UPSTREAM.toml").tag != FROM:
-        moved = run_release(project, "rebase", FROM, "--from", "pypi")
+        moved = run_release(project, "rebase", FROM, "--from", "pypi", "--allow-older")
         assert moved.returncode == 0, moved.stderr
     return project
 
@@ -294,7 +294,7 @@ def _dirty_vendor(project: Path) -> None:
     [
         (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
         (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
-        (None, ["v0.0.999", "--from", "pypi"], "no vLLM release 0.0.999"),
+        (None, ["v99.0.999", "--from", "pypi"], "no vLLM release 99.0.999"),  # newer: an older tag is refused first
         (_corrupt_patch, [TO, "--from", "pypi"], "is corrupt"),
         (_series_names_missing_file, [TO, "--from", "pypi"], "0009-not-there.patch"),
         (_dirty_vendor, [TO, "--from", "pypi"], "no_dp_ep.py (edited)"),

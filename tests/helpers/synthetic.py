@@ -21,9 +21,19 @@ from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.queue.drift import drift
 from release.queue.load import Queue
+from release.queue.pin import Pin
 
 SUBTREE = UPSTREAM_SUBTREE
-NEXT_TAG = "v0.20.99"  # a tag no real source has: these tests never reach the network
+
+
+def _next_tag() -> str:
+    """vX.Y.99 of the head's vX.Y.Z: a tag no real source has (these tests never reach the network), and
+    newer than the head wherever vendor/ is, since `rebase` refuses an older tag without --allow-older."""
+    major, minor, _ = Pin.load(Layout.default().upstream_toml).tag.removeprefix("v").split(".", 2)
+    return f"v{major}.{minor}.99"
+
+
+NEXT_TAG = _next_tag()
 
 
 def pristine(project: Path) -> dict[str, bytes]:

@@ -21,7 +21,7 @@ from helpers.synthetic import NEXT_TAG, demo_wheel, make_dir, next_tree
 from release.core.layout import Layout
 from release.core.lock import TIMEOUT_ENV, index_lock, repo_lock
 
-OTHER_TAG = "v0.20.98"
+OTHER_TAG = NEXT_TAG.rsplit(".", 1)[0] + ".98"  # also newer than the head, older than NEXT_TAG
 
 
 def _source(project: Path, root: Path, version: str, marker: bytes) -> str:
@@ -59,7 +59,9 @@ def test_two_rebases_at_once_run_one_after_the_other_and_leave_one_consistent_tr
     runs = {}
     with repo_lock(Layout(project), "the starting gun"):  # both start while the lock is held, then race
         for tag, source in sources.items():
-            argv = [sys.executable, "-m", "release", "--root", str(project), "rebase", tag, "--from", source]
+            # Whichever runs second may go from NEXT_TAG back to OTHER_TAG: the race is the point here.
+            rebase = ["rebase", tag, "--from", source, "--allow-older"]
+            argv = [sys.executable, "-m", "release", "--root", str(project), *rebase]
             runs[tag] = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # Each says that it waits before anything else (flushed); read it while the gun is still held,
         # so both are proven to be queued on the lock however slowly the machine starts them.

@@ -63,7 +63,7 @@ def test_a_work_dir_a_killed_rebase_left_has_a_way_out(project: Path, source: st
 def test_a_damaged_state_file_is_one_line_and_abort_still_works(project: Path) -> None:
     work = project / ".work" / f"rebase-{NEXT_TAG}"
     work.mkdir(parents=True)
-    (work / "state.json").write_text('{"tag": "v0.20.99", "sour')
+    (work / "state.json").write_text(f'{{"tag": "{NEXT_TAG}", "sour')
     resumed = run_release(project, "rebase", "--continue", str(work))
     assert resumed.returncode == 2 and "is damaged" in resumed.stderr, resumed.stderr
     assert "Traceback" not in resumed.stderr

@@ -118,15 +118,15 @@ BAD = [
     (wheel_source, "absolute", "has an empty or `.` component"),
     (wheel_source, "symlink", "is a symbolic link"),
     (wheel_source, "no-metadata", "has no .dist-info/METADATA"),
-    (wheel_source, "other-version", "is vLLM 0.20.0, not v0.20.99"),
+    (wheel_source, "other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
     (wheel_source, "corrupt", "cannot read"),
     (dir_source, "file-link", "is a symbolic link"),
     (dir_source, "replaced-by-link", "is a symbolic link"),
     (dir_source, "dir-link", "is a symbolic link"),
     (dir_source, "subtree-link", "is a symbolic link"),
     (dir_source, "version-link", "is a symbolic link"),
-    (dir_source, "no-version", "cannot prove it is vLLM v0.20.99"),
-    (dir_source, "other-version", "says vLLM 0.20.0, not v0.20.99"),
+    (dir_source, "no-version", f"cannot prove it is vLLM {NEXT_TAG}"),
+    (dir_source, "other-version", f"says vLLM 0.20.0, not {NEXT_TAG}"),
     (git_source, "symlink", "is a symbolic link (mode 120000)"),
     (git_source, "submodule", "is a submodule (mode 160000)"),
 ]
@@ -159,7 +159,7 @@ def test_a_well_formed_source_of_each_kind_goes_through(project: Path, tmp_path:
     assert run_release(project, "check").returncode == 0
 
 
-@pytest.mark.parametrize("typed", ["0.20.99", " v0.20.99 ", "0.20.99\n"])
+@pytest.mark.parametrize("typed", [VERSION, f" {NEXT_TAG} ", f"{VERSION}\n"])
 def test_a_tag_without_v_or_with_spaces_means_the_canonical_tag(project: Path, tmp_path: Path, typed: str) -> None:
     source = dir_source("good", project, tmp_path / "src")
     result = run_release(project, "rebase", typed, "--from", source, "--report", str(tmp_path / "r"))
@@ -169,7 +169,7 @@ def test_a_tag_without_v_or_with_spaces_means_the_canonical_tag(project: Path, t
     assert (tmp_path / "r" / "rebase-report.json").is_file()
 
 
-@pytest.mark.parametrize("typed", ["v0.20", "release-0.20.99", "v0.20.99 extra", ""])
+@pytest.mark.parametrize("typed", [NEXT_TAG.rsplit(".", 1)[0], f"release-{VERSION}", f"{NEXT_TAG} extra", ""])
 def test_a_tag_that_is_not_a_release_is_one_line_exit_2(project: Path, typed: str) -> None:
     before = snapshot(project)
     result = run_release(project, "rebase", typed, "--from", "pypi")
@@ -206,7 +206,7 @@ PYPI_BAD = [
     ("dotdot", "`..` component"),
     ("symlink", "is a symbolic link"),
     ("no-metadata", "has no .dist-info/METADATA"),
-    ("other-version", "is vLLM 0.20.0, not "),
+    ("other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
 ]
 
 

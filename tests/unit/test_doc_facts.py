@@ -1,0 +1,109 @@
+"""Facts in the docs that data decides are held to that data; measured figures name what prints them.
+
+- The table of release lines in docs/patch-queue.md is `patches/lines.toml` (names, series) with the
+  first and last tag of `patches/train.toml` on each line.
+- A count of the train's tags written in the prose ("the 19 train tags", "all six tags") is the
+  number of tags in `patches/train.toml`: a train add or remove fails here until the docs follow
+  (or are phrased so that they need not: "every tag of the train", "`train list` shows them").
+- A section that gives a measured time or size names the benchmark or command that prints it
+  (`benchmarks/NAME.py` that exists, `pytest --durations`, or a `nox -s`/`python -m release`
+  command), so that a stale figure can be measured again.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from helpers.doc_commands import docs, fenced_blocks
+
+UNITS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+WORDS = [*UNITS, *TEENS, "twenty", *(f"twenty-{unit}" for unit in UNITS)]  # what number() reads
+NUMBER = r"\d+|" + "|".join(sorted(WORDS, key=len, reverse=True))
+TRAIN_COUNT_RE = re.compile(rf"\b(?:(?:all|the) )?(?P<n>{NUMBER}) (?:train tags|tags of the train)\b|"
+                            rf"\ball (?P<m>{NUMBER}) (?:tags|wheels)\b", re.IGNORECASE)  # fmt: skip
+FIGURE_RE = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:[–-]\d[\d,]*(?:\.\d+)?)?\s?(?:s|ms|µs|min|MB|MiB|KiB|kB|GB|GiB)\b"
+)
+SOURCE_RE = re.compile(r"benchmarks/(\w+)\.py|--durations|`(?:python3? -m )?nox -s [^`]+`|`python3? -m release [^`]+`")
+
+
+def toml(path: Path) -> dict[str, object]:
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def number(text: str) -> int:
+    return int(text) if text.isdigit() else WORDS.index(text.lower()) + 1
+
+
+def prose(text: str) -> str:
+    """The text with fenced blocks blanked (line numbers kept): commands and output are not claims."""
+    lines = text.splitlines()
+    for _, fence, body in fenced_blocks(text):
+        for at in [fence, *(n for n, _ in body), (body[-1][0] + 1) if body else fence + 1]:
+            if at - 1 < len(lines):
+                lines[at - 1] = ""
+    return "\n".join(lines)
+
+
+def train_tags() -> list[dict[str, str]]:
+    releases = toml(REPO / "patches" / "train.toml").get("release", [])
+    assert isinstance(releases, list)
+    return releases
+
+
+def test_the_release_line_table_is_the_data() -> None:
+    text = (REPO / "docs" / "patch-queue.md").read_text(encoding="utf-8")
+    table = re.search(r"^\| line \| train tags \|.*\n\|[- |]+\n((?:\|.*\n)+)", text, re.MULTILINE)
+    assert table, "docs/patch-queue.md lost its table of release lines (| line | train tags | ...)"
+    rows = [[cell.strip() for cell in row.strip("|\n").split("|")] for row in table.group(1).splitlines()]
+    documented = {re.sub(r"`(\w+)`.*", r"\1", row[0]): (row[1], row[3].strip("`")) for row in rows}
+    lines = toml(REPO / "patches" / "lines.toml")["line"]
+    assert isinstance(lines, list)
+    expected = {}
+    for line in lines:
+        on_line = [entry["tag"].removeprefix("v") for entry in train_tags() if entry.get("line") == line["name"]]
+        span = f"{on_line[0]} - {on_line[-1]}" if len(on_line) > 1 else (on_line[0] if on_line else "none")
+        expected[line["name"]] = (span, line["series"])
+    assert documented == expected
+
+
+@pytest.mark.parametrize("doc", docs(REPO), ids=lambda doc: doc.name)
+def test_counts_of_the_train_in_the_prose_are_the_train(doc: Path) -> None:
+    count = len(train_tags())
+    wrong = []
+    for at, line in enumerate(prose(doc.read_text(encoding="utf-8")).splitlines(), 1):
+        for match in TRAIN_COUNT_RE.finditer(line):
+            said = number(match.group("n") or match.group("m"))
+            if said != count:
+                wrong.append(f"{doc.relative_to(REPO)}:{at}: {match.group(0)!r}, the train has {count} tags")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("doc", docs(REPO), ids=lambda doc: doc.name)
+def test_every_section_with_measured_figures_names_what_prints_them(doc: Path) -> None:
+    problems = []
+    for section in re.split(r"^#+ ", prose(doc.read_text(encoding="utf-8")), flags=re.MULTILINE):
+        measured = [
+            para
+            for para in re.split(r"\n\s*\n", section)
+            if re.search(r"\bmeasured\b", para, re.IGNORECASE) and FIGURE_RE.search(para)
+        ]
+        if not measured:
+            continue
+        sources = list(SOURCE_RE.finditer(section))
+        named = [m.group(1) for m in sources if m.group(1)]
+        missing = [name for name in named if not (REPO / "benchmarks" / f"{name}.py").is_file()]
+        if not sources or missing:
+            title = section.splitlines()[0][:60]
+            figure = FIGURE_RE.search(measured[0])
+            why = f"cite missing benchmarks {missing}" if missing else "name no benchmark or command"
+            problems.append(
+                f"{doc.relative_to(REPO)}, section {title!r}: measured figures ({figure and figure[0]!r}, ...) {why}"
+            )
+    assert not problems, "\n".join(problems)
