@@ -41,12 +41,13 @@ from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import copy_atomic, remove_leftovers
 from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
+from release.model.lines import HEAD_LINE, Line, read_lines
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.model.series import Series
+from release.model.train import Train
 from release.queue.drift import drift
-from release.queue.lines import HEAD_LINE, Line, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
-from release.queue.pin import Pin
-from release.queue.series import Series
 from release.queue.verified import flashinfer_range, read_verified
 
 if TYPE_CHECKING:
@@ -194,8 +195,9 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
 
 
 def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
+    # Imported here, not at the top: train check reads releases (release.pristine pulls in requests,
+    # ~0.4 s of start-up) and building the head's wheel alone never does.
     from release.train.check import check_train, select
-    from release.train.model import Train
 
     layout = plan.layout
     dirty = _checked_inputs(plan)
@@ -397,8 +399,6 @@ def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
 
 def head_line(layout: Layout) -> Line:
     """The head's release line: the one its train entry names (the head line by default)."""
-    from release.train.model import Train
-
     pin = Pin.load(layout.upstream_toml)
     entry = Train.load(layout.train).get(pin.tag) if layout.train.is_file() else None
     return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)

@@ -9,9 +9,10 @@ from pathlib import Path
 from release.core.errors import GitError, SourceError, TransportError, UnknownTagError
 from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
+from release.model.lines import Line
+from release.model.tree import UpstreamTree
 from release.pristine import safe, transport
-from release.pristine.tree import UpstreamTree, _flashinfer_pin
-from release.queue.lines import Line
+from release.pristine.metadata import flashinfer_pin
 
 # What git says when the network, not the source, failed (git's own wording, from http.c, connect.c, transport.c).
 NETWORK_FAILURE_RE = re.compile(
@@ -54,5 +55,5 @@ def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) 
         if not files:
             raise SourceError(f"{source} at {tag} has no {root}/")
         cuda = git("show", f"{commit}:requirements/cuda.txt", cwd=repo, check=False)
-        pin = _flashinfer_pin(cuda.out) if cuda.ok else ""
+        pin = flashinfer_pin(cuda.out) if cuda.ok else ""
     return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin, commit=commit)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from release.core.errors import SourceError, WheelIntegrityError
 from release.core.versions import canonical_tag
+from release.model.lines import Line
+from release.model.tree import UpstreamTree
 from release.pristine import safe
 from release.pristine.dir_source import read_dir
 from release.pristine.git_source import read_git
-from release.pristine.tree import UpstreamTree
 from release.pristine.wheel import read_pypi, read_wheel
-from release.queue.lines import Line
 
 DEFAULT_GIT_URL = "https://github.com/vllm-project/vllm.git"
 DEFAULT_SOURCE = f"git+{DEFAULT_GIT_URL}"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from release.core.git import apply_ok
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_SUBTREE, Layout, write_files
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
+from release.model.patch import Patch
 from release.queue.load import Queue
-from release.queue.patch import Patch
 
 # ------------------------------------------------------------- undoing the queue
 
@@ -52,8 +52,6 @@ def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, by
                     apply_ok(root, *only)
                 else:
                     blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1 :], patch.name)
-        from release.core.layout import read_tree
-
         recovered = read_tree(root / UPSTREAM_SUBTREE)
     return recovered, blocked
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
-from release.queue.patch import Hunk, Patch
+from release.model.patch import Hunk, Patch
 
 # ----------------------------------------------------------- already upstream?
 

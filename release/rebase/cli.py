@@ -62,6 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
+    # Imported here: `rebase --help` and `--abort` need none of the readers of a release behind it.
     from release.rebase import run as rebase
 
     if args.abort:

@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.version import Version
 
-@dataclass
-class Conflict:
-    file: str
-    hunks: list[str]
-    ours: str  # the new upstream side
-    theirs: str  # the patch's side
-
-
-@dataclass
-class PatchOutcome:
-    name: str
-    subject: str
-    status: str  # applied | upstream | conflict | not-reached
-    how: str = ""
-    refreshed: bool = False
-    conflicts: list[Conflict] = field(default_factory=list)
+from release.model.outcome import PatchOutcome
 
 
 @dataclass
@@ -129,9 +116,6 @@ class RebaseReport:
 
 def _pin_within(pin: str, verified: str) -> bool:
     """Is vLLM's exact FlashInfer pin one of the verified versions ("0.6.6, 0.6.8.post1")?"""
-    from packaging.requirements import Requirement
-    from packaging.version import Version
-
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]

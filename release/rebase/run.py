@@ -29,18 +29,19 @@ from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
+from release.model.outcome import PatchOutcome
+from release.model.patch import Patch, refuse_carriage_returns
+from release.model.pin import Pin
+from release.model.train import Train
+from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch, recorded_source
-from release.pristine.tree import UpstreamTree
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.queue.patch import Patch, refuse_carriage_returns
-from release.queue.pin import Pin
+from release.queue.replay import Replay, replay_series
 from release.queue.verified import verified_versions_text
-from release.rebase.replay import Replay, replay_series
-from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
+from release.rebase.head import move_head
+from release.rebase.report import RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
-from release.train.head import move_head
-from release.train.model import Train
 
 STATE = "state.json"
 

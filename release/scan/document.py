@@ -18,9 +18,9 @@ from typing import Any
 from packaging.version import Version
 
 from release.core.errors import ConfigError
-from release.queue.patch import Patch
-from release.scan.lines import read_serve
+from release.model.patch import Patch
 from release.scan.run import UPSTREAM, ScanOptions, ScanResult, in_range, release_status
+from release.scan.serve import read_serve
 
 SCHEMA = 1
 GENERATED_BY = "python -m release scan"

@@ -25,18 +25,17 @@ from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
+from release.model.lines import Line, Lines, load_lines, read_lines
+from release.model.patch import Patch
+from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
-from release.pristine.tree import _flashinfer_pin
+from release.pristine.metadata import flashinfer_pin
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
-from release.queue.lines import Lines, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
 from release.queue.upstreamed import classify
-from release.scan.lines import Line, load_lines
-from release.train.model import Train
 
 # What a patch is on one release, in the scan's words (rebase says "applied" for "applies").
 APPLIES, UPSTREAM, ABSENT, CONFLICT = "applies", "upstream", "absent", "conflict"
@@ -185,7 +184,7 @@ def scan_release(
         patches=states,
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
-        flashinfer=_flashinfer_pin(content.metadata),
+        flashinfer=flashinfer_pin(content.metadata),
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,

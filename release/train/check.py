@@ -18,11 +18,11 @@ from release.core.errors import ReleaseError, TransportError, UnknownTrainTagErr
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
+from release.model.lines import Line, read_lines
+from release.model.patch import Patch
+from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
-from release.queue.lines import Line, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
-from release.train.model import Train, TrainEntry
 from release.train.replay import TagReplay, head_pristine, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"

@@ -21,9 +21,10 @@ from packaging.version import InvalidVersion, Version
 
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
+from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.train.model import Train
+from release.train.add import add_one
 
 SCAN_SCHEMA = 1
 
@@ -84,8 +85,6 @@ def load_scan(path: Path) -> dict[str, Any]:
 
 
 def watch(layout: Layout, scan: dict[str, Any], source: str = "pypi") -> WatchReport:
-    from release.train.cli import add_one
-
     train = Train.load(layout.train)
     queue = Queue.load(layout)
     series = queue.series.names

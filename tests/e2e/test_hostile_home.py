@@ -26,9 +26,9 @@ import pytest
 
 from helpers import copy_project, private_cache, run_release, tag_facts
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.pin import Pin
+from release.model.train import Train
 from release.pristine.sources import fetch
-from release.queue.pin import Pin
-from release.train.model import Train
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 

@@ -19,10 +19,10 @@ from helpers import run_release, snapshot
 from helpers.index_server import LoopbackIndex
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.pin import Pin
 from release.pristine.index import INDEX_ENV
 from release.pristine.sources import fetch
 from release.pristine.wheel import pypi_content, pypi_wheel, subtree_member
-from release.queue.pin import Pin
 
 pytestmark = pytest.mark.network  # the pinned release wheel comes from the package index once, then the cache
 

@@ -19,8 +19,8 @@ from helpers import private_cache, run_release, snapshot, tag_facts, work_leftov
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
+from release.model.pin import Pin
 from release.pristine.sources import fetch
-from release.queue.pin import Pin
 from release.queue.verified import read_verified
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache

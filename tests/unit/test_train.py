@@ -17,10 +17,10 @@ from packaging.specifiers import SpecifierSet
 from helpers import REPO, run_release, snapshot
 from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
+from release.model.train import Train
 from release.pristine.sources import fetch
 from release.queue.load import Queue
 from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
-from release.train.model import Train
 
 TWO_SIDED = "flashinfer_nvlink_two_sided.py"
 # The FlashInfer all-to-all module of each release line: the file a line's series patches.

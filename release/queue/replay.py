@@ -16,10 +16,10 @@ from pathlib import Path
 from release.core.faults import fault_point
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
-from release.pristine.tree import UpstreamTree
-from release.queue.patch import Patch
+from release.model.outcome import Conflict, PatchOutcome
+from release.model.patch import Patch
+from release.model.tree import UpstreamTree
 from release.queue.upstreamed import classify, hunk_label
-from release.rebase.report import Conflict, PatchOutcome
 
 
 @dataclass
