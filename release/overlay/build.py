@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +55,15 @@ if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
     # Not importable at run time (vendor/ is not on sys.path), so for the type checker only.
     from vllm_fused_moe._meta import BuildInfo
+
+
+class Isolation(StrEnum):
+    """`build --isolation`: whether PyPA `build` makes an isolated environment for the backend."""
+
+    AUTO = "auto"  # isolated unless the installed backend is the pinned version
+    ON = "on"
+    OFF = "off"
+
 
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
@@ -119,7 +129,7 @@ class BuildPlan:
     layout: Layout
     out: Path
     patch_level: int | None = None
-    isolation: str = "auto"  # auto | on | off
+    isolation: Isolation = Isolation.AUTO
     allow_dirty: bool = False  # build a tree that is not its commit; the version and build info say so
 
 
@@ -476,9 +486,9 @@ def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
 # ----------------------------------------------------------------------- backend
 
 
-def _use_isolation(isolation: str) -> bool:
-    if isolation in ("on", "off"):
-        return isolation == "on"
+def _use_isolation(isolation: Isolation) -> bool:
+    if isolation is not Isolation.AUTO:
+        return isolation is Isolation.ON
     # Without isolation the installed backend is used; only the pinned one gives the pinned bytes.
     try:
         return metadata.version(BACKEND) != BACKEND_VERSION

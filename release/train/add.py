@@ -12,16 +12,18 @@ from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.model.lines import Line, read_lines
+from release.model.outcome import PatchStatus
+from release.model.source import Source
 from release.model.train import DEFAULT_LINE, Train, TrainEntry
 from release.model.tree import UpstreamTree
-from release.pristine.sources import fetch, recorded_source
+from release.pristine.sources import fetch
 from release.queue.load import Queue, line_patches
 from release.train.replay import TagReplay, replay_tag
 
 DEFAULT_TRAIN_SOURCE = "pypi"
 
 
-def fetch_on_line(layout: Layout, tag: str, source: str, name: str | None = None) -> tuple[Line, UpstreamTree]:
+def fetch_on_line(layout: Layout, tag: str, source: Source, name: str | None = None) -> tuple[Line, UpstreamTree]:
     """`tag`'s pristine modules and its release line: the named one, or the first in patches/lines.toml
     whose markers the release has (the scan's rule)."""
     lines = read_lines(layout.lines)
@@ -43,7 +45,7 @@ def fetch_on_line(layout: Layout, tag: str, source: str, name: str | None = None
 
 
 def replay_for_add(
-    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str, line_name: str | None = None
+    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source, line_name: str | None = None
 ) -> tuple[str, TagReplay]:
     line, upstream = fetch_on_line(layout, tag, source, line_name)
     if line.series_path(layout.root) == layout.series:
@@ -52,7 +54,7 @@ def replay_for_add(
         # Another line: its own series, and its files keyed below its own root; no head blobs needed.
         replay = replay_tag(upstream, {}, line_patches(layout, line), line.root)
     if replay.refusal:
-        fixed = any(o.status == "upstream" for o in replay.outcomes)
+        fixed = any(o.status == PatchStatus.UPSTREAM for o in replay.outcomes)
         raise TrainRefusedError(
             f"not adding {tag}: {replay.refusal}",
             hint=(
@@ -72,14 +74,14 @@ def replay_for_add(
     return line.name, replay
 
 
-def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> None:
+def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source) -> None:
     """Replay, record and save one tag (what `train watch` does per new release)."""
     line_name, replay = replay_for_add(layout, queue, base, tag, source)
     save(layout, record(Train.load(layout.train), replay, source, line_name))
 
 
-def record(train: Train, replay: TagReplay, source: str, line: str = DEFAULT_LINE) -> Train:
-    entry = replay.entry(recorded_source(source), line)  # a wheel by its name and sha256, not its directory
+def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_LINE) -> Train:
+    entry = replay.entry(str(source.recorded()), line)  # a wheel by its name and sha256, not its directory
     old = train.get(entry.tag)
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)

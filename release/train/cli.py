@@ -15,6 +15,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypedDict
 
 from release.core.errors import (
     EXIT_OK,
@@ -26,6 +27,7 @@ from release.core.errors import (
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
+from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
@@ -118,27 +120,27 @@ def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
                     "--all re-reads every tag from its recorded source and line; it takes no --from/--line"
                 )
             return run_add(layout, [], None)
-        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE, args.line)
+        return run_add(layout, args.tags, Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
     if action == "remove":
         return run_remove(layout, args.tag)
     if action == "list":
         return run_list(layout, args.json)
     if action == "watch":
-        return run_watch(layout, args.scan, args.report, args.source)
+        return run_watch(layout, args.scan, args.report, Source.parse(args.source))
     return run_check(layout, args.tags)
 
 
 # --------------------------------------------------------------------------- add
 
 
-def run_add(layout: Layout, tags: list[str], source: str | None, line: str | None = None) -> int:
+def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | None = None) -> int:
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
     tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
     train = Train.load(layout.train)
-    sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
+    sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
     on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
     tags = tags or train.tags
@@ -184,11 +186,30 @@ def run_remove(layout: Layout, tag: str) -> int:
 # -------------------------------------------------------------------------- list
 
 
-def rows(layout: Layout) -> tuple[str, list[dict[str, object]]]:
+class TrainRow(TypedDict):
+    """One tag of `train list --json` (its keys are what the JSON holds)."""
+
+    tag: str
+    version: str
+    head: bool
+    line: str
+    source: str
+    wheel: str
+    wheel_sha256: str
+    commit: str
+    flashinfer_pin: str
+    flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
+    files: int
+    patched_files: list[str]
+    pristine: dict[str, str]
+    patched: dict[str, str]
+
+
+def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
     train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
     verified = read_verified(layout.verified_toml)
-    out: list[dict[str, object]] = []
+    out: list[TrainRow] = []
     for e in train.entries:
         out.append(
             {
@@ -227,11 +248,11 @@ def table_text(layout: Layout) -> str:
     lines = [
         (
             f"{r['tag']}{' *' if r['head'] else ''}",
-            str(r["line"]),
-            str(r["wheel"] or (f"{r['source']} @ {str(r['commit'])[:12]}" if r["commit"] else r["source"])),
-            str(r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
-            str(r["flashinfer_range"] or "none verified: not built"),
-            f"{len(r['patched_files'])} of {r['files']}",  # type: ignore[arg-type]
+            r["line"],
+            r["wheel"] or (f"{r['source']} @ {r['commit'][:12]}" if r["commit"] else r["source"]),
+            (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
+            r["flashinfer_range"] or "none verified: not built",
+            f"{len(r['patched_files'])} of {r['files']}",
         )
         for r in table
     ]
@@ -267,7 +288,7 @@ def run_check(layout: Layout, tags: list[str]) -> int:
 # ------------------------------------------------------------------------- watch
 
 
-def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: str) -> int:
+def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: Source) -> int:
     report = watch(layout, load_scan(scan_path), source)
     for line in report.lines:
         print(line)

@@ -15,7 +15,7 @@ from pathlib import Path
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.model.outcome import PatchOutcome
+from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
 from release.model.train import DEFAULT_LINE, TrainEntry
 from release.model.tree import UpstreamTree
@@ -38,7 +38,7 @@ class TagReplay:
     @property
     def refusal(self) -> str | None:
         """Why this tag cannot carry the series as it stands, or None when every patch applied."""
-        conflicts = [o for o in self.outcomes if o.status == "conflict"]
+        conflicts = [o for o in self.outcomes if o.status == PatchStatus.CONFLICT]
         if conflicts:
             first = conflicts[0]
             where = ", ".join(c.file.rsplit("/", 1)[-1] for c in first.conflicts) or "its files"
@@ -46,7 +46,7 @@ class TagReplay:
                 f"{first.name} conflicts on {self.tag} in {where}: it neither applies nor 3-way merges "
                 "cleanly (never with fuzz)"
             )
-        upstream = [o for o in self.outcomes if o.status == "upstream"]
+        upstream = [o for o in self.outcomes if o.status == PatchStatus.UPSTREAM]
         if upstream and len(upstream) == self.patch_count:
             names = ", ".join(o.name for o in upstream)
             return f"fixed upstream in {self.tag}; no overlay needed ({names}: {upstream[0].how})"
