@@ -1,5 +1,6 @@
 """The contracts of [tool.importlinter] (pyproject.toml) bite: an upward import, an import between two stages
-of one layer, a stage in no layer, HTTP outside the transport or a process outside its stages breaks one.
+of one layer, a stage in no layer, a cycle inside a package, HTTP outside the transport or a process outside its
+stages breaks one.
 
 `nox -s lint` runs `lint-imports` on the checkout; here the same contracts, read from pyproject.toml, check
 the checkout's import graph (grimp's, as lint-imports builds it) with one import or module added.
@@ -15,13 +16,18 @@ from typing import Any
 import grimp
 import pytest
 from importlinter.api import read_configuration
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
 from importlinter.contracts.layers import LayersContract
 from importlinter.contracts.protected import ProtectedContract
 from importlinter.domain.contract import Contract
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHITECTURE = REPO / "docs" / "architecture.md"
-TYPES: dict[str, type[Contract]] = {"layers": LayersContract, "protected": ProtectedContract}
+TYPES: dict[str, type[Contract]] = {
+    "layers": LayersContract,
+    "acyclic_siblings": AcyclicSiblingsContract,
+    "protected": ProtectedContract,
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +55,7 @@ def kept(contract: Contract, graph: grimp.ImportGraph) -> bool:
 
 
 def test_the_checkout_keeps_every_contract(contracts: dict[str, Contract], graph: grimp.ImportGraph) -> None:
-    assert set(contracts) == {"layers", "network", "processes"}
+    assert set(contracts) == {"layers", "acyclic", "network", "processes"}
     for contract in contracts.values():
         assert kept(contract, graph), contract.name
 
@@ -73,6 +79,22 @@ def test_an_import_that_does_not_point_down_breaks_the_layers(
     assert imported not in graph.find_modules_directly_imported_by(importer)
     graph.add_import(importer=importer, imported=imported)
     assert not kept(contracts["layers"], graph)
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("release.train.watch", "release.train.cli"),  # the old cycle: cli runs watch, watch called cli's add
+        ("release.queue.load", "release.queue.status"),  # status reads the queue; the queue never reads status
+        ("release.model.tree", "release.model.pin"),  # the pin is made from a tree, never the reverse
+    ],
+)
+def test_a_cycle_between_the_modules_of_one_package_breaks_the_acyclic_contract(
+    contracts: dict[str, Contract], graph: grimp.ImportGraph, importer: str, imported: str
+) -> None:
+    assert kept(contracts["acyclic"], graph)
+    graph.add_import(importer=importer, imported=imported)
+    assert not kept(contracts["acyclic"], graph)
 
 
 def test_a_stage_in_no_layer_breaks_the_layers(contracts: dict[str, Contract], graph: grimp.ImportGraph) -> None:
