@@ -134,11 +134,14 @@ def release(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict; the hook modules also compile for Python 3.10."""
+    """ruff check, ruff format --check, mypy --strict, the layers of release/ (lint-imports); the hook
+    modules also compile for Python 3.10."""
     session.install(*group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    # [tool.importlinter] in pyproject.toml; --no-cache: no cache directory in the checkout (it takes < 1 s).
+    session.run("lint-imports", "--no-cache")
     session.run("python", "-m", "release.core.py310", "vendor/vllm_fused_moe")
 
 

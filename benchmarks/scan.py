@@ -25,11 +25,11 @@ sys.path.insert(0, str(REPO))
 from packaging.version import Version  # noqa: E402
 
 from release.core.layout import UPSTREAM_SUBTREE, Layout  # noqa: E402
+from release.model.lines import load_lines  # noqa: E402
 from release.pristine.index import Release, releases  # noqa: E402
 from release.pristine.lazy_wheel import Transfer, download  # noqa: E402
 from release.pristine.wheel import read_local  # noqa: E402
 from release.queue.drift import unapply  # noqa: E402
-from release.scan.lines import load_lines  # noqa: E402
 from release.scan.run import ScanOptions, classify_patches, human_bytes, scan, scan_patches  # noqa: E402
 
 

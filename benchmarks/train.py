@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from release.core.layout import Layout  # noqa: E402
+from release.model.train import Train  # noqa: E402
 from release.queue.verified import read_verified  # noqa: E402
-from release.train.model import Train  # noqa: E402
 
 
 def release(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:

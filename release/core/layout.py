@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core.errors import UnsafeSourceError
+
 # The upstream path of the subtree we vendor; patches are written against it.
 UPSTREAM_SUBTREE = "vllm/model_executor/layers/fused_moe/prepare_finalize"
 UPSTREAM_PACKAGE = UPSTREAM_SUBTREE.replace("/", ".")
@@ -94,8 +96,6 @@ def write_files(directory: Path, files: dict[str, bytes]) -> None:
         parts = name.split("/")
         # Names come from sources that were checked (release.pristine.safe); this is the last line of defence.
         if name.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in name:
-            from release.core.errors import UnsafeSourceError
-
             raise UnsafeSourceError(f"refusing to write {name!r} under {directory}: not a plain relative path")
         target = directory / name
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from release.core.errors import LockedError, OutputNotWritableError
+from release.core.errors import BadInputError, LockedError, OutputNotWritableError
 from release.core.journal import recover
 from release.core.layout import Layout
 
@@ -43,8 +43,6 @@ def lock_timeout() -> float:
     try:
         return max(float(text), 0.0) if text.strip() else DEFAULT_TIMEOUT
     except ValueError:
-        from release.core.errors import BadInputError
-
         raise BadInputError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from release.core.errors import UnknownTagError
+
 TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$")
 
 
@@ -17,8 +19,6 @@ def canonical_tag(text: str) -> str:
     """
     match = TAG_RE.match(text.strip())
     if not match:
-        from release.core.errors import UnknownTagError
-
         raise UnknownTagError(f"{text!r} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)")
     return "v" + match.group("version")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from release.core.errors import DataNotFoundError, InstallError
 from release.core.layout import Layout
-from release.queue.pin import Pin
+from release.model.pin import Pin
 
 OVERLAY_DISTRIBUTION = "vllm-fused-moe"
 PROBE_SCRIPT = Path(__file__).with_name("probe_env.py")

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,18 +42,28 @@ from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import copy_atomic, remove_leftovers
 from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
+from release.model.lines import HEAD_LINE, Line, read_lines
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.model.series import Series
+from release.model.train import Train
 from release.queue.drift import drift
-from release.queue.lines import HEAD_LINE, Line, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
-from release.queue.pin import Pin
-from release.queue.series import Series
 from release.queue.verified import flashinfer_range, read_verified
 
 if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
     # Not importable at run time (vendor/ is not on sys.path), so for the type checker only.
     from vllm_fused_moe._meta import BuildInfo
+
+
+class Isolation(StrEnum):
+    """`build --isolation`: whether PyPA `build` makes an isolated environment for the backend."""
+
+    AUTO = "auto"  # isolated unless the installed backend is the pinned version
+    ON = "on"
+    OFF = "off"
+
 
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
@@ -118,7 +129,7 @@ class BuildPlan:
     layout: Layout
     out: Path
     patch_level: int | None = None
-    isolation: str = "auto"  # auto | on | off
+    isolation: Isolation = Isolation.AUTO
     allow_dirty: bool = False  # build a tree that is not its commit; the version and build info say so
 
 
@@ -194,8 +205,9 @@ def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildRes
 
 
 def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
+    # Imported here, not at the top: train check reads releases (release.pristine pulls in requests,
+    # ~0.4 s of start-up) and building the head's wheel alone never does.
     from release.train.check import check_train, select
-    from release.train.model import Train
 
     layout = plan.layout
     dirty = _checked_inputs(plan)
@@ -397,8 +409,6 @@ def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
 
 def head_line(layout: Layout) -> Line:
     """The head's release line: the one its train entry names (the head line by default)."""
-    from release.train.model import Train
-
     pin = Pin.load(layout.upstream_toml)
     entry = Train.load(layout.train).get(pin.tag) if layout.train.is_file() else None
     return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)
@@ -476,9 +486,9 @@ def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
 # ----------------------------------------------------------------------- backend
 
 
-def _use_isolation(isolation: str) -> bool:
-    if isolation in ("on", "off"):
-        return isolation == "on"
+def _use_isolation(isolation: Isolation) -> bool:
+    if isolation is not Isolation.AUTO:
+        return isolation is Isolation.ON
     # Without isolation the installed backend is used; only the pinned one gives the pinned bytes.
     try:
         return metadata.version(BACKEND) != BACKEND_VERSION

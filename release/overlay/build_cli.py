@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from release.core.layout import Layout
-from release.overlay.build import BuildPlan, BuildResult, build, build_train
+from release.overlay.build import BuildPlan, BuildResult, Isolation, build, build_train
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--isolation",
-        choices=["auto", "on", "off"],
-        default="auto",
+        choices=[choice.value for choice in Isolation],
+        default=Isolation.AUTO.value,
         help="build isolation: auto uses the installed backend when it is the pinned version",
     )
     parser.add_argument(
@@ -58,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    plan = BuildPlan(layout, args.out, args.patch_level, args.isolation, args.allow_dirty)
+    plan = BuildPlan(layout, args.out, args.patch_level, Isolation(args.isolation), args.allow_dirty)
     if args.all or args.tags:
         results = build_train(plan, None if args.all else args.tags)
     else:

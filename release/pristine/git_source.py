@@ -9,9 +9,11 @@ from pathlib import Path
 from release.core.errors import GitError, SourceError, TransportError, UnknownTagError
 from release.core.git import files_at, git, ls_tree
 from release.core.layout import UPSTREAM_SUBTREE
+from release.model.lines import Line
+from release.model.source import Source, SourceKind
+from release.model.tree import UpstreamTree
 from release.pristine import safe, transport
-from release.pristine.tree import UpstreamTree, _flashinfer_pin
-from release.queue.lines import Line
+from release.pristine.metadata import flashinfer_pin
 
 # What git says when the network, not the source, failed (git's own wording, from http.c, connect.c, transport.c).
 NETWORK_FAILURE_RE = re.compile(
@@ -22,12 +24,14 @@ NETWORK_FAILURE_RE = re.compile(
 )
 
 
-def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) -> UpstreamTree:
+def read_git(tag: str, origin: Source, line: Line | None = None) -> UpstreamTree:
     """Fetch just `tag` (depth 1, no blobs until asked) and read only the subtree's blobs."""
-    local = Path(url_or_path)
-    if not source.startswith("git+") and not (local / ".git").exists() and not (local / "HEAD").is_file():
-        raise SourceError(f"{url_or_path} is not a git repository")
-    url = str(local.resolve()) if not source.startswith("git+") else url_or_path
+    source = str(origin)
+    local = Path(origin.location)
+    remote = origin.kind is SourceKind.GIT_URL
+    if not remote and not (local / ".git").exists() and not (local / "HEAD").is_file():
+        raise SourceError(f"{origin.location} is not a git repository")
+    url = origin.location if remote else str(local.resolve())
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-git-") as tmp:
         repo = Path(tmp)
         git("init", "--quiet", "--bare", str(repo))
@@ -54,5 +58,5 @@ def read_git(tag: str, url_or_path: str, source: str, line: Line | None = None) 
         if not files:
             raise SourceError(f"{source} at {tag} has no {root}/")
         cuda = git("show", f"{commit}:requirements/cuda.txt", cwd=repo, check=False)
-        pin = _flashinfer_pin(cuda.out) if cuda.ok else ""
+        pin = flashinfer_pin(cuda.out) if cuda.ok else ""
     return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin, commit=commit)

@@ -26,6 +26,8 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from release.core.errors import SourceError, UnsafeSourceError, VersionProofError
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
@@ -110,8 +112,6 @@ def prove_wheel_release(metadata: bytes | None, version: str, source: str, tag: 
 
 def same_release(found: str, version: str) -> bool:
     """Is `found` the release `version`? A local label (+cu129) is the same source; .devN is not."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(found).public == Version(version).public
     except InvalidVersion:

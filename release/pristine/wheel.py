@@ -45,11 +45,12 @@ from release.core.errors import SourceError, TransportError, WheelIntegrityError
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
+from release.model.lines import Line
+from release.model.tree import UpstreamTree
 from release.pristine import safe
 from release.pristine.index import IndexFile, checked_name, note, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
-from release.pristine.tree import UpstreamTree, _flashinfer_pin
-from release.queue.lines import Line
+from release.pristine.metadata import flashinfer_pin
 
 Want = Callable[[str], bool]
 DIST_INFO_RE = re.compile(r"^[^/]+\.dist-info/(METADATA|RECORD)$")
@@ -414,7 +415,7 @@ def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None 
         tag=tag,
         source=source_label,
         files=files,
-        flashinfer=_flashinfer_pin(content.metadata),
+        flashinfer=flashinfer_pin(content.metadata),
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
         wheel_verified=content.verified,

@@ -6,6 +6,8 @@ import argparse
 
 from release.core.errors import EXIT_OK, DriftError
 from release.core.layout import Layout
+from release.core.lock import repo_lock
+from release.queue.status import check, status_lines
 
 
 def configure_check(parser: argparse.ArgumentParser) -> None:
@@ -17,9 +19,6 @@ def configure_check(parser: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace, layout: Layout) -> int:
-    from release.core.lock import repo_lock
-    from release.queue.status import check
-
     # A reader: it finishes a swap a killed command left (and says so), and never waits for a writer.
     with repo_lock(layout, "check", shared=True):
         found = check(layout)
@@ -36,9 +35,6 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace, layout: Layout) -> int:
-    from release.core.lock import repo_lock
-    from release.queue.status import status_lines
-
     with repo_lock(layout, "status", shared=True):
         lines = status_lines(layout)
     print("\n".join(lines))

@@ -6,15 +6,28 @@ import os
 import stat
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from release.core.git import apply_ok
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_SUBTREE, Layout, write_files
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
+from release.model.patch import Patch
 from release.queue.load import Queue
-from release.queue.patch import Patch
 
 # ------------------------------------------------------------- undoing the queue
+
+
+class DriftKind(StrEnum):
+    """How one file of vendor/ differs from pristine + series (`check` prints the value)."""
+
+    EDITED = "edited"
+    ADDED = "added"
+    MISSING = "missing"
+    PATCH_DOES_NOT_REVERSE = "patch-does-not-reverse"
+    MODE = "mode"
+    SYMLINK = "symlink"
+    NOT_A_FILE = "not-a-file"
 
 
 @dataclass(frozen=True)
@@ -22,7 +35,7 @@ class Drift:
     """One file of vendor/ that is not pristine + series."""
 
     path: str
-    kind: str  # "edited", "added", "missing", "patch-does-not-reverse", "mode", "symlink", "not-a-file"
+    kind: DriftKind
     detail: str
 
     def line(self) -> str:
@@ -52,8 +65,6 @@ def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, by
                     apply_ok(root, *only)
                 else:
                     blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1 :], patch.name)
-        from release.core.layout import read_tree
-
         recovered = read_tree(root / UPSTREAM_SUBTREE)
     return recovered, blocked
 
@@ -73,17 +84,21 @@ def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
             found.append(odd[name])
         elif name in blocked and name not in vendor:
             # Reversing needs the file; without it the patch that touches it cannot be undone.
-            found.append(Drift(name, "missing", f"{blocked[name]} creates or changes it, but it is gone"))
+            found.append(Drift(name, DriftKind.MISSING, f"{blocked[name]} creates or changes it, but it is gone"))
         elif name in blocked:
             found.append(
-                Drift(name, "patch-does-not-reverse", f"{blocked[name]} no longer matches this file; it was edited")
+                Drift(
+                    name,
+                    DriftKind.PATCH_DOES_NOT_REVERSE,
+                    f"{blocked[name]} no longer matches this file; it was edited",
+                )
             )
         elif expected is None:
-            found.append(Drift(name, "added", "not in the pinned upstream subtree nor created by a patch"))
+            found.append(Drift(name, DriftKind.ADDED, "not in the pinned upstream subtree nor created by a patch"))
         elif name not in pristine:
-            found.append(Drift(name, "missing", f"upstream {queue.pin.tag} has it"))
+            found.append(Drift(name, DriftKind.MISSING, f"upstream {queue.pin.tag} has it"))
         elif sha256_hex(pristine[name]) != expected:
-            found.append(Drift(name, "edited", f"differs from upstream {queue.pin.tag} + series"))
+            found.append(Drift(name, DriftKind.EDITED, f"differs from upstream {queue.pin.tag} + series"))
     return found, pristine
 
 
@@ -106,12 +121,14 @@ def odd_entries(subtree: Path) -> dict[str, Drift]:
                     continue
                 if entry.is_symlink():
                     target = Path(entry.path).readlink()
-                    found[name] = Drift(name, "symlink", f"a symbolic link to {target}, not a file; never followed")
+                    found[name] = Drift(
+                        name, DriftKind.SYMLINK, f"a symbolic link to {target}, not a file; never followed"
+                    )
                 elif entry.is_dir(follow_symlinks=False):
                     pending.append((Path(entry.path), name + "/"))
                 elif not entry.is_file(follow_symlinks=False):
-                    found[name] = Drift(name, "not-a-file", "neither a regular file nor a directory")
+                    found[name] = Drift(name, DriftKind.NOT_A_FILE, "neither a regular file nor a directory")
                 elif entry.stat(follow_symlinks=False).st_mode & 0o111:
                     mode = oct(stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode))
-                    found[name] = Drift(name, "mode", f"mode {mode}: executable, vendored files are not")
+                    found[name] = Drift(name, DriftKind.MODE, f"mode {mode}: executable, vendored files are not")
     return found

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from release.core.errors import MalformedSeriesError
 from release.core.layout import Layout
-from release.queue.lines import Line, read_lines
-from release.queue.patch import Patch
-from release.queue.pin import Pin
-from release.queue.series import Series
+from release.model.lines import Line, read_lines
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.model.series import Series
 
 
 @dataclass(frozen=True)

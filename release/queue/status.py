@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from release.core.layout import Layout
+from release.model.patch import Patch
 from release.queue.drift import Drift, drift
 from release.queue.load import Queue
-from release.queue.patch import Patch
 
 
 def check(layout: Layout) -> list[Drift]:

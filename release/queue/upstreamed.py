@@ -8,7 +8,8 @@ from pathlib import Path
 
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
-from release.queue.patch import Hunk, Patch
+from release.model.outcome import PatchStatus
+from release.model.patch import Hunk, Patch
 
 # ----------------------------------------------------------- already upstream?
 
@@ -70,7 +71,7 @@ def hunk_label(hunk: Hunk) -> str:
 
 @dataclass(frozen=True)
 class Classification:
-    status: str  # "applied", "upstream" or "conflict"
+    status: PatchStatus  # APPLIES, UPSTREAM or CONFLICT
     how: str
 
 
@@ -84,11 +85,11 @@ def classify(repo: WorkRepo, patch: Patch, patch_file: Path) -> Classification:
     if repo.apply_check(patch_file).ok:
         how = "applies as it is"
     elif repo.apply_check(patch_file, reverse=True).ok:
-        return Classification("upstream", "reverse-applies cleanly: already upstream")
+        return Classification(PatchStatus.UPSTREAM, "reverse-applies cleanly: already upstream")
     elif effect_present(patch, repo.subtree_files(), repo.root):
-        return Classification("upstream", "its change is present and its pre-image gone (semantic check)")
+        return Classification(PatchStatus.UPSTREAM, "its change is present and its pre-image gone (semantic check)")
     else:
         how = "3-way merge"
     if not repo.am(patch_file).ok:
-        return Classification("conflict", "neither applies nor 3-way merges cleanly")
-    return Classification("applied", how)
+        return Classification(PatchStatus.CONFLICT, "neither applies nor 3-way merges cleanly")
+    return Classification(PatchStatus.APPLIES, how)

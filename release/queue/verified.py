@@ -15,6 +15,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from release.core.errors import ConfigError, UnverifiedFlashInferError
 from release.core.layout import Layout
 
@@ -43,8 +47,6 @@ class VerifiedFlashInfer:
 
     def accepts(self, version: str) -> bool:
         """Is `version` one of the verified versions (PEP 440 equality: 0.6.6 == 0.6.6.0)?"""
-        from packaging.version import InvalidVersion, Version
-
         try:
             wanted = Version(version)
             return any(Version(v) == wanted for v in self.versions)
@@ -59,9 +61,6 @@ class VerifiedFlashInfer:
         and then every verified version is allowed. One version gives `==V`; several give the pin
         narrowed to the span of the verified versions inside it.
         """
-        from packaging.requirements import InvalidRequirement, Requirement
-        from packaging.specifiers import SpecifierSet
-
         try:
             allowed = Requirement(pin).specifier if pin else SpecifierSet()
         except InvalidRequirement:
@@ -75,8 +74,6 @@ class VerifiedFlashInfer:
 
 
 def _sorted_versions(versions: list[str] | tuple[str, ...]) -> list[str]:
-    from packaging.version import Version
-
     return sorted(versions, key=Version)
 
 

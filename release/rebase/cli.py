@@ -7,7 +7,7 @@ from pathlib import Path
 
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
-from release.pristine.sources import DEFAULT_SOURCE
+from release.model.source import DEFAULT_SOURCE, Source
 
 SOURCES = f"""sources (--from):
   git+URL    a remote git repository, fetched at the tag only, depth 1, no blobs but
@@ -69,6 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
+    # Imported here: `rebase --help` and `--abort` need none of the readers of a release behind it.
     from release.rebase import run as rebase
 
     if args.abort:
@@ -79,8 +80,9 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     else:
         if not args.tag:
             raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
-        report = rebase.rebase(
-            rebase.RebaseOptions(args.tag, args.source, layout, args.dry_run, args.report, args.allow_older)
+        options = rebase.RebaseOptions(
+            args.tag, Source.parse(args.source), layout, args.dry_run, args.report, args.allow_older
         )
+        report = rebase.rebase(options)
     print(report.to_markdown())
     return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

@@ -8,29 +8,15 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.version import Version
+
 from release.core.journal import write_atomic
+from release.model.outcome import PatchOutcome
 
 MARKDOWN, JSON = "rebase-report.md", "rebase-report.json"
 RUNS = "runs"  # each run's report, numbered, never overwritten; the directory's own pair is the newest
 _RUN_RE = re.compile(r"^\d{4,}$")
-
-
-@dataclass
-class Conflict:
-    file: str
-    hunks: list[str]
-    ours: str  # the new upstream side
-    theirs: str  # the patch's side
-
-
-@dataclass
-class PatchOutcome:
-    name: str
-    subject: str
-    status: str  # applied | upstream | conflict | not-reached
-    how: str = ""
-    refreshed: bool = False
-    conflicts: list[Conflict] = field(default_factory=list)
 
 
 @dataclass
@@ -181,9 +167,6 @@ class RebaseReport:
 
 def _pin_within(pin: str, verified: str) -> bool:
     """Is vLLM's exact FlashInfer pin one of the verified versions ("0.6.6, 0.6.8.post1")?"""
-    from packaging.requirements import Requirement
-    from packaging.version import Version
-
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]

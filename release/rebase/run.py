@@ -30,18 +30,20 @@ from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag, parse_version
-from release.pristine.sources import fetch, recorded_source
-from release.pristine.tree import UpstreamTree
+from release.model.outcome import PatchOutcome, PatchStatus
+from release.model.patch import Patch, refuse_carriage_returns
+from release.model.pin import Pin
+from release.model.source import Source
+from release.model.train import Train
+from release.model.tree import UpstreamTree
+from release.pristine.sources import fetch
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.queue.patch import Patch, refuse_carriage_returns
-from release.queue.pin import Pin
+from release.queue.replay import Replay, replay_series
 from release.queue.verified import verified_versions_text
-from release.rebase.replay import Replay, replay_series
-from release.rebase.report import PatchOutcome, RebaseReport, upstream_changes
+from release.rebase.head import move_head
+from release.rebase.report import RebaseReport, upstream_changes
 from release.rebase.swap import Outputs, install
-from release.train.head import move_head
-from release.train.model import Train
 
 STATE = "state.json"
 
@@ -68,7 +70,7 @@ class Resolved(TypedDict):
     """How `rebase --continue` committed the hand resolution (saved so a killed --continue can redo the rest)."""
 
     head: str
-    status: str  # "applied", or "upstream" when the resolution is upstream's version
+    status: str  # PatchStatus APPLIES, or UPSTREAM when the resolution is upstream's version
 
 
 class RebaseState(TypedDict):
@@ -93,7 +95,7 @@ class RebaseState(TypedDict):
 @dataclass
 class RebaseOptions:
     tag: str
-    source: str
+    source: Source
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
@@ -215,11 +217,11 @@ def stop_on_conflict(
     names = [p.name for p in queue.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
-        replay.outcomes.append(PatchOutcome(name, "", "not-reached", "after the conflict"))
+        replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
     repo = WorkRepo(work / "repo")
     state: RebaseState = {
         "tag": options.tag,
-        "source": options.source,
+        "source": str(options.source),
         "dry_run": options.dry_run,
         "report_dir": str(options.report_dir.absolute()) if options.report_dir else "",
         "fingerprint": _queue_fingerprint(options.layout),
@@ -281,7 +283,7 @@ def finish(
         refuse_carriage_returns(name, text)
     by_name = {p.name: p for p in queue.patches}
     for outcome in replay.outcomes:
-        if outcome.status == "applied":
+        if outcome.status == PatchStatus.APPLIES:
             outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
             if outcome.refreshed and outcome.how == "applies as it is":
                 outcome.how = "applies; upstream moved its context, so the patch was refreshed"
@@ -290,7 +292,7 @@ def finish(
     for name in replay.retired:
         series = series.without(name)
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
-    upstream = replace(upstream, source=recorded_source(options.source))
+    upstream = replace(upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
     head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
@@ -344,7 +346,7 @@ def make_report(
     return RebaseReport(
         old_tag=queue.pin.tag,
         new_tag=options.tag,
-        source=options.source,
+        source=str(options.source),
         wheel=upstream.wheel,
         wheel_sha256=upstream.wheel_sha256,
         commit=upstream.commit,
@@ -397,6 +399,9 @@ def load_state(work: Path) -> RebaseState:
                                "outcomes", "upstream", "dry_run", "report_dir") if k not in state]  # fmt: skip
         if missing:
             raise KeyError(", ".join(missing))
+        resolved = [state["resolved"]["status"]] if "resolved" in state else []
+        for status in [o["status"] for o in state["outcomes"]] + resolved:
+            PatchStatus(status)  # ValueError: damaged, or written before rebase said "applies" (it said "applied")
     except (ValueError, KeyError, TypeError) as exc:
         raise WorkDirError(
             f"{state_file} is damaged ({exc.__class__.__name__}: {exc})",
@@ -438,7 +443,7 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
         repo.run("reset", "--quiet", "--hard", state["resolved"]["head"])
     options = RebaseOptions(
         state["tag"],
-        state["source"],
+        Source.parse(state["source"]),
         layout,
         state["dry_run"],
         Path(state["report_dir"]) if state["report_dir"] else None,
@@ -447,22 +452,24 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     queue = Queue.load(layout)
     if layout.train.is_file():
         Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
-    conflicted, status = state["conflicted"], state["resolved"]["status"]
+    conflicted, status = state["conflicted"], PatchStatus(state["resolved"]["status"])
     replay = Replay(
-        applied=state["applied"] + ([conflicted] if status == "applied" else []),
-        retired=state["retired"] + ([conflicted] if status == "upstream" else []),
+        applied=state["applied"] + ([conflicted] if status == PatchStatus.APPLIES else []),
+        retired=state["retired"] + ([conflicted] if status == PatchStatus.UPSTREAM else []),
     )
     for o in state["outcomes"]:
-        if o["status"] == "not-reached":
+        if o["status"] == PatchStatus.NOT_REACHED:
             continue
         if o["name"] == conflicted:
             how = (
                 "conflict resolved by hand"
-                if status == "applied"
+                if status == PatchStatus.APPLIES
                 else "conflict resolved to upstream's version (the patch became empty): retired"
             )
             o = {**o, "status": status, "how": how, "conflicts": []}
-        replay.outcomes.append(PatchOutcome(o["name"], o["subject"], o["status"], o["how"], o["refreshed"]))
+        replay.outcomes.append(
+            PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
+        )
     remaining = [p for p in queue.patches if p.name in state["remaining"]]
     # The new tag's pristine tree: recorded at the stop (older states: the commit below the applied patches).
     base = state.get("base") or repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
@@ -483,7 +490,7 @@ def resolve_conflict(repo: WorkRepo, state: RebaseState) -> Resolved:
             f"still unresolved in {repo.path}: {', '.join(repo.unmerged_paths())}",
             hint="edit the files, `git add` them, then continue again",
         )
-    status = "applied"
+    status = PatchStatus.APPLIES
     if repo.am_in_progress():
         if not repo.run("diff", "--cached", "--quiet", "HEAD", check=False).ok:
             result = repo.run("am", "--continue", check=False)
@@ -495,7 +502,8 @@ def resolve_conflict(repo: WorkRepo, state: RebaseState) -> Resolved:
         else:
             # Nothing left to commit: the resolution is upstream's version, so the patch is already there.
             repo.run("am", "--skip")
-            status = "upstream"
+            status = PatchStatus.UPSTREAM
     elif state.get("stopped_at") and repo.head() == state["stopped_at"]:
-        status = "upstream"  # the maintainer ran `git am --skip` (or --abort) by hand: nothing of ours is left
+        # The maintainer ran `git am --skip` (or --abort) by hand: nothing of ours is left.
+        status = PatchStatus.UPSTREAM
     return Resolved(head=repo.head(), status=status)

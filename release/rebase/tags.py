@@ -21,9 +21,9 @@ from release.core.errors import EXIT_OK, BadInputError, BadTagError, GitError, R
 from release.core.git import ls_remote_tags
 from release.core.layout import Layout
 from release.core.versions import Version, parse_version
+from release.model.pin import Pin
+from release.model.source import DEFAULT_GIT_URL
 from release.pristine import transport
-from release.pristine.sources import DEFAULT_GIT_URL
-from release.queue.pin import Pin
 
 
 @dataclass(frozen=True)

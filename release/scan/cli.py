@@ -8,6 +8,8 @@ import sys
 from release.core.errors import EXIT_OK
 from release.core.layout import Layout
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
+from release.scan.document import build_document, dumps, load_document, to_markdown
+from release.scan.run import ScanOptions, human_bytes, parse_bound, say, scan, train_versions
 
 EPILOG = f"""what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
@@ -48,9 +50,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    from release.scan.document import build_document, dumps, load_document, to_markdown
-    from release.scan.run import ScanOptions, human_bytes, parse_bound, say, scan, train_versions
-
     options = ScanOptions(
         layout,
         since=parse_bound(args.since) if args.since else None,

@@ -18,9 +18,10 @@ from typing import Any
 from packaging.version import Version
 
 from release.core.errors import ConfigError
-from release.queue.patch import Patch
-from release.scan.lines import read_serve
-from release.scan.run import UPSTREAM, ScanOptions, ScanResult, in_range, release_status
+from release.model.outcome import PatchStatus, ReleaseStatus
+from release.model.patch import Patch
+from release.scan.run import ScanOptions, ScanResult, in_range, release_status
+from release.scan.serve import read_serve
 
 SCHEMA = 1
 GENERATED_BY = "python -m release scan"
@@ -112,7 +113,7 @@ def build_document(
 
 
 def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
-    return next((v for v in ordered if releases[v]["patches"].get(patch.name) == UPSTREAM), None)
+    return next((v for v in ordered if releases[v]["patches"].get(patch.name) == PatchStatus.UPSTREAM), None)
 
 
 def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
@@ -120,9 +121,9 @@ def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | N
     candidate = None
     for version in ordered:
         status = releases[version]["status"]
-        if status == "affected":
+        if status == ReleaseStatus.AFFECTED:
             candidate = None
-        elif status == "fixed" and candidate is None:
+        elif status == ReleaseStatus.FIXED and candidate is None:
             candidate = version
     return candidate
 
@@ -134,16 +135,16 @@ def dumps(document: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ Markdown
 
 STATUS_TEXT = {
-    "affected": "**affected**",
-    "fixed": "fixed upstream",
-    "not-affected": "not affected",
+    ReleaseStatus.AFFECTED: "**affected**",
+    ReleaseStatus.FIXED: "fixed upstream",
+    ReleaseStatus.NOT_AFFECTED: "not affected",
 }
 
 
 def to_markdown(document: dict[str, Any]) -> str:
     releases = document["releases"]
     patches = document["patches"]
-    affected = [v for v, e in releases.items() if e["status"] == "affected"]
+    affected = [v for v, e in releases.items() if e["status"] == ReleaseStatus.AFFECTED]
     covered = [v for v in affected if releases[v]["in_train"]]
     uncovered = [v for v in affected if not releases[v]["in_train"]]
     out = [
@@ -204,7 +205,7 @@ def lines_markdown(document: dict[str, Any]) -> list[str]:
     out += ["| line | affected releases | in the train | where the code lives | when the double reduce happens |"]
     out += ["| --- | --- | --- | --- | --- |"]
     for name, info in lines.items():
-        on = [v for v, e in releases.items() if e["line"] == name and e["status"] == "affected"]
+        on = [v for v, e in releases.items() if e["line"] == name and e["status"] == ReleaseStatus.AFFECTED]
         train = [v for v in on if releases[v]["in_train"]]
         span = f"{on[0]} - {on[-1]} ({len(on)})" if on else "-"
         out.append(f"| `{name}` | {span} | {len(train)} of {len(on)} | {info['note']} | {info.get('fires') or '-'} |")

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,21 +26,18 @@ from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
+from release.model.lines import Line, Lines, load_lines, read_lines
+from release.model.outcome import PatchStatus, ReleaseStatus
+from release.model.patch import Patch
+from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
-from release.pristine.tree import _flashinfer_pin
+from release.pristine.metadata import flashinfer_pin
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
-from release.queue.lines import Lines, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
 from release.queue.upstreamed import classify
-from release.scan.lines import Line, load_lines
-from release.train.model import Train
-
-# What a patch is on one release, in the scan's words (rebase says "applied" for "applies").
-APPLIES, UPSTREAM, ABSENT, CONFLICT = "applies", "upstream", "absent", "conflict"
 
 
 @dataclass
@@ -53,7 +51,7 @@ class ScanOptions:
 class ReleaseResult:
     version: str
     line: str | None
-    patches: dict[str, str]
+    patches: dict[str, PatchStatus]
     wheel: str
     wheel_sha256: str
     flashinfer: str
@@ -62,7 +60,7 @@ class ReleaseResult:
     seconds: float = 0.0
 
     @property
-    def status(self) -> str:
+    def status(self) -> ReleaseStatus:
         return release_status(self.patches)
 
 
@@ -82,15 +80,15 @@ class ScanResult:
         return total
 
 
-def release_status(patches: dict[str, str]) -> str:
+def release_status(patches: Mapping[str, str]) -> ReleaseStatus:
     """affected: a patch applies (or would, once a variant resolves its conflict); fixed: upstream has
-    them; not-affected: none of their code is there."""
-    states = set(patches.values())
-    if states & {APPLIES, CONFLICT}:
-        return "affected"
-    if UPSTREAM in states:
-        return "fixed"
-    return "not-affected"
+    them; not-affected: none of their code is there. `patches` may come from a previous document (JSON)."""
+    states = {PatchStatus(state) for state in patches.values()}
+    if states & {PatchStatus.APPLIES, PatchStatus.CONFLICT}:
+        return ReleaseStatus.AFFECTED
+    if PatchStatus.UPSTREAM in states:
+        return ReleaseStatus.FIXED
+    return ReleaseStatus.NOT_AFFECTED
 
 
 def parse_bound(text: str) -> Version:
@@ -178,14 +176,14 @@ def scan_release(
         # An older line: each common patch is judged by the variant the line takes in its place.
         found = classify_patches(list(own.values()), line.relative(content.files), {}, tmp / version, line.root)
         by_variant = {variant.name: found[variant.name] for variant in own.values()}
-        states = {p.name: by_variant[own[p.name].name] if p.name in own else ABSENT for p in patches}
+        states = {p.name: by_variant[own[p.name].name] if p.name in own else PatchStatus.ABSENT for p in patches}
     return ReleaseResult(
         version=version,
         line=line.name if line else None,
         patches=states,
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
-        flashinfer=_flashinfer_pin(content.metadata),
+        flashinfer=flashinfer_pin(content.metadata),
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,
@@ -201,13 +199,13 @@ def existing_files(patch: Patch, root: str = UPSTREAM_SUBTREE) -> list[str]:
 
 def classify_patches(
     patches: list[Patch], files: dict[str, bytes], pinned: dict[str, bytes], work: Path, root: str = UPSTREAM_SUBTREE
-) -> dict[str, str]:
+) -> dict[str, PatchStatus]:
     """Each patch on one release's files (keyed below `root`), in order, with rebase's classifier."""
-    states: dict[str, str] = {}
+    states: dict[str, PatchStatus] = {}
     present = [p for p in patches if files and any(f in files for f in existing_files(p, root))]
     for patch in patches:
         if patch not in present:
-            states[patch.name] = ABSENT
+            states[patch.name] = PatchStatus.ABSENT
     if not present:
         return states
     repo = WorkRepo.create(work, root)
@@ -220,9 +218,9 @@ def classify_patches(
             patch_file.parent.mkdir(parents=True, exist_ok=True)
             patch_file.write_text(patch.text, encoding="utf-8")
             decided = classify(repo, patch, patch_file)
-            if decided.status == "conflict":
+            if decided.status == PatchStatus.CONFLICT:
                 repo.run("am", "--abort", check=False)
-            states[patch.name] = {"applied": APPLIES, "upstream": UPSTREAM}.get(decided.status, CONFLICT)
+            states[patch.name] = decided.status
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {p.name: states[p.name] for p in patches}

@@ -18,11 +18,13 @@ from release.core.errors import ReleaseError, TransportError, UnknownTrainTagErr
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
+from release.model.lines import Line, read_lines
+from release.model.outcome import PatchStatus
+from release.model.patch import Patch
+from release.model.source import Source
+from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
-from release.queue.lines import Line, read_lines
 from release.queue.load import Queue, line_patches
-from release.queue.patch import Patch
-from release.train.model import Train, TrainEntry
 from release.train.replay import TagReplay, head_pristine, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"
@@ -103,7 +105,7 @@ def check_entry(
     patches = queue.patches if patches is None else patches
     try:
         # Lazy: only compared, file by file, with the sha256s recorded from verified bytes at `train add`.
-        upstream = fetch(entry.tag, entry.source, None if head_line else line, lazy=True)
+        upstream = fetch(entry.tag, Source.parse(entry.source), None if head_line else line, lazy=True)
     except TransportError:
         raise  # the network broke, not the tag: exit 4 as from every command, not a finding
     except ReleaseError as exc:
@@ -128,7 +130,7 @@ def check_entry(
         assert line is not None
         replay = replay_tag(upstream, {}, patches, line.root)
     if replay.refusal:
-        bad = next(o for o in replay.outcomes if o.status in ("conflict", "upstream"))
+        bad = next(o for o in replay.outcomes if o.status in (PatchStatus.CONFLICT, PatchStatus.UPSTREAM))
         result.findings.append(Finding(tag, f"patches/{bad.name}", "replay", replay.refusal))
     else:
         result.replay = replay

@@ -15,31 +15,26 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypedDict
 
 from release.core.errors import (
     EXIT_OK,
     BadInputError,
     DirtyVendorError,
-    SourceError,
     TrainDriftError,
-    TrainRefusedError,
     UnknownTrainTagError,
 )
-from release.core.hashing import sha256_hex
-from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
-from release.pristine.sources import fetch, recorded_source
-from release.pristine.tree import UpstreamTree
+from release.model.source import Source
+from release.model.train import Train
 from release.queue.drift import drift
-from release.queue.lines import Line, read_lines
-from release.queue.load import Queue, line_patches
+from release.queue.load import Queue
 from release.queue.verified import read_verified
-from release.train.model import DEFAULT_LINE, Train, TrainEntry
-from release.train.replay import TagReplay, replay_tag
-
-DEFAULT_TRAIN_SOURCE = "pypi"
+from release.train.add import DEFAULT_TRAIN_SOURCE, record, replay_for_add, save
+from release.train.check import check_train
+from release.train.watch import load_scan, watch
 
 EPILOG = """actions:
   add TAG...      replay its line's series on each TAG's pristine modules (scratch dir, no fuzz,
@@ -125,78 +120,27 @@ def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
                     "--all re-reads every tag from its recorded source and line; it takes no --from/--line"
                 )
             return run_add(layout, [], None)
-        return run_add(layout, args.tags, args.source or DEFAULT_TRAIN_SOURCE, args.line)
+        return run_add(layout, args.tags, Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
     if action == "remove":
         return run_remove(layout, args.tag)
     if action == "list":
         return run_list(layout, args.json)
     if action == "watch":
-        return run_watch(layout, args.scan, args.report, args.source)
+        return run_watch(layout, args.scan, args.report, Source.parse(args.source))
     return run_check(layout, args.tags)
 
 
 # --------------------------------------------------------------------------- add
 
 
-def fetch_on_line(layout: Layout, tag: str, source: str, name: str | None = None) -> tuple[Line, UpstreamTree]:
-    """`tag`'s pristine modules and its release line: the named one, or the first in patches/lines.toml
-    whose markers the release has (the scan's rule)."""
-    lines = read_lines(layout.lines)
-    for line in [lines.get(name)] if name else lines.lines:
-        try:
-            tree = fetch(tag, source, line)
-        except SourceError:
-            if name:
-                raise
-            continue
-        full = {f"{line.root}/{path}": data for path, data in tree.files.items()}
-        if line.present(list(full), full):
-            return line, tree
-    raise TrainRefusedError(
-        f"not adding {tag}: it is on no release line of patches/lines.toml"
-        + (f" ({name!r}'s markers are not all there)" if name else ""),
-        hint="`python -m release scan --since TAG --until TAG` says which line, if any, a release is on",
-    )
-
-
-def replay_for_add(
-    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str, line_name: str | None = None
-) -> tuple[str, TagReplay]:
-    line, upstream = fetch_on_line(layout, tag, source, line_name)
-    if line.series_path(layout.root) == layout.series:
-        replay = replay_tag(upstream, base, queue.patches)
-    else:
-        # Another line: its own series, and its files keyed below its own root; no head blobs needed.
-        replay = replay_tag(upstream, {}, line_patches(layout, line), line.root)
-    if replay.refusal:
-        fixed = any(o.status == "upstream" for o in replay.outcomes)
-        raise TrainRefusedError(
-            f"not adding {tag}: {replay.refusal}",
-            hint=(
-                f"users of vLLM {tag} get the fix from vLLM itself; the train is unchanged"
-                if fixed
-                else f"the train is unchanged; `python -m release rebase {tag} --dry-run --from {source}` "
-                "reports the conflict hunk by hunk (docs/patch-queue.md: release lines)"
-            ),
-        )
-    if tag == queue.pin.tag:
-        vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
-        if replay.patched_hashes() != vendor:
-            raise TrainRefusedError(
-                f"not adding {tag}: it is the head, and pristine({tag} from {source}) + series is not vendor/",
-                hint="`python -m release check` shows how vendor/ drifted",
-            )
-    return line.name, replay
-
-
-def run_add(layout: Layout, tags: list[str], source: str | None, line: str | None = None) -> int:
+def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | None = None) -> int:
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
     tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
     train = Train.load(layout.train)
-    sources = dict.fromkeys(tags, source) if source else {e.tag: e.source for e in train.entries}
+    sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
     on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
     tags = tags or train.tags
@@ -218,37 +162,6 @@ def run_add(layout: Layout, tags: list[str], source: str | None, line: str | Non
         train = record(train, replay, sources[replay.tag], line_name)
     save(layout, train)
     return EXIT_OK
-
-
-def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: str) -> None:
-    """Replay, record and save one tag (what `train watch` does per new release)."""
-    line_name, replay = replay_for_add(layout, queue, base, tag, source)
-    save(layout, record(Train.load(layout.train), replay, source, line_name))
-
-
-def record(train: Train, replay: TagReplay, source: str, line: str = DEFAULT_LINE) -> Train:
-    entry = replay.entry(recorded_source(source), line)  # a wheel by its name and sha256, not its directory
-    old = train.get(entry.tag)
-    changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
-    how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
-    verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
-    print(
-        f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}"
-    )
-    return train.with_entry(entry)
-
-
-def save(layout: Layout, train: Train) -> None:
-    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
-    write_atomic(layout.train, train.dumps().encode("utf-8"))
-
-
-def where(entry: TrainEntry) -> str:
-    if entry.wheel:
-        return f"{entry.source}: {entry.wheel}"
-    if entry.commit:
-        return f"{entry.source} @ {entry.commit[:12]}"
-    return entry.source
 
 
 # ------------------------------------------------------------------------ remove
@@ -273,11 +186,30 @@ def run_remove(layout: Layout, tag: str) -> int:
 # -------------------------------------------------------------------------- list
 
 
-def rows(layout: Layout) -> tuple[str, list[dict[str, object]]]:
+class TrainRow(TypedDict):
+    """One tag of `train list --json` (its keys are what the JSON holds)."""
+
+    tag: str
+    version: str
+    head: bool
+    line: str
+    source: str
+    wheel: str
+    wheel_sha256: str
+    commit: str
+    flashinfer_pin: str
+    flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
+    files: int
+    patched_files: list[str]
+    pristine: dict[str, str]
+    patched: dict[str, str]
+
+
+def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
     train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
     verified = read_verified(layout.verified_toml)
-    out: list[dict[str, object]] = []
+    out: list[TrainRow] = []
     for e in train.entries:
         out.append(
             {
@@ -316,11 +248,11 @@ def table_text(layout: Layout) -> str:
     lines = [
         (
             f"{r['tag']}{' *' if r['head'] else ''}",
-            str(r["line"]),
-            str(r["wheel"] or (f"{r['source']} @ {str(r['commit'])[:12]}" if r["commit"] else r["source"])),
-            str(r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
-            str(r["flashinfer_range"] or "none verified: not built"),
-            f"{len(r['patched_files'])} of {r['files']}",  # type: ignore[arg-type]
+            r["line"],
+            r["wheel"] or (f"{r['source']} @ {r['commit'][:12]}" if r["commit"] else r["source"]),
+            (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
+            r["flashinfer_range"] or "none verified: not built",
+            f"{len(r['patched_files'])} of {r['files']}",
         )
         for r in table
     ]
@@ -337,8 +269,6 @@ def table_text(layout: Layout) -> str:
 
 
 def run_check(layout: Layout, tags: list[str]) -> int:
-    from release.train.check import check_train
-
     results = check_train(layout, tags or None)
     for result in results:
         if result.ok:
@@ -358,9 +288,7 @@ def run_check(layout: Layout, tags: list[str]) -> int:
 # ------------------------------------------------------------------------- watch
 
 
-def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: str) -> int:
-    from release.train.watch import load_scan, watch
-
+def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: Source) -> int:
     report = watch(layout, load_scan(scan_path), source)
     for line in report.lines:
         print(line)

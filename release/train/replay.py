@@ -1,6 +1,6 @@
 """One train tag's patched tree: its pristine subtree + patches/series, made in a scratch directory.
 
-The same classification as `rebase` (release.rebase.replay: applies as it is, already
+The same classification as `rebase` (release.queue.replay: applies as it is, already
 upstream, 3-way, conflict; never fuzz), in a throw-away repository that first holds the
 head's pristine tree, so `git am --3way` finds the pre-image blobs the patches name.
 vendor/ is only ever read.
@@ -15,13 +15,13 @@ from pathlib import Path
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.pristine.tree import UpstreamTree
+from release.model.outcome import PatchOutcome, PatchStatus
+from release.model.patch import Patch
+from release.model.train import DEFAULT_LINE, TrainEntry
+from release.model.tree import UpstreamTree
 from release.queue.drift import unapply
 from release.queue.load import Queue
-from release.queue.patch import Patch
-from release.rebase.replay import Replay, replay_series
-from release.rebase.report import PatchOutcome
-from release.train.model import DEFAULT_LINE, TrainEntry
+from release.queue.replay import Replay, replay_series
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class TagReplay:
     @property
     def refusal(self) -> str | None:
         """Why this tag cannot carry the series as it stands, or None when every patch applied."""
-        conflicts = [o for o in self.outcomes if o.status == "conflict"]
+        conflicts = [o for o in self.outcomes if o.status == PatchStatus.CONFLICT]
         if conflicts:
             first = conflicts[0]
             where = ", ".join(c.file.rsplit("/", 1)[-1] for c in first.conflicts) or "its files"
@@ -46,7 +46,7 @@ class TagReplay:
                 f"{first.name} conflicts on {self.tag} in {where}: it neither applies nor 3-way merges "
                 "cleanly (never with fuzz)"
             )
-        upstream = [o for o in self.outcomes if o.status == "upstream"]
+        upstream = [o for o in self.outcomes if o.status == PatchStatus.UPSTREAM]
         if upstream and len(upstream) == self.patch_count:
             names = ", ".join(o.name for o in upstream)
             return f"fixed upstream in {self.tag}; no overlay needed ({names}: {upstream[0].how})"

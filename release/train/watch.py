@@ -21,9 +21,12 @@ from packaging.version import InvalidVersion, Version
 
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
+from release.model.outcome import PatchStatus, ReleaseStatus
+from release.model.source import Source
+from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.train.model import Train
+from release.train.add import add_one
 
 SCAN_SCHEMA = 1
 
@@ -83,9 +86,7 @@ def load_scan(path: Path) -> dict[str, Any]:
     return data
 
 
-def watch(layout: Layout, scan: dict[str, Any], source: str = "pypi") -> WatchReport:
-    from release.train.cli import add_one
-
+def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
     train = Train.load(layout.train)
     queue = Queue.load(layout)
     series = queue.series.names
@@ -99,14 +100,14 @@ def watch(layout: Layout, scan: dict[str, Any], source: str = "pypi") -> WatchRe
             continue
         tag = f"v{version}"
         status = release.get("status")
-        patches = {name: release.get("patches", {}).get(name, "absent") for name in series}
-        if status == "fixed" or (patches and all(state == "upstream" for state in patches.values())):
+        patches = {name: release.get("patches", {}).get(name, PatchStatus.ABSENT) for name in series}
+        if status == ReleaseStatus.FIXED or (patches and all(s == PatchStatus.UPSTREAM for s in patches.values())):
             report.upstream.append(tag)
             report.lines.append(f"{tag}: upstream (fixed upstream in {tag}; no overlay needed)")
-        elif status == "not-affected" or all(state == "absent" for state in patches.values()):
+        elif status == ReleaseStatus.NOT_AFFECTED or all(s == PatchStatus.ABSENT for s in patches.values()):
             report.absent.append(tag)
             report.lines.append(f"{tag}: absent (the files the series patches are not in it)")
-        elif all(state == "applies" for state in patches.values()):
+        elif all(s == PatchStatus.APPLIES for s in patches.values()):
             try:
                 add_one(layout, queue, base, tag, source)
             except TrainRefusedError as exc:

@@ -25,8 +25,14 @@ from release.core.errors import (
     UnknownPatchError,
 )
 from release.core.layout import Layout
-from release.queue.patch import Patch
-from release.queue.pin import Pin
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.queue.drift import drift
+from release.queue.load import Queue
+from release.upstream_pr import evidence as pr_evidence
+from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
+from release.upstream_pr.mail import applies_to, upstream_mail
+from release.upstream_pr.template import PullRequest, render
 
 DESCRIPTION = """\
 Turn a patch of patches/ into an upstream vLLM pull request.
@@ -102,9 +108,6 @@ def refuse_if_upstream(layout: Layout, path: Path, patch: Patch) -> None:
 
 def pristine_of_pin(layout: Layout) -> dict[str, bytes]:
     """The pinned tag's subtree, recovered offline: vendor/ with the whole series undone."""
-    from release.queue.drift import drift
-    from release.queue.load import Queue
-
     found, pristine = drift(layout, Queue.load(layout))
     if found:
         raise DirtyVendorError(
@@ -115,8 +118,6 @@ def pristine_of_pin(layout: Layout) -> dict[str, bytes]:
 
 
 def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
-    from release.upstream_pr.mail import applies_to
-
     ok, reason = applies_to(pristine_of_pin(layout), mail)
     if not ok:
         detail = reason.splitlines()[0] if reason else "git apply --check failed"
@@ -127,10 +128,6 @@ def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    from release.upstream_pr import evidence as pr_evidence
-    from release.upstream_pr.mail import upstream_mail
-    from release.upstream_pr.template import PullRequest, render
-
     path = resolve(layout, args.patch)
     patch = Patch.load(path)
     refuse_if_upstream(layout, path, patch)
@@ -140,8 +137,6 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
 
     branch = ""
     if args.vllm is not None:
-        from release.upstream_pr.branch import Clone, branch_name, preflight
-
         branch = branch_name(patch.slug)
         clone = Clone(args.vllm.resolve())
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-mail-") as tmp:
@@ -162,8 +157,6 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     print(f"patch: {mail_path}")
     print(f"body:  {pr_path}")
     if args.vllm is not None:
-        from release.upstream_pr.branch import make_branch
-
         commit = make_branch(clone, pin.tag, branch, mail_path)
         print(f"branch: {branch} at {commit[:12]} in {clone.path} (based on {pin.tag}, signed off)")
         print(

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.core.git import WorkRepo
-from release.queue.patch import TRAILER_RE, Patch
+from release.model.patch import TRAILER_RE, Patch
 
 # DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(

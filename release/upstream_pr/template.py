@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from release.queue.patch import Patch
+from release.model.patch import Patch
 from release.upstream_pr.evidence import Evidence
 
 VLLM_ISSUE_RE = re.compile(r"https://github\.com/vllm-project/vllm/issues/(\d+)")

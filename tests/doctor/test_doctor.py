@@ -30,7 +30,7 @@ from helpers.doctor import (
     validate,
 )
 from release.core.layout import Layout
-from release.queue.lines import read_lines
+from release.model.lines import read_lines
 
 doctor = doctor_module()
 TWO, ONE = doctor.CLASSES

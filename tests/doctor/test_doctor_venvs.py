@@ -38,10 +38,10 @@ from helpers import REPO
 from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
 from helpers.freshvenv import create, pip_env
 from release.core.layout import Layout
+from release.model.pin import Pin
 from release.overlay.build import BuildPlan, build
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
-from release.queue.pin import Pin
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # the first fixed release is downloaded once
 

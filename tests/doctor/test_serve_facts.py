@@ -17,8 +17,8 @@ from helpers.doctor import doctor_module, scan_data
 from release.core.errors import ConfigError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.queue.lines import read_lines
-from release.scan.lines import read_serve
+from release.model.lines import read_lines
+from release.scan.serve import read_serve
 
 doctor = doctor_module()
 

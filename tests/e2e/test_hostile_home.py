@@ -26,9 +26,10 @@ import pytest
 
 from helpers import copy_project, private_cache, run_release, tag_facts
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.pin import Pin
+from release.model.source import Source
+from release.model.train import Train
 from release.pristine.sources import fetch
-from release.queue.pin import Pin
-from release.train.model import Train
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
@@ -258,7 +259,7 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, bytes]]:
     """One run of everything per HOME (the costly part, done once for the module)."""
-    pristine_from = fetch(FROM, "pypi").files
+    pristine_from = fetch(FROM, Source.parse("pypi")).files
     return {home: run_everything(tmp_path_factory.mktemp(home), home == "hostile", pristine_from) for home in HOMES}
 
 

@@ -19,10 +19,11 @@ from helpers import run_release, snapshot
 from helpers.index_server import LoopbackIndex
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.pin import Pin
+from release.model.source import Source
 from release.pristine.index import INDEX_ENV
 from release.pristine.sources import fetch
 from release.pristine.wheel import pypi_content, pypi_wheel, subtree_member
-from release.queue.pin import Pin
 
 pytestmark = pytest.mark.network  # the pinned release wheel comes from the package index once, then the cache
 
@@ -86,7 +87,7 @@ def test_lazy_read_fetches_a_few_hundred_kb_and_verifies_every_member(
 
         # A second lazy read of the same modules (what `train check` does) is offline: the members the
         # first one cached. (`rebase` and `train add` read the whole wheel: tests/e2e/test_index_trust.py.)
-        tree = fetch(pin.tag, "pypi", lazy=True)
+        tree = fetch(pin.tag, Source.parse("pypi"), lazy=True)
         assert tree.file_hashes() == pin.files and tree.wheel_sha256 == pin.wheel_sha256
         assert index.served.file_bytes == sent_for_lazy_read
 

@@ -19,8 +19,9 @@ from helpers import private_cache, run_release, snapshot, tag_facts, work_leftov
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
+from release.model.pin import Pin
+from release.model.source import Source
 from release.pristine.sources import fetch
-from release.queue.pin import Pin
 from release.queue.verified import read_verified
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
@@ -79,16 +80,16 @@ def test_rebase_to_another_release_from_pypi_applies_0001(project: Path, tmp_pat
     result = run_release(project, "rebase", TO, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
-    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "applied")]
+    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "applies")]
     # upstream moved the context; the patch follows it
     assert report["patches"][0]["refreshed"] is True
     assert (project / "patches" / PATCH_0001).read_bytes() != patch_before
-    pristine = fetch(TO, "pypi")
+    pristine = fetch(TO, Source.parse("pypi"))
     assert report["flashinfer_new"] == pristine.flashinfer
     changed = {c["file"]: (c["added_lines"], c["removed_lines"]) for c in report["upstream_changes"]}
-    assert changed == line_changes(fetch(FROM, "pypi").files, pristine.files)
+    assert changed == line_changes(fetch(FROM, Source.parse("pypi")).files, pristine.files)
     assert (
-        "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applied** |"
+        "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applies** |"
         in (tmp_path / "r" / "rebase-report.md").read_text()
     )
     # vendor/ is now TO + the fix, and check agrees with itself
@@ -108,7 +109,7 @@ def test_rebase_to_a_fixed_release_retires_0001_as_upstream(project: Path, tmp_p
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "upstream")]
-    flashinfer = fetch(FIXED, "pypi").flashinfer
+    flashinfer = fetch(FIXED, Source.parse("pypi")).flashinfer
     assert report["flashinfer_new"] == flashinfer
     verified = read_verified(project / "vendor/vllm_fused_moe/VERIFIED.toml")
     if flashinfer.removeprefix("flashinfer-python==") not in verified.versions:
@@ -163,7 +164,7 @@ def vllm_git(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = WorkRepo.create(path)
     (path / "requirements").mkdir()
     for tag in (FROM, TO):
-        tree = fetch(tag, "pypi")
+        tree = fetch(tag, Source.parse("pypi"))
         (path / "requirements" / "cuda.txt").write_text(f"{tree.flashinfer}\n")
         (path / "README.md").write_text(f"vllm {tag}\n")
         repo.run("add", "requirements", "README.md")
@@ -206,8 +207,8 @@ def test_git_sources_read_the_tag(project: Path, vllm_git: Path, tmp_path: Path,
         ["git", "-C", str(vllm_git), "rev-parse", TO], capture_output=True, text=True
     ).stdout.strip()
     assert report["commit"] == commit
-    assert report["patches"][0]["status"] == "applied"
-    assert report["flashinfer_new"] == fetch(TO, "pypi").flashinfer
+    assert report["patches"][0]["status"] == "applies"
+    assert report["flashinfer_new"] == fetch(TO, Source.parse("pypi")).flashinfer
     assert run_release(project, "check").returncode == 0
 
 
@@ -220,7 +221,7 @@ def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git:
     assert snapshot(project) == before
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     statuses = {p["name"]: p["status"] for p in report["patches"]}
-    assert statuses == {PATCH_0001: "applied", name: "conflict"}
+    assert statuses == {PATCH_0001: "applies", name: "conflict"}
     conflict = report["patches"][1]["conflicts"][0]
     assert conflict["file"] == f"{UPSTREAM_SUBTREE}/deepep_ht.py"
     assert "is_scale_swizzled=quant_config.is_scale_swizzled" in conflict["ours"]

@@ -18,8 +18,9 @@ from helpers import run_release, snapshot, tag_facts
 from release.core.layout import UPSTREAM_SUBTREE
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
+from release.model.patch import Patch
+from release.model.source import Source
 from release.pristine.sources import fetch
-from release.queue.patch import Patch
 from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
 
 pytestmark = pytest.mark.network  # the pinned release's wheel comes from the package index once, then the cache
@@ -46,7 +47,7 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
 
 @pytest.fixture(scope="module")
 def pinned_files() -> dict[str, bytes]:
-    return fetch(HEAD.tag, "pypi").files
+    return fetch(HEAD.tag, Source.parse("pypi")).files
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ from release.core.versions import version_of_tag
 from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
+from release.model.lines import load_lines
 from release.pristine.wheel import cache_dir, pypi_content
-from release.queue.lines import load_lines
-from release.scan.lines import read_serve
+from release.scan.serve import read_serve
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
 MARKER = "SERVE-FLAGS "

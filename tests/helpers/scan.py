@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers import REPO
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.train.model import Train
+from release.model.train import Train
 
 SCHEMA = REPO / "docs" / "affected-releases.schema.json"
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"

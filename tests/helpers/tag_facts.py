@@ -20,8 +20,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from release.core.layout import Layout
-from release.queue.pin import Pin
-from release.train.model import Train
+from release.model.pin import Pin
+from release.model.train import Train
 
 FLASHINFER = "flashinfer-python"
 RELEASES_TOML = Path(__file__).resolve().parents[1] / "releases.toml"

@@ -108,7 +108,7 @@ def test_strict_makes_a_mismatch_an_error(runs) -> None:
 
 
 def test_info_names_the_tag_the_patches_and_their_origins(runs, layout) -> None:
-    from release.queue.series import Series
+    from release.model.series import Series
 
     info, _ = runs["info"]
     assert info["vllm_tag"] == HEAD.tag and info["would_activate"] is True

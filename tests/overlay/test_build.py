@@ -21,9 +21,9 @@ from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout, read_tree
+from release.model.pin import Pin
+from release.model.series import Series
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildResult, build, overlay_version
-from release.queue.pin import Pin
-from release.queue.series import Series
 from release.queue.verified import read_verified
 
 

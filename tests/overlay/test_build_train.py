@@ -23,10 +23,10 @@ from helpers import REPO, run_release, snapshot
 from release.core.faults import FAULT_ENV
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
-from release.queue.lines import read_lines
-from release.queue.pin import Pin
+from release.model.lines import read_lines
+from release.model.pin import Pin
+from release.model.train import Train
 from release.queue.verified import read_verified
-from release.train.model import Train
 
 pytestmark = pytest.mark.slow
 

@@ -34,12 +34,12 @@ import pytest
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages
 from release.core.layout import Layout
+from release.model.lines import HEAD_LINE, read_lines
+from release.model.train import Train
 from release.overlay.build import BuildPlan, build_train
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
-from release.queue.lines import HEAD_LINE, read_lines
 from release.queue.verified import read_verified
-from release.train.model import Train
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -15,7 +15,7 @@ import pytest
 
 from helpers import run_release, snapshot
 from helpers.synthetic import SUBTREE, add_patch
-from release.queue.pin import Pin
+from release.model.pin import Pin
 
 VENDOR = "vendor/vllm_fused_moe/prepare_finalize"
 PATCH_0001 = "patches/0001-flashinfer-nvlink-output-is-reduced.patch"

@@ -84,7 +84,7 @@ def test_continue_with_the_relative_work_dir_the_docs_print(conflicted: Path) ->
     assert f"+{both}" in (project / "patches" / PATCH).read_text()
     assert "import torch  # later" in (project / "vendor/vllm_fused_moe/prepare_finalize/batched.py").read_text()
     report = json.loads((project / "reports/r/rebase-report.json").read_text())
-    assert [(p["name"], p["status"]) for p in report["patches"]][1:] == [(PATCH, "applied"), (LATER, "applied")]
+    assert [(p["name"], p["status"]) for p in report["patches"]][1:] == [(PATCH, "applies"), (LATER, "applies")]
     assert not (project / WORK).exists() and work_leftovers(project) == []
     assert release_here(project, "check").returncode == 0
 

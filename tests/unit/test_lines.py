@@ -15,11 +15,11 @@ import pytest
 from helpers import REPO
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
 from release.core.layout import Layout
-from release.queue.lines import read_lines
+from release.model.lines import read_lines
+from release.model.patch import Patch
+from release.model.train import Train
 from release.queue.load import line_patches
-from release.queue.patch import Patch
 from release.train.check import check_train
-from release.train.model import Train
 
 # Class names of FlashInfer all-to-all prepare/finalize classes across vLLM's history (what we fix);
 # every other class in these files must come out of the series unchanged.
@@ -123,7 +123,7 @@ def test_a_variant_outside_its_line_or_a_series_naming_nothing_is_refused(tmp_pa
     variant = next(cutlass.patch_dir(layout.root).glob("*.patch"))
     with pytest.raises(MalformedPatchError, match="outside"):
         Patch.load(variant, a2a.prefixes)
-    from release.queue.series import Series
+    from release.model.series import Series
 
     (tmp_path / "series").write_text("0009-nothing.patch\n")
     with pytest.raises(MalformedSeriesError, match=r"0009-nothing\.patch"):

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
-from release.queue.patch import Patch
-from release.queue.pin import Pin
-from release.queue.series import Series
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.model.series import Series
 
 REPO = Path(__file__).resolve().parents[2]
 PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"

@@ -12,8 +12,8 @@ from packaging.version import Version
 from helpers import REPO, run_release, snapshot
 from helpers.scan import PATCH_0001, train_versions, validate
 from release.core.layout import Layout
+from release.model.patch import Patch
 from release.pristine.lazy_wheel import Transfer
-from release.queue.patch import Patch
 from release.scan.document import build_document, dumps, load_document, to_markdown
 from release.scan.run import ReleaseResult, ScanOptions, ScanResult
 

@@ -22,8 +22,8 @@ from helpers import run_release, snapshot, work_leftovers
 from helpers.index_server import LoopbackIndex
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_dir, make_git, make_wheel, next_tree, version_file
 from release.core.git import WorkRepo
+from release.model.pin import Pin
 from release.pristine.index import INDEX_ENV
-from release.queue.pin import Pin
 
 VERSION = NEXT_TAG.removeprefix("v")
 # Far enough up from .work/rebase-TAG/repo/vllm/model_executor/layers/fused_moe/prepare_finalize/

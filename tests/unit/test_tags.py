@@ -12,7 +12,7 @@ import pytest
 
 from helpers import run_release
 from release.core.versions import Version, parse_version
-from release.queue.pin import Pin
+from release.model.pin import Pin
 from release.rebase.tags import newer_than, parse_ls_remote, releases
 
 # Recorded in the real format: "<sha>\trefs/tags/<name>", annotated tags followed by their

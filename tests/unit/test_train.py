@@ -17,10 +17,11 @@ from packaging.specifiers import SpecifierSet
 from helpers import REPO, run_release, snapshot
 from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
+from release.model.source import Source
+from release.model.train import Train
 from release.pristine.sources import fetch
 from release.queue.load import Queue
 from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
-from release.train.model import Train
 
 TWO_SIDED = "flashinfer_nvlink_two_sided.py"
 # The FlashInfer all-to-all module of each release line: the file a line's series patches.
@@ -139,7 +140,7 @@ def test_add_refuses_a_tag_whose_fix_is_upstream_and_changes_nothing(project: Pa
 def test_add_refuses_a_tag_where_a_patch_conflicts(project: Path, tmp_path: Path) -> None:
     # A tree laid out like vLLM's: the newest train tag, with the patched line rewritten upstream-style.
     tag = train_of(project).tags[-1]
-    tree = fetch(tag, "pypi")
+    tree = fetch(tag, Source.parse("pypi"))
     source = tmp_path / "vllm"
     subtree = source / "vllm/model_executor/layers/fused_moe/prepare_finalize"
     subtree.mkdir(parents=True)

@@ -16,10 +16,10 @@ from pathlib import Path
 from release.core.faults import fault_point
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
-from release.pristine.tree import UpstreamTree
-from release.queue.patch import Patch
+from release.model.outcome import Conflict, PatchOutcome, PatchStatus
+from release.model.patch import Patch
+from release.model.tree import UpstreamTree
 from release.queue.upstreamed import classify, hunk_label
-from release.rebase.report import Conflict, PatchOutcome
 
 
 @dataclass
@@ -40,19 +40,21 @@ def replay_series(
         patch_file.parent.mkdir(parents=True, exist_ok=True)
         patch_file.write_text(patch.text, encoding="utf-8")
         decided = classify(repo, patch, patch_file)
-        if decided.status == "upstream":
+        if decided.status == PatchStatus.UPSTREAM:
             replay.retired.append(patch.name)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "upstream", decided.how))
+            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, PatchStatus.UPSTREAM, decided.how))
             continue
-        if decided.status == "conflict":
+        if decided.status == PatchStatus.CONFLICT:
             absent = absent_files(patch, upstream)
             how = f"its file(s) are absent in vLLM {upstream.tag}: {', '.join(absent)}" if absent else decided.how
             conflicts = describe_conflict(repo, patch, upstream)
-            replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "conflict", how, conflicts=conflicts))
+            replay.outcomes.append(
+                PatchOutcome(patch.name, patch.subject, PatchStatus.CONFLICT, how, conflicts=conflicts)
+            )
             return patch
         fault_point("rebase:replayed")
         replay.applied.append(patch.name)
-        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, "applied", decided.how))
+        replay.outcomes.append(PatchOutcome(patch.name, patch.subject, PatchStatus.APPLIES, decided.how))
     return None
 
 

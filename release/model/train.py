@@ -17,9 +17,9 @@ from pathlib import Path
 
 from release.core.errors import TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
-from release.pristine.tree import UpstreamTree
-from release.queue.lines import read_lines
-from release.queue.pin import Pin
+from release.model.lines import read_lines
+from release.model.pin import Pin
+from release.model.tree import UpstreamTree
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names

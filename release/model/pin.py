@@ -10,7 +10,7 @@ from pathlib import Path
 from release.core.errors import ConfigError
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import canonical_tag, version_of_tag
-from release.pristine.tree import UpstreamTree
+from release.model.tree import UpstreamTree
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 

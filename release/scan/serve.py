@@ -1,11 +1,11 @@
-"""The release lines, as the scan ships them: the queue's lines plus how each line's releases read `vllm serve`.
+"""How each release line's releases read `vllm serve`: the serve facts the scan ships beside the lines.
 
-The lines themselves (modules, markers, series, `backends`, `live`) are parsed by the patch queue
-(release/queue/lines.py), which rebase and the overlay also read. What only the scan ships, for
+The lines themselves (modules, markers, series, `backends`, `live`) are the model's
+(release/model/lines.py), which every stage reads. What only the scan ships, for
 `vllm-fused-moe doctor -- VLLM_SERVE_ARGS`, is read here from the same patches/lines.toml: a
 line's `builds` (backend -> class) and its `[[line.serve]]` ranges (the `--all2all-backend`
 choices, how VLLM_ALL2ALL_BACKEND is read, which backends take the DP-chunked path and the
-variable that switches it). The queue's parser leaves these keys alone.
+variable that switches it). The model's parser leaves these keys alone.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.core.errors import ConfigError
-from release.queue.lines import Line, Lines, load_lines, read_lines
-
-__all__ = ["BACKEND_ENV_MODES", "Line", "LineServe", "ServeRange", "load_lines", "read_serve"]
+from release.model.lines import Line, Lines, read_lines
 
 HINT = (
     "patches/lines.toml: a line's `builds` maps each of its `backends` to one of its `live` classes; each "

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
-from release.pristine.tree import UpstreamTree
-from release.train.model import Train, TrainEntry
+from release.model.train import Train, TrainEntry
+from release.model.tree import UpstreamTree
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,105 @@
+"""`train add`: replay a tag's line series on its pristine modules and record it in patches/train.toml.
+
+What `train add` and `train watch` share: find the release line a tag is on, replay that line's
+series on the tag (refused when a patch conflicts or is already upstream), and record the
+entry; train.toml is written in one rename.
+"""
+
+from __future__ import annotations
+
+from release.core.errors import SourceError, TrainRefusedError
+from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
+from release.core.layout import Layout
+from release.model.lines import Line, read_lines
+from release.model.outcome import PatchStatus
+from release.model.source import Source
+from release.model.train import DEFAULT_LINE, Train, TrainEntry
+from release.model.tree import UpstreamTree
+from release.pristine.sources import fetch
+from release.queue.load import Queue, line_patches
+from release.train.replay import TagReplay, replay_tag
+
+DEFAULT_TRAIN_SOURCE = "pypi"
+
+
+def fetch_on_line(layout: Layout, tag: str, source: Source, name: str | None = None) -> tuple[Line, UpstreamTree]:
+    """`tag`'s pristine modules and its release line: the named one, or the first in patches/lines.toml
+    whose markers the release has (the scan's rule)."""
+    lines = read_lines(layout.lines)
+    for line in [lines.get(name)] if name else lines.lines:
+        try:
+            tree = fetch(tag, source, line)
+        except SourceError:
+            if name:
+                raise
+            continue
+        full = {f"{line.root}/{path}": data for path, data in tree.files.items()}
+        if line.present(list(full), full):
+            return line, tree
+    raise TrainRefusedError(
+        f"not adding {tag}: it is on no release line of patches/lines.toml"
+        + (f" ({name!r}'s markers are not all there)" if name else ""),
+        hint="`python -m release scan --since TAG --until TAG` says which line, if any, a release is on",
+    )
+
+
+def replay_for_add(
+    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source, line_name: str | None = None
+) -> tuple[str, TagReplay]:
+    line, upstream = fetch_on_line(layout, tag, source, line_name)
+    if line.series_path(layout.root) == layout.series:
+        replay = replay_tag(upstream, base, queue.patches)
+    else:
+        # Another line: its own series, and its files keyed below its own root; no head blobs needed.
+        replay = replay_tag(upstream, {}, line_patches(layout, line), line.root)
+    if replay.refusal:
+        fixed = any(o.status == PatchStatus.UPSTREAM for o in replay.outcomes)
+        raise TrainRefusedError(
+            f"not adding {tag}: {replay.refusal}",
+            hint=(
+                f"users of vLLM {tag} get the fix from vLLM itself; the train is unchanged"
+                if fixed
+                else f"the train is unchanged; `python -m release rebase {tag} --dry-run --from {source}` "
+                "reports the conflict hunk by hunk (docs/patch-queue.md: release lines)"
+            ),
+        )
+    if tag == queue.pin.tag:
+        vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
+        if replay.patched_hashes() != vendor:
+            raise TrainRefusedError(
+                f"not adding {tag}: it is the head, and pristine({tag} from {source}) + series is not vendor/",
+                hint="`python -m release check` shows how vendor/ drifted",
+            )
+    return line.name, replay
+
+
+def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source) -> None:
+    """Replay, record and save one tag (what `train watch` does per new release)."""
+    line_name, replay = replay_for_add(layout, queue, base, tag, source)
+    save(layout, record(Train.load(layout.train), replay, source, line_name))
+
+
+def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_LINE) -> Train:
+    entry = replay.entry(str(source.recorded()), line)  # a wheel by its name and sha256, not its directory
+    old = train.get(entry.tag)
+    changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
+    how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
+    verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
+    print(
+        f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}"
+    )
+    return train.with_entry(entry)
+
+
+def save(layout: Layout, train: Train) -> None:
+    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
+    write_atomic(layout.train, train.dumps().encode("utf-8"))
+
+
+def where(entry: TrainEntry) -> str:
+    if entry.wheel:
+        return f"{entry.source}: {entry.wheel}"
+    if entry.commit:
+        return f"{entry.source} @ {entry.commit[:12]}"
+    return entry.source
