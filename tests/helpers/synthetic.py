@@ -21,7 +21,7 @@ from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.queue.pin import Pin
+from release.model.pin import Pin
 
 SUBTREE = UPSTREAM_SUBTREE
 

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import run_release, snapshot, work_leftovers
 from helpers.synthetic import NEXT_TAG, make_dir, next_tree, pristine
-from release.queue.pin import Pin
+from release.model.pin import Pin
 
 
 def older_tag(head: str) -> str:
