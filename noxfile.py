@@ -139,7 +139,7 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
-    session.run("python", "-m", "release.core.py310", "vendor/vllm_fused_moe")
+    session.run("python", "-m", "release.core.py310", "release/overlay/runtime")
 
 
 @nox.session

@@ -11,7 +11,7 @@ from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 
 EPILOG = f"""what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
-  vendor/vllm_fused_moe/affected-releases.json
+  release/overlay/runtime/vllm_fused_moe/affected-releases.json
                              the same data, shipped in every overlay wheel (schema:
                              docs/affected-releases.schema.json); doctor reads it
   A scan of a range updates that range and keeps the rest of the previous document.

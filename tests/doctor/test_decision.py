@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers.doctor import doctor_module, scan_data
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vendor"))
+from release.core.layout import Layout
 from vllm_fused_moe import _activate
 
 INFO = {
@@ -67,6 +65,9 @@ def test_activation_is_what_decide_does(
     mode: str, vllm: str, flashinfer: str | None, monkeypatch: pytest.MonkeyPatch, said: Said
 ) -> None:
     monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
+    # The files the hook checks: vendor/'s (the package beside them, as in the wheel; the package's
+    # source folder, release/overlay/runtime/vllm_fused_moe/, holds only our code).
+    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
     monkeypatch.setattr(_activate, "installed_vllm_version", lambda: vllm)
     monkeypatch.setattr(_activate, "flashinfer_version", lambda: flashinfer)
     monkeypatch.setenv(_activate.MODE_ENV, mode)
