@@ -63,55 +63,12 @@ BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
-# The words for off (vllm_fused_moe._finder.OFF_WORDS, repeated: the .pth line reads the kill
-# switch before it imports anything of ours; tests/overlay/test_modes.py keeps the two equal).
-OFF_WORDS = ("off", "0", "false", "no", "n", "disable", "disabled", "none", "never")
-# Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
-# a traceback for a line that raises, so this never raises. It reads the kill switch before it
-# imports anything of ours, so VLLM_FUSED_MOE=off works whatever state the package is in. When
-# off, or when the hook cannot be installed (a broken or half-removed package), a stand-in finder
-# speaks once, only when vLLM imports the subtree: an INFO line (off), a warning (upstream runs),
-# or in strict mode an ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
-PTH_BOOTSTRAP = f"""\
-import os, sys
-mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
-target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
-why = "off" if mode in {OFF_WORDS!r} else None
-if why is None:
-    try:
-        import {PACKAGE}._finder
-        {PACKAGE}._finder.install()
-    except Exception as exc:
-        why = type(exc).__name__ + ": " + str(exc)
-if why is not None and not any(type(finder).__name__ == "OverlayStandIn" for finder in sys.meta_path):
-
-    class OverlayStandIn:
-        spoke = False
-
-        def find_spec(self, name, path=None, module=None):
-            if name != target and not name.startswith(target + "."):
-                return None
-            if why != "off" and mode == "strict":
-                raise ImportError("vllm-fused-moe is broken (" + why + ") and VLLM_FUSED_MOE=strict")
-            if not OverlayStandIn.spoke:
-                OverlayStandIn.spoke = True
-                try:
-                    import logging
-
-                    log = logging.getLogger("vllm.vllm_fused_moe")
-                    if why == "off":
-                        log.info("vllm-fused-moe: disabled by VLLM_FUSED_MOE=off; upstream %s left in place", target)
-                    else:
-                        log.warning("vllm-fused-moe is broken (%s); upstream %s runs unpatched (reinstall "
-                                    "vllm-fused-moe, or set VLLM_FUSED_MOE=off)", why, target)
-                except Exception:
-                    pass
-            return None
-
-    sys.meta_path.insert(0, OverlayStandIn())
-"""
-# One line: site.py executes a .pth line that starts with `import`.
-PTH_LINE = f"import sys; exec({PTH_BOOTSTRAP!r}, {{'__name__': '{PACKAGE}_pth'}})\n"
+# The .pth's module (release/overlay/runtime/_vllm_fused_moe_pth.py): beside the package, not in it, so
+# that the kill switch works whatever state the package is in.
+PTH_MODULE = "_vllm_fused_moe_pth"
+# One line: site.py executes a .pth line that starts with `import`, at every interpreter start-up of
+# the environment. The module reads the switch, then installs the hook or a stand-in; it never raises.
+PTH_LINE = f"import {PTH_MODULE}; {PTH_MODULE}.install()\n"
 
 
 @dataclass(frozen=True)
@@ -177,7 +134,8 @@ def _checked_inputs(plan: BuildPlan) -> list[str]:
     problem = writable_dir_problem(plan.out)
     if problem:
         raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
-    parts = (plan.layout.runtime_package, *(plan.layout.vendored / name for name in BESIDE_SUBTREE))
+    runtime = (plan.layout.runtime / f"{PTH_MODULE}.py", plan.layout.runtime_package)
+    parts = (*runtime, *(plan.layout.vendored / name for name in BESIDE_SUBTREE))
     missing = [part for part in parts if not part.exists()]
     if missing:
         raise BadInputError(
@@ -398,6 +356,7 @@ def assemble(
     package = stage / PACKAGE
     caches = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(layout.runtime_package, package, ignore=caches)
+    shutil.copyfile(layout.runtime / f"{PTH_MODULE}.py", stage / f"{PTH_MODULE}.py")
     line = line or head_line(layout)
     write_files(package / line.overlay_dir, subtree if subtree is not None else layout.vendor_files())
     for name in BESIDE_SUBTREE:
@@ -486,6 +445,7 @@ packages = ["{PACKAGE}"]
 
 [tool.hatch.build.targets.wheel.force-include]
 "{PTH_NAME}" = "{PTH_NAME}"
+"{PTH_MODULE}.py" = "{PTH_MODULE}.py"
 '''
 
 

@@ -223,3 +223,18 @@ def test_tensor_parallel_1_never_reduces_twice_and_not_used_prints_no_fix(versio
     assert decide(version, f"-tp 2 -dp 4 -ep --all2all-backend {backend}")["fix"]["argv"][-1] == (
         f"vllm-fused-moe=={version}"
     )
+
+
+@pytest.mark.parametrize(("word", "why", "hook_active"), [("disabled", "off", False), ("never", "off", False),
+                                                         ("on", "ModuleNotFoundError: gone", None)])  # fmt: skip
+def test_live_reads_off_as_the_pth_read_it(
+    word: str, why: str, hook_active: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--live's `hook_active` with the .pth's stand-in in place: off for any word for off (the stand-in
+    read the switch with the hook's words), no hook when it stands in for a broken one."""
+    import _vllm_fused_moe_pth
+
+    monkeypatch.setenv(_activate.MODE_ENV, word)
+    monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
+    live = doctor.live_classes(None, module_name="json", names=())
+    assert live["error"] is None and live["hook_active"] is hook_active

@@ -53,10 +53,6 @@ def test_strict_is_strict_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _finder.mode() == "strict"
 
 
-def test_the_pth_line_knows_the_same_words_for_off() -> None:
-    assert build.OFF_WORDS == _finder.OFF_WORDS
-
-
 class Said(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -127,11 +123,28 @@ def _python(code: list[str], word: str, site: Path) -> subprocess.CompletedProce
                                               ("off", "OverlayStandIn"), ("enabled", "OverlayFinder"),
                                               ("bogus", "OverlayFinder")])  # fmt: skip
 def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, finder: str, site: Path) -> None:
-    # What site.py runs at every start-up of the environment: the .pth line as the wheel holds it.
-    code = build.PTH_LINE + "import json; print(json.dumps([type(f).__name__ for f in sys.meta_path]))\n"
-    proc = _python(["-c", f"import sys\n{code}"], word, site)
+    # What site.py does at every start-up of the environment, to the .pth file as the wheel holds it.
+    assert (site / build.PTH_NAME).read_text() == build.PTH_LINE
+    code = (
+        f"import json, site, sys; site.addsitedir({str(site)!r}); "
+        "ours = sorted(m for m in sys.modules if 'fused_moe' in m); "
+        "print(json.dumps([[type(f).__name__ for f in sys.meta_path], ours]))"
+    )
+    proc = _python(["-c", code], word, site)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert json.loads(proc.stdout)[0] == finder
+    finders, ours = json.loads(proc.stdout)
+    assert finders[0] == finder
+    if finder == "OverlayStandIn":  # the switch was read before anything of the package was imported
+        assert ours == [build.PTH_MODULE]
+    else:
+        assert build.PTH_MODULE in ours and "vllm_fused_moe._finder" in ours
+
+
+def test_the_hook_reads_the_switchs_words_from_the_pth_module() -> None:
+    """One list of words for the .pth and the hook: the package takes them from the .pth's module."""
+    import _vllm_fused_moe_pth
+
+    assert _finder.OFF_WORDS is _vllm_fused_moe_pth.OFF_WORDS and _finder.mode is _vllm_fused_moe_pth.mode
 
 
 @pytest.mark.parametrize(("word", "mode"), [("DISABLED", "off"), ("none", "off"), ("yes", "on"), ("bogus", "bogus")])
