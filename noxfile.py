@@ -142,7 +142,7 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
     # [tool.importlinter] in pyproject.toml; --no-cache: no cache directory in the checkout (it takes < 1 s).
     session.run("lint-imports", "--no-cache")
-    session.run("python", "-m", "release.core.py310", "vendor/vllm_fused_moe")
+    session.run("python", "-m", "release.core.py310", "release/overlay/runtime")
 
 
 @nox.session

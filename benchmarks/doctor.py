@@ -95,9 +95,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="doctor-bench-") as scratch:
         tmp = Path(scratch)
         project = tmp / "project"
-        for name in ("vendor", "patches"):
+        for name in ("vendor", "patches", "release/overlay/runtime"):
             shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
-        shipped = project / "vendor" / "vllm_fused_moe" / "affected-releases.json"
+        shipped = Layout(project).affected_json
         if not shipped.is_file():
             shutil.copyfile(scan_file(), shipped)
         wheel = build(BuildPlan(Layout(project), tmp / "dist")).wheel

@@ -56,7 +56,7 @@ def timed(root: Path, runs: int, *args: str) -> list[float]:
 
 def copy_project(tmp: Path, also_verified: list[str]) -> Path:
     root = tmp / "project"
-    for name in ("vendor", "patches"):
+    for name in ("vendor", "patches", "release/overlay/runtime"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     verified = root / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
     text = verified.read_text()

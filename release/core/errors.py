@@ -339,7 +339,7 @@ class DoctorError(BadInputError):
 
     default_hint = (
         "--python must be a Python 3.10+ interpreter of the environment to check (e.g. /opt/venv/bin/python); "
-        "run it with vendor/vllm_fused_moe/doctor.py by hand to see its own error"
+        "run it with release/overlay/runtime/vllm_fused_moe/doctor.py by hand to see its own error"
     )
 
 

@@ -12,6 +12,10 @@ from release.core.errors import UnsafeSourceError
 UPSTREAM_SUBTREE = "vllm/model_executor/layers/fused_moe/prepare_finalize"
 UPSTREAM_PACKAGE = UPSTREAM_SUBTREE.replace("/", ".")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# What vendor/vllm_fused_moe/ holds besides the vendored subtree, and nothing else: the licence the
+# vendored files come under and the notice that names them (both travel with them into the wheel),
+# and the two pins. Our own runtime code is under release/overlay/runtime/ (docs/architecture.md).
+BESIDE_SUBTREE = ("LICENSE", "NOTICE", "UPSTREAM.toml", "VERIFIED.toml")
 
 
 @dataclass(frozen=True)
@@ -23,20 +27,30 @@ class Layout:
         return cls(PROJECT_ROOT)
 
     @property
-    def overlay(self) -> Path:
+    def vendored(self) -> Path:
+        """Upstream's files and their pins: the vendored subtree, BESIDE_SUBTREE, nothing of ours."""
         return self.root / "vendor" / "vllm_fused_moe"
 
     @property
+    def runtime(self) -> Path:
+        """Our code of the wheel's top level, named as installed: the .pth's module and `vllm_fused_moe/`."""
+        return self.root / "release" / "overlay" / "runtime"
+
+    @property
+    def runtime_package(self) -> Path:
+        return self.runtime / "vllm_fused_moe"
+
+    @property
     def subtree(self) -> Path:
-        return self.overlay / "prepare_finalize"
+        return self.vendored / "prepare_finalize"
 
     @property
     def upstream_toml(self) -> Path:
-        return self.overlay / "UPSTREAM.toml"
+        return self.vendored / "UPSTREAM.toml"
 
     @property
     def verified_toml(self) -> Path:
-        return self.overlay / "VERIFIED.toml"
+        return self.vendored / "VERIFIED.toml"
 
     @property
     def patches(self) -> Path:
@@ -60,8 +74,9 @@ class Layout:
 
     @property
     def affected_json(self) -> Path:
-        # Inside the overlay package, so every wheel ships it (doctor reads it).
-        return self.overlay / "affected-releases.json"
+        # Our scan's finding, not upstream's file: beside the doctor that reads it, in the checkout as in
+        # every wheel.
+        return self.runtime_package / "affected-releases.json"
 
     @property
     def affected_md(self) -> Path:

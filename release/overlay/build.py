@@ -1,12 +1,13 @@
-"""Build the overlay wheel `vllm-fused-moe`: vendor/vllm_fused_moe/ plus the activation hook.
+"""Build the overlay wheel `vllm-fused-moe`: our runtime code and upstream's vendored files, assembled.
 
 One wheel per vLLM tag: `build` makes the head's from vendor/; `build_train` makes one per
 train tag, the head's from vendor/ and every other tag's from its pristine source + the
 series, reproduced in a scratch directory and held to the hashes patches/train.toml records.
 The build is a list of named steps over one `BuildPlan`: collect the facts (pin, series,
-the tag's FlashInfer range: its own pin ∩ VERIFIED.toml), stage a package tree with a
-generated pyproject.toml in a temporary directory (vendor/ is never written), and run
-PyPA `build` with hatchling.
+the tag's FlashInfer range: its own pin ∩ VERIFIED.toml), assemble the package in a temporary
+directory (`assemble`: release/overlay/runtime/ is ours, vendor/vllm_fused_moe/ upstream's and its
+pins; neither is ever written), add the series, the build facts and a generated pyproject.toml,
+and run PyPA `build` with hatchling.
 Hatchling writes reproducible wheels (sorted entries, normalised modes, zip times from
 SOURCE_DATE_EPOCH), and we set SOURCE_DATE_EPOCH from the commit, so two builds of one
 commit are byte-identical.
@@ -40,7 +41,7 @@ from release.core.errors import (
 from release.core.git import commit_time, git, head_commit
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import copy_atomic, remove_leftovers
-from release.core.layout import UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
+from release.core.layout import BESIDE_SUBTREE, UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
 from release.model.lines import HEAD_LINE, Line, read_lines
 from release.model.patch import Patch
@@ -53,7 +54,7 @@ from release.queue.verified import flashinfer_range, read_verified
 
 if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
-    # Not importable at run time (vendor/ is not on sys.path), so for the type checker only.
+    # Not importable at run time (release/overlay/runtime/ is not on sys.path), so for the type checker only.
     from vllm_fused_moe._meta import BuildInfo
 
 
@@ -73,55 +74,12 @@ BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
-# The words for off (vllm_fused_moe._finder.OFF_WORDS, repeated: the .pth line reads the kill
-# switch before it imports anything of ours; tests/overlay/test_modes.py keeps the two equal).
-OFF_WORDS = ("off", "0", "false", "no", "n", "disable", "disabled", "none", "never")
-# Run by site.py at every interpreter start-up of the environment (pip's included). site.py prints
-# a traceback for a line that raises, so this never raises. It reads the kill switch before it
-# imports anything of ours, so VLLM_FUSED_MOE=off works whatever state the package is in. When
-# off, or when the hook cannot be installed (a broken or half-removed package), a stand-in finder
-# speaks once, only when vLLM imports the subtree: an INFO line (off), a warning (upstream runs),
-# or in strict mode an ImportError inside vLLM. Python 3.10 syntax; it runs in a namespace of its own.
-PTH_BOOTSTRAP = f"""\
-import os, sys
-mode = os.environ.get("VLLM_FUSED_MOE", "").strip().lower()
-target = "vllm.model_executor.layers.fused_moe.prepare_finalize"
-why = "off" if mode in {OFF_WORDS!r} else None
-if why is None:
-    try:
-        import {PACKAGE}._finder
-        {PACKAGE}._finder.install()
-    except Exception as exc:
-        why = type(exc).__name__ + ": " + str(exc)
-if why is not None and not any(type(finder).__name__ == "OverlayStandIn" for finder in sys.meta_path):
-
-    class OverlayStandIn:
-        spoke = False
-
-        def find_spec(self, name, path=None, module=None):
-            if name != target and not name.startswith(target + "."):
-                return None
-            if why != "off" and mode == "strict":
-                raise ImportError("vllm-fused-moe is broken (" + why + ") and VLLM_FUSED_MOE=strict")
-            if not OverlayStandIn.spoke:
-                OverlayStandIn.spoke = True
-                try:
-                    import logging
-
-                    log = logging.getLogger("vllm.vllm_fused_moe")
-                    if why == "off":
-                        log.info("vllm-fused-moe: disabled by VLLM_FUSED_MOE=off; upstream %s left in place", target)
-                    else:
-                        log.warning("vllm-fused-moe is broken (%s); upstream %s runs unpatched (reinstall "
-                                    "vllm-fused-moe, or set VLLM_FUSED_MOE=off)", why, target)
-                except Exception:
-                    pass
-            return None
-
-    sys.meta_path.insert(0, OverlayStandIn())
-"""
-# One line: site.py executes a .pth line that starts with `import`.
-PTH_LINE = f"import sys; exec({PTH_BOOTSTRAP!r}, {{'__name__': '{PACKAGE}_pth'}})\n"
+# The .pth's module (release/overlay/runtime/_vllm_fused_moe_pth.py): beside the package, not in it, so
+# that the kill switch works whatever state the package is in.
+PTH_MODULE = "_vllm_fused_moe_pth"
+# One line: site.py executes a .pth line that starts with `import`, at every interpreter start-up of
+# the environment. The module reads the switch, then installs the hook or a stand-in; it never raises.
+PTH_LINE = f"import {PTH_MODULE}; {PTH_MODULE}.install()\n"
 
 
 @dataclass(frozen=True)
@@ -180,13 +138,22 @@ def build(plan: BuildPlan) -> BuildResult:
 
 
 def _checked_inputs(plan: BuildPlan) -> list[str]:
-    """Refuse an unwritable --out and a dirty tree (unless --allow-dirty) before anything is built.
+    """Refuse an unwritable --out, a missing part and a dirty tree (unless --allow-dirty) before anything is built.
 
     Returns what is dirty (empty for a clean tree); the version and build info say so.
     """
     problem = writable_dir_problem(plan.out)
     if problem:
         raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
+    runtime = (plan.layout.runtime / f"{PTH_MODULE}.py", plan.layout.runtime_package)
+    parts = (*runtime, *(plan.layout.vendored / name for name in BESIDE_SUBTREE))
+    missing = [part for part in parts if not part.exists()]
+    if missing:
+        raise BadInputError(
+            f"{missing[0]} is missing; the wheel is made of release/overlay/runtime/ (ours) and "
+            "vendor/vllm_fused_moe/ (upstream's files and their pins); nothing was built",
+            hint="restore it from git (`git checkout -- PATH`); --root must name a whole checkout",
+        )
     dirty = dirty_reasons(plan.layout)
     if dirty and not plan.allow_dirty:
         shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
@@ -302,12 +269,13 @@ def dirty_reasons(layout: Layout) -> list[str]:
     """Why the tree is not exactly its commit + pin + series (empty when it is).
 
     - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
-    - links anywhere in the overlay or patches/ (never followed, never shipped, even dirty);
-    - in a git checkout, every change to vendor/vllm_fused_moe/ and patches/ that is not
-      committed: hand edits of the hook, a deleted file, an extra file (ignored ones too,
-      since the build would ship them), so the commit in the build info is the truth.
+    - links anywhere in what the wheel is made of (never followed, never shipped, even dirty);
+    - in a git checkout, every change to vendor/vllm_fused_moe/, release/overlay/runtime/ and
+      patches/ that is not committed: hand edits of the hook, a deleted file, an extra file
+      (ignored ones too, since the build would ship them), so the commit in the build info is the truth.
     """
-    links = [p for top in (layout.overlay, layout.patches) for p in _walk(top) if p.is_symlink()]
+    tops = (layout.vendored, layout.runtime, layout.patches)
+    links = [p for top in tops for p in _walk(top) if p.is_symlink()]
     if links:
         raise BadInputError(
             f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
@@ -316,9 +284,9 @@ def dirty_reasons(layout: Layout) -> list[str]:
     reasons = [f"{d.path} ({d.kind})" for d in drift(layout, Queue.load(layout))[0]]
     toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
     if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
+        paths = [top.relative_to(layout.root).as_posix() for top in tops]
         listing = git(
-            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--",
-            layout.overlay.relative_to(layout.root).as_posix(), layout.patches.relative_to(layout.root).as_posix(),
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--", *paths,
             cwd=layout.root,
         ).stdout  # fmt: skip
         for entry in listing.decode("utf-8", "replace").split("\0"):
@@ -368,16 +336,8 @@ def stage_package(
     epoch: int,
     dirty: list[str],
 ) -> None:
-    package = stage / PACKAGE
-    ignored = ["__pycache__", "*.pyc", "_build_info.json", "patches"]
-    if target.subtree is not None:
-        # Another tag of the train: its own subtree and pin replace the head's.
-        ignored += ["prepare_finalize", "UPSTREAM.toml"]
-    shutil.copytree(layout.overlay, package, ignore=shutil.ignore_patterns(*ignored))
     line = target.line or head_line(layout)
-    if target.subtree is not None:
-        write_files(package / line.overlay_dir, target.subtree)
-        (package / "UPSTREAM.toml").write_text(target.pin.dumps(), encoding="utf-8")
+    package = assemble(layout, stage, line, target.subtree, target.pin if target.subtree is not None else None)
     (package / "patches").mkdir()
     # The series this wheel's files carry: patches/series for the head line, the line's own otherwise.
     shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
@@ -386,9 +346,37 @@ def stage_package(
     targets = line.targets(line.overlay_dir)
     info = build_info(layout, version, target, patches, epoch, targets, dirty, served_files(package, targets))
     (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, target.pin, target.flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
+
+
+def assemble(
+    layout: Layout,
+    stage: Path,
+    line: Line | None = None,
+    subtree: dict[str, bytes] | None = None,
+    pin: Pin | None = None,
+) -> Path:
+    """The wheel's top level in `stage`, as site-packages will hold it; returns the package folder.
+
+    Ours, from release/overlay/runtime/: the .pth's module and `vllm_fused_moe/` (the hook, the
+    doctor, the scan data). Upstream's, from vendor/vllm_fused_moe/: the vendored subtree (or
+    `subtree`, another train tag's replay, with its `pin`) in the line's folder, its LICENSE and
+    NOTICE, UPSTREAM.toml and VERIFIED.toml. Without build facts (_build_info.json, patches/), the
+    package reads its facts from the pins beside it, as it did in a source checkout.
+    """
+    package = stage / PACKAGE
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(layout.runtime_package, package, ignore=caches)
+    shutil.copyfile(layout.runtime / f"{PTH_MODULE}.py", stage / f"{PTH_MODULE}.py")
+    line = line or head_line(layout)
+    write_files(package / line.overlay_dir, subtree if subtree is not None else layout.vendor_files())
+    for name in BESIDE_SUBTREE:
+        shutil.copyfile(layout.vendored / name, package / name)
+    if pin is not None:
+        (package / "UPSTREAM.toml").write_text(pin.dumps(), encoding="utf-8")
+    (stage / PTH_NAME).write_text(PTH_LINE, encoding="utf-8")
+    return package
 
 
 def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
@@ -467,6 +455,7 @@ packages = ["{PACKAGE}"]
 
 [tool.hatch.build.targets.wheel.force-include]
 "{PTH_NAME}" = "{PTH_NAME}"
+"{PTH_MODULE}.py" = "{PTH_MODULE}.py"
 '''
 
 

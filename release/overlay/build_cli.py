@@ -11,13 +11,15 @@ from release.overlay.build import BuildPlan, BuildResult, Isolation, build, buil
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Build the pure-Python wheel vllm-fused-moe (vendor/vllm_fused_moe/ plus the import hook) "
+        "Build the pure-Python wheel vllm-fused-moe (our runtime code from release/overlay/runtime/: the "
+        "import hook and the doctor; upstream's vendored files and their pins from vendor/vllm_fused_moe/) "
         "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
         "Without --all or --tag: the head of the train, from vendor/. Each wheel requires "
         "vllm==<its tag> and flashinfer-python in (its tag's own pin ∩ VERIFIED.toml); a tag "
         "whose pin admits no verified version is refused (exit 2) and nothing is built. "
         "A dirty tree (vendor/ not pristine + series, or, in a git checkout, uncommitted or extra "
-        "files in vendor/vllm_fused_moe/ or patches/) is refused: the wheel would claim a commit it "
+        "files in vendor/vllm_fused_moe/, release/overlay/runtime/ or patches/) is refused: the wheel "
+        "would claim a commit it "
         "is not. Links are refused always."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")

@@ -1,6 +1,6 @@
 """`python -m release doctor --python PYTHON`: ask any environment whether it is affected and fixed.
 
-Runs PYTHON with this checkout's vendor/vllm_fused_moe/doctor.py as a script (standard library only,
+Runs PYTHON with this checkout's release/overlay/runtime/vllm_fused_moe/doctor.py as a script (standard library only,
 so our overlay need not be installed there; when it is, the script reads the installed hook's own
 decision) and this checkout's scan data, then prints its report. The exit code is the doctor's:
 0 not affected, or fixed and live; 1 affected and not fixed, or fixed but not live; 2 cannot tell,
@@ -25,7 +25,6 @@ from release.core.errors import DoctorError
 from release.core.layout import Layout
 
 SCRIPT = "doctor.py"
-SCAN = "affected-releases.json"
 # A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
 # anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
@@ -64,7 +63,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="import vLLM's FlashInfer NVLink prepare/finalize classes there and read output_is_reduced()",
     )
     parser.add_argument(
-        "--scan", type=Path, default=None, help=f"scan data (default: vendor/vllm_fused_moe/{SCAN} of this checkout)"
+        "--scan",
+        type=Path,
+        default=None,
+        help="scan data (default: this checkout's affected-releases.json, beside the doctor script)",
     )
     parser.add_argument("--index-url", default=None, help="our package index, for the fix command")
     parser.add_argument(
@@ -92,8 +94,8 @@ def interpreter(given: Path) -> Path:
 
 
 def command(args: argparse.Namespace, layout: Layout, python: Path | None = None) -> list[str]:
-    script = layout.overlay / SCRIPT
-    scan = args.scan if args.scan is not None else layout.overlay / SCAN
+    script = layout.runtime_package / SCRIPT
+    scan = args.scan if args.scan is not None else layout.affected_json
     argv = [str(python or args.python), str(script), "--json"]
     if args.scan is not None or scan.is_file():
         argv += ["--scan", str(scan.resolve())]
@@ -146,7 +148,7 @@ def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, st
         raise DoctorError(
             f"{python} gave no doctor report within {timeout:g} s (--timeout): stopped it",
             hint="an interpreter that hangs at start-up (a sitecustomize or .pth waiting on something?); "
-            "run it with vendor/vllm_fused_moe/doctor.py by hand, or give a longer --timeout",
+            "run it with release/overlay/runtime/vllm_fused_moe/doctor.py by hand, or give a longer --timeout",
         ) from None
     except BaseException:
         _kill_group(proc)
@@ -172,9 +174,9 @@ def _reap(proc: subprocess.Popen[str]) -> None:
 
 def _doctor_module(layout: Layout) -> Any:
     """The same doctor.py, loaded by path here only to format its report (it is standard library only)."""
-    spec = importlib.util.spec_from_file_location("vllm_fused_moe_doctor_script", layout.overlay / SCRIPT)
+    spec = importlib.util.spec_from_file_location("vllm_fused_moe_doctor_script", layout.runtime_package / SCRIPT)
     if spec is None or spec.loader is None:
-        raise DoctorError(f"cannot load {layout.overlay / SCRIPT}")
+        raise DoctorError(f"cannot load {layout.runtime_package / SCRIPT}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

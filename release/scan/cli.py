@@ -13,7 +13,7 @@ from release.scan.run import ScanOptions, human_bytes, parse_bound, say, scan, t
 
 EPILOG = f"""what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
-  vendor/vllm_fused_moe/affected-releases.json
+  release/overlay/runtime/vllm_fused_moe/affected-releases.json
                              the same data, shipped in every overlay wheel (schema:
                              docs/affected-releases.schema.json); doctor reads it
   A scan of a range updates that range and keeps the rest of the previous document.

@@ -6,8 +6,8 @@ release lines out of its wheel (range requests, or the cache); put it on a line;
 classify each patch (the series and the retired ones) exactly as `rebase` does
 (release/queue/upstreamed.classify: `git apply`, reverse apply, the semantic check, `git am
 --3way`) on a scratch repository holding that release's modules; and finally merge the
-result into the document we ship (vendor/vllm_fused_moe/affected-releases.json) and its
-human form (docs/affected-releases.md).
+result into the document we ship (release/overlay/runtime/vllm_fused_moe/affected-releases.json,
+beside the doctor) and its human form (docs/affected-releases.md).
 """
 
 from __future__ import annotations

@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers.doctor import doctor_module, scan_data
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vendor"))
+from release.core.layout import Layout
 from vllm_fused_moe import _activate
 
 INFO = {
@@ -67,6 +65,9 @@ def test_activation_is_what_decide_does(
     mode: str, vllm: str, flashinfer: str | None, monkeypatch: pytest.MonkeyPatch, said: Said
 ) -> None:
     monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
+    # The files the hook checks: vendor/'s (the package beside them, as in the wheel; the package's
+    # source folder, release/overlay/runtime/vllm_fused_moe/, holds only our code).
+    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
     monkeypatch.setattr(_activate, "installed_vllm_version", lambda: vllm)
     monkeypatch.setattr(_activate, "flashinfer_version", lambda: flashinfer)
     monkeypatch.setenv(_activate.MODE_ENV, mode)
@@ -222,3 +223,18 @@ def test_tensor_parallel_1_never_reduces_twice_and_not_used_prints_no_fix(versio
     assert decide(version, f"-tp 2 -dp 4 -ep --all2all-backend {backend}")["fix"]["argv"][-1] == (
         f"vllm-fused-moe=={version}"
     )
+
+
+@pytest.mark.parametrize(("word", "why", "hook_active"), [("disabled", "off", False), ("never", "off", False),
+                                                         ("on", "ModuleNotFoundError: gone", None)])  # fmt: skip
+def test_live_reads_off_as_the_pth_read_it(
+    word: str, why: str, hook_active: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--live's `hook_active` with the .pth's stand-in in place: off for any word for off (the stand-in
+    read the switch with the hook's words), no hook when it stands in for a broken one."""
+    import _vllm_fused_moe_pth
+
+    monkeypatch.setenv(_activate.MODE_ENV, word)
+    monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
+    live = doctor.live_classes(None, module_name="json", names=())
+    assert live["error"] is None and live["hook_active"] is hook_active

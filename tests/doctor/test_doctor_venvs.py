@@ -99,9 +99,9 @@ def _overlay_wheel(tmp: Path) -> Path:
     """Our wheel, built from a copy of the checkout with the scan data in the package, as a release ships it."""
     root = tmp / "project"
     root.mkdir()
-    for name in ("vendor", "patches"):
+    for name in ("vendor", "patches", "release/overlay/runtime"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shipped = root / "vendor" / "vllm_fused_moe" / SCAN_NAME
+    shipped = Layout(root).affected_json
     if not shipped.is_file():  # the scan's real file is not in the tree yet: ship the fixture
         shutil.copyfile(scan_file(), shipped)
     return build(BuildPlan(Layout(root), tmp / "dist")).wheel
@@ -152,7 +152,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     before.write_text(json.dumps(releases.before_the_fix()), encoding="utf-8")
 
     def outside(python: str, *args: str) -> list[str]:
-        # This checkout's scan data (until the scan writes vendor/vllm_fused_moe/, the fixture).
+        # This checkout's scan data (until the scan writes it beside the doctor, the fixture).
         scan = [] if "--scan" in args else ["--scan", str(scan_file())]
         return [sys.executable, "-m", "release", "doctor", "--python", python, "--json", *scan, *args]
 

@@ -10,6 +10,7 @@ from packaging.version import Version
 
 from helpers import run_release
 from helpers.scan import PATCH_0001, train_versions, validate
+from release.core.layout import Layout
 from release.scan.document import to_markdown
 
 # What research on the real wheels found (every file read and checked against its RECORD): the
@@ -36,7 +37,7 @@ FACTS_0_17_TO_0_22_1 = {
 
 @pytest.mark.network
 def test_scan_from_0_17_0_to_0_22_1_classifies_each_release(project: Path) -> None:
-    document_path = project / "vendor" / "vllm_fused_moe" / "affected-releases.json"
+    document_path = Layout(project).affected_json
     document_path.unlink(missing_ok=True)  # start from nothing: this range alone
     result = run_release(project, "scan", "--from", "pypi", "--since", "v0.17.0", "--until", "0.22.1", "--json")
     assert result.returncode == 0, result.stderr

@@ -17,10 +17,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def copy_project(directory: Path) -> Path:
-    """A copy of vendor/ and patches/ under `directory`/project that a test may rebase, break and inspect."""
+    """A copy of vendor/, patches/ and our runtime code under `directory`/project that a test may rebase,
+    break, build and inspect."""
     root = directory / "project"
     root.mkdir()
-    for name in ("vendor", "patches"):
+    for name in ("vendor", "patches", "release/overlay/runtime"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 

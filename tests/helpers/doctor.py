@@ -12,11 +12,12 @@ from typing import Any
 import jsonschema
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "vendor" / "vllm_fused_moe" / "doctor.py"
+SCRIPT = REPO / "release" / "overlay" / "runtime" / "vllm_fused_moe" / "doctor.py"
 SCHEMA = REPO / "docs" / "doctor.schema.json"
-# The scan helper writes the real file (python -m release scan); until it is in the tree, the fixture
-# has its exact shape and the facts of the real wheels (0.19.0-0.21.0 affected, fixed from 0.22.0).
-REAL_SCAN = REPO / "vendor" / "vllm_fused_moe" / "affected-releases.json"
+# The scan helper writes the real file (python -m release scan) beside the doctor; until it is in the
+# tree, the fixture has its exact shape and the facts of the real wheels (0.19.0-0.21.0 affected, fixed
+# from 0.22.0).
+REAL_SCAN = SCRIPT.with_name("affected-releases.json")
 FIXTURE_SCAN = REPO / "tests" / "doctor" / "affected-releases.fixture.json"
 
 

@@ -20,7 +20,7 @@ from helpers.build import plan
 from helpers.freshvenv import pip_env
 from release.core.errors import BadPatchLevelError
 from release.core.hashing import sha256_hex
-from release.core.layout import Layout, read_tree
+from release.core.layout import BESIDE_SUBTREE, Layout, read_tree
 from release.model.pin import Pin
 from release.model.series import Series
 from release.overlay.build import PTH_LINE, PTH_NAME, BuildResult, build, overlay_version
@@ -113,10 +113,31 @@ def test_the_hook_finds_any_served_file_deleted_or_changed(built: BuildResult, t
     assert f"{rel} {what}; reinstall vllm-fused-moe" in problem
 
 
-def test_build_never_writes_into_vendor(layout: Layout, tmp_path: Path) -> None:
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
+def test_the_wheel_is_our_runtime_and_upstreams_files_and_nothing_else(built: BuildResult, layout: Layout) -> None:
+    """Assembled from two places: release/overlay/runtime/ (ours, under the names it has installed) and
+    vendor/vllm_fused_moe/ (upstream's files and their pins), plus what the build writes."""
+    archive = zipfile.ZipFile(built.wheel)
+    ours = {p.relative_to(layout.runtime).as_posix(): p.read_bytes() for p in _files(layout.runtime)}
+    theirs = {f"vllm_fused_moe/prepare_finalize/{rel}": data for rel, data in read_tree(layout.subtree).items()}
+    theirs |= {f"vllm_fused_moe/{name}": (layout.vendored / name).read_bytes() for name in BESIDE_SUBTREE}
+    for name, data in {**ours, **theirs}.items():
+        assert archive.read(name) == data, name
+    written = {PTH_NAME, "vllm_fused_moe/_build_info.json", "vllm_fused_moe/patches/series"}
+    written |= {f"vllm_fused_moe/patches/{name}" for name in Series.load(layout.series).names}
+    shipped = {n for n in archive.namelist() if ".dist-info/" not in n}
+    assert shipped == set(ours) | set(theirs) | written
+    assert "vllm_fused_moe/affected-releases.json" in ours  # the doctor's data, beside it
+
+
+def _files(top: Path) -> list[Path]:
+    return [p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+
+
+def test_build_never_writes_into_vendor_or_the_runtime(layout: Layout, tmp_path: Path) -> None:
+    tops = (layout.vendored, layout.runtime)
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for top in tops for p in _files(top)}
     build(plan(layout, tmp_path))
-    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in layout.overlay.rglob("*") if p.is_file()}
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for top in tops for p in _files(top)}
     assert after == before
 
 

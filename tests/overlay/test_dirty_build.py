@@ -41,7 +41,7 @@ def _hand_edit(clone: Path) -> str:
 
 
 def _hook_edit(clone: Path) -> str:
-    path = clone / "vendor/vllm_fused_moe/_finder.py"
+    path = clone / "release/overlay/runtime/vllm_fused_moe/_finder.py"
     path.write_text(path.read_text() + "# hand edit\n")
     return "_finder.py"
 

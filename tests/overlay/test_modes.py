@@ -2,8 +2,9 @@
 
 In-process: the hook's parsing (`_finder.mode()`) and its decision (`_activate.decide()`, with the
 build facts of test_decision.py). In real processes: the `.pth` line of the wheel, run by a fresh
-interpreter over vendor/, and `python -m vllm_fused_moe info`. (A real venv with vLLM and our
-wheel: tests/overlay/test_kill_switch.py, `disabled` and an unknown word.)
+interpreter over the wheel's files assembled as the build does (release.overlay.build.assemble),
+and `python -m vllm_fused_moe info`. (A real venv with vLLM and our wheel:
+tests/overlay/test_kill_switch.py, `disabled` and an unknown word.)
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from helpers import REPO
+from release.core.layout import Layout
 from release.overlay import build
 from vllm_fused_moe import _activate, _finder
 
-VENDOR = REPO / "vendor"
 OFF = ["off", "OFF", " Off ", "0", "false", "False", "no", "n", "disable", "disabled", "DISABLED", "none", "never"]
 ON = ["", " ", "on", "ON", "1", "true", "TRUE", "yes", "y", "enable", "enabled"]
 UNKNOWN = ["bogus", "stritc", "offf", "2"]
@@ -51,10 +53,6 @@ def test_strict_is_strict_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _finder.mode() == "strict"
 
 
-def test_the_pth_line_knows_the_same_words_for_off() -> None:
-    assert build.OFF_WORDS == _finder.OFF_WORDS
-
-
 class Said(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -67,7 +65,8 @@ class Said(logging.Handler):
 @pytest.fixture
 def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
     # A logger of the test's own (test_decision.py says why), with the build facts of a wheel for
-    # the vLLM the hook sees; the files the hook checks are vendor/'s own.
+    # the vLLM the hook sees; the files the hook checks are vendor/'s own (the package beside them,
+    # as in the wheel, instead of release/overlay/runtime/, which holds only our code).
     handler = Said()
     log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-modes")
     log.propagate = False
@@ -75,6 +74,7 @@ def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
     log.addHandler(handler)
     monkeypatch.setattr(_activate, "logger", lambda: log)
     monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
+    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
     monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
     monkeypatch.setattr(_activate, "flashinfer_version", lambda: None)
     yield handler
@@ -105,31 +105,56 @@ def test_an_unknown_word_warns_naming_the_values_and_means_on(
 # ------------------------------------------------------------------ real processes
 
 
-def _python(code: list[str], word: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel's top level as the build assembles it (no build facts: the package reads the pins beside it)."""
+    directory = tmp_path_factory.mktemp("site")
+    build.assemble(Layout.default(), directory)
+    return directory
+
+
+def _python(code: list[str], word: str, site: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH")}
-    env.update({"VLLM_FUSED_MOE": word, "PYTHONPATH": str(VENDOR)})
+    env.update({"VLLM_FUSED_MOE": word, "PYTHONPATH": str(site)})
     return subprocess.run([sys.executable, *code], capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
 
 
 @pytest.mark.parametrize(("word", "finder"), [("Disabled", "OverlayStandIn"), ("none", "OverlayStandIn"),
                                               ("off", "OverlayStandIn"), ("enabled", "OverlayFinder"),
                                               ("bogus", "OverlayFinder")])  # fmt: skip
-def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, finder: str) -> None:
-    # What site.py runs at every start-up of the environment: the .pth line as the wheel holds it.
-    code = build.PTH_LINE + "import json; print(json.dumps([type(f).__name__ for f in sys.meta_path]))\n"
-    proc = _python(["-c", f"import sys\n{code}"], word)
+def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, finder: str, site: Path) -> None:
+    # What site.py does at every start-up of the environment, to the .pth file as the wheel holds it.
+    assert (site / build.PTH_NAME).read_text() == build.PTH_LINE
+    code = (
+        f"import json, site, sys; site.addsitedir({str(site)!r}); "
+        "ours = sorted(m for m in sys.modules if 'fused_moe' in m); "
+        "print(json.dumps([[type(f).__name__ for f in sys.meta_path], ours]))"
+    )
+    proc = _python(["-c", code], word, site)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert json.loads(proc.stdout)[0] == finder
+    finders, ours = json.loads(proc.stdout)
+    assert finders[0] == finder
+    if finder == "OverlayStandIn":  # the switch was read before anything of the package was imported
+        assert ours == [build.PTH_MODULE]
+    else:
+        assert build.PTH_MODULE in ours and "vllm_fused_moe._finder" in ours
+
+
+def test_the_hook_reads_the_switchs_words_from_the_pth_module() -> None:
+    """One list of words for the .pth and the hook: the package takes them from the .pth's module."""
+    import _vllm_fused_moe_pth
+
+    assert _finder.OFF_WORDS is _vllm_fused_moe_pth.OFF_WORDS and _finder.mode is _vllm_fused_moe_pth.mode
 
 
 @pytest.mark.parametrize(("word", "mode"), [("DISABLED", "off"), ("none", "off"), ("yes", "on"), ("bogus", "bogus")])
-def test_info_reads_the_switch_as_the_hook_does(word: str, mode: str) -> None:
-    proc = _python(["-m", "vllm_fused_moe", "info", "--json"], word)
+def test_info_reads_the_switch_as_the_hook_does(word: str, mode: str, site: Path) -> None:
+    proc = _python(["-m", "vllm_fused_moe", "info", "--json"], word, site)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["mode"] == mode
     if mode == "off":
         assert report["would_activate"] is False and report["why_not"] == "disabled by VLLM_FUSED_MOE=off"
-    text = _python(["-m", "vllm_fused_moe", "info"], word).stdout
+    text = _python(["-m", "vllm_fused_moe", "info"], word, site).stdout
     assert f"VLLM_FUSED_MOE={mode}" in text
     assert ("is not a value the hook knows; it means on" in text) is (mode == "bogus"), text

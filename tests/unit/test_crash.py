@@ -50,7 +50,7 @@ PUBLISH_KILLS = [
 
 def _copy_project(root: Path) -> Path:
     root.mkdir(parents=True)
-    for name in ("vendor", "patches"):
+    for name in ("vendor", "patches", "release/overlay/runtime"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from release.core.layout import Layout
 from release.core.py310 import check
+from release.overlay.build import assemble
 
-REPO = Path(__file__).resolve().parents[2]
-OVERLAY = REPO / "vendor" / "vllm_fused_moe"
+# Our code of the wheel's top level: the .pth's module and the package (nox -s lint checks the same).
+RUNTIME = Layout.default().runtime
 
 
 def _problems(tmp_path: Path, source: str) -> list[str]:
@@ -27,13 +28,13 @@ def _problems(tmp_path: Path, source: str) -> list[str]:
 
 
 def test_the_hook_modules_pass() -> None:
-    assert check(OVERLAY) == []
+    assert check(RUNTIME) == []
 
 
 def test_the_command_exits_1_on_a_problem(tmp_path: Path) -> None:
     (tmp_path / "mod.py").write_text("import tomllib\n", encoding="utf-8")
     bad = subprocess.run([sys.executable, "-m", "release.core.py310", str(tmp_path)], capture_output=True, text=True)
-    good = subprocess.run([sys.executable, "-m", "release.core.py310", str(OVERLAY)], capture_output=True, text=True)
+    good = subprocess.run([sys.executable, "-m", "release.core.py310", str(RUNTIME)], capture_output=True, text=True)
     assert (bad.returncode, good.returncode) == (1, 0), (bad.stdout, good.stdout)
     assert "mod.py:1: imports tomllib (Python 3.11+)" in bad.stdout
 
@@ -105,8 +106,7 @@ def _import_hook_without_tomllib(package_root: Path) -> subprocess.CompletedProc
 
 def test_the_hook_loads_its_build_info_without_tomllib(tmp_path: Path) -> None:
     """In a built wheel (with _build_info.json) nothing reaches the tomllib import."""
-    package = tmp_path / "vllm_fused_moe"
-    shutil.copytree(OVERLAY, package, ignore=shutil.ignore_patterns("__pycache__", "_build_info.json"))
+    package = assemble(Layout.default(), tmp_path)  # the wheel's files, without the build facts
 
     source_tree = _import_hook_without_tomllib(tmp_path)
     # Without build info the source-tree fallback runs, and the blocked import fails: the block is real.

@@ -175,7 +175,8 @@ def test_watch_scans_after_the_newest_train_tag_adds_to_the_train_and_avoids_dup
     assert "nox -s train -- check" in scripts
     assert 'gh pr list --head "$branch" --state open' in scripts
     assert "gh pr edit" in scripts and "gh pr create" in scripts and '--body-file "$report"' in scripts
-    assert "git add -- patches docs vendor" in scripts  # train.toml and the scan's documents
+    # train.toml and the scan's documents (the JSON beside the doctor that ships it)
+    assert "git add -- patches docs release/overlay/runtime/vllm_fused_moe/affected-releases.json" in scripts
     assert all("GH_TOKEN" in s.get("env", {}) for s in steps(watch) if "gh " in s.get("run", ""))
     # vendor/ (the head) is never rebased by the watch: a release with the fix would retire the patch.
     assert "nox -s rebase" not in scripts

@@ -1,22 +1,25 @@
 """The import hook that serves the vendored subtree under vLLM's own module names.
 
-Installed by `vllm_fused_moe.pth` in every interpreter start-up of the environment (API
-server, engine core, spawned workers; forked workers inherit it), before any user code
-runs. It must stay cheap there: it imports only `os` and `sys` (both already loaded), and
-decides whether to activate (vLLM version, FlashInfer range, VLLM_FUSED_MOE) the first
-time the subtree is imported.
+Installed by `vllm_fused_moe.pth` (through `_vllm_fused_moe_pth`, the module beside this
+package) in every interpreter start-up of the environment (API server, engine core, spawned
+workers; forked workers inherit it), before any user code runs. It must stay cheap there: it
+imports only `os`, `sys` and `_vllm_fused_moe_pth` (all loaded already), and decides whether to
+activate (vLLM version, FlashInfer range, VLLM_FUSED_MOE) the first time the subtree is imported.
 
-The kill switch comes first: with VLLM_FUSED_MOE=off nothing else of the package is
-imported, so `off` works whatever else is broken (a corrupt _build_info.json, a module
-that no longer imports, files half removed). Any other failure of the overlay leaves
-upstream's modules in place with a warning, except in strict mode, where it is an
-ImportError inside vLLM's import, as loud as a version mismatch.
+The kill switch comes first, in `_vllm_fused_moe_pth`: with VLLM_FUSED_MOE=off nothing of the
+package is imported, so `off` works whatever else is broken (a corrupt _build_info.json, a
+module that no longer imports, files half removed). Any other failure of the overlay leaves
+upstream's modules in place with a warning, except in strict mode, where it is an ImportError
+inside vLLM's import, as loud as a version mismatch.
 """
 
 from __future__ import annotations
 
-import os
 import sys
+
+# The switch and its words live with the .pth's module, which reads them before it imports this package;
+# the hook, `info` and the doctor read them from there too (re-exported here).
+from _vllm_fused_moe_pth import LOGGER_NAME, MODE_ENV, OFF_WORDS, ON_WORDS, STRICT, TARGET, mode
 
 # typing.TYPE_CHECKING without importing typing at every interpreter start-up; mypy reads any
 # name TYPE_CHECKING as true, Python never runs the block.
@@ -24,31 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
-# The head line's package; a build says what it serves in _build_info.json's `targets` (see _meta).
-TARGET = "vllm.model_executor.layers.fused_moe.prepare_finalize"
-_SUBMODULE_PREFIX = TARGET + "."
-MODE_ENV = "VLLM_FUSED_MOE"  # the same name as vllm_fused_moe.MODE_ENV; repeated so nothing else is imported
-LOGGER_NAME = "vllm.vllm_fused_moe"
-
-
-# The words an operator may set VLLM_FUSED_MOE to (case and surrounding blanks do not matter).
-# Every common word for "off" means off: an operator who wrote `disabled` meant it. A word not
-# listed here warns, naming these, and means on, the default: the fix stays as it would be
-# unset, and the warning says the setting had no effect. release/overlay/build.py's .pth line
-# repeats OFF_WORDS (it must not import this module); tests/overlay/test_modes.py keeps them equal.
-OFF_WORDS = ("off", "0", "false", "no", "n", "disable", "disabled", "none", "never")
-ON_WORDS = ("", "on", "1", "true", "yes", "y", "enable", "enabled")
-STRICT = "strict"
-
-
-def mode() -> str:
-    """on (unset or an ON_WORDS), off (an OFF_WORDS), strict, or the word that was set (treated as on)."""
-    value = os.environ.get(MODE_ENV, "").strip().lower()
-    if value in ON_WORDS:
-        return "on"
-    if value in OFF_WORDS:
-        return "off"
-    return value
+__all__ = ["LOGGER_NAME", "MODE_ENV", "OFF_WORDS", "ON_WORDS", "STRICT", "TARGET", "OverlayFinder", "install", "mode"]
 
 
 def accepted() -> str:

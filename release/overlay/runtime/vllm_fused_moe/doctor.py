@@ -309,8 +309,14 @@ def live_classes(
             module = importlib.import_module(module_name)
         # What the import hook decided in this process when vLLM imported the subtree (None: no hook).
         # With VLLM_FUSED_MOE=off the .pth leaves only a stand-in finder: the hook is off, not absent.
+        # The stand-in says why it stands in (`why`: "off", or what broke the hook), having read the
+        # switch with the hook's own words; one from an overlay older than that does not say.
         hooks = [f for f in sys.meta_path if type(f).__name__ == "OverlayFinder"]
-        switched_off = os.environ.get("VLLM_FUSED_MOE", "").strip().lower() in ("off", "0", "false", "no")
+        stand_ins = [f for f in sys.meta_path if type(f).__name__ == "OverlayStandIn"]
+        if stand_ins and hasattr(stand_ins[0], "why"):
+            switched_off = stand_ins[0].why == "off"
+        else:
+            switched_off = os.environ.get("VLLM_FUSED_MOE", "").strip().lower() in ("off", "0", "false", "no")
         result["hook_active"] = getattr(hooks[0], "active", None) if hooks else (False if switched_off else None)
         for name in names:
             cls = getattr(module, name, None)
