@@ -19,9 +19,9 @@ from pathlib import Path
 
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.pin import Pin
 from release.queue.drift import drift
 from release.queue.load import Queue
-from release.model.pin import Pin
 
 SUBTREE = UPSTREAM_SUBTREE
 
