@@ -70,7 +70,7 @@ def install_torch_cpu(session: nox.Session) -> None:
     why = unreachable(f"{cpu_index}/torch/")
     if why:
         # pip's own configuration (pip.conf, PIP_* variables) is what this machine offers instead;
-        # tests/unit/test_environment.py fails if that was not a CPU build.
+        # tests/contract/test_torch_cpu.py fails if that was not a CPU build.
         session.warn(f"{cpu_index} is unreachable ({why}); torch from pip's configured indexes")
         if session.venv_backend == "uv":
             # uv links torch from its cache; pip unpacks ~0.8 GB again in every session (21 s each).
