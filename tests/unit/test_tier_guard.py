@@ -1,4 +1,4 @@
-"""tests/unit/conftest.py fails a unit test that starts a process or opens a socket, however it does.
+"""tests/unit/conftest.py fails a unit test that starts a process or uses the network, however it does.
 
 A small test suite with the same conftest runs inside this process (pytester's inline run, no
 child process): each way out is tried for real, so a guard that stopped guarding fails here.
@@ -53,6 +53,17 @@ def test_a_loopback_connection():
         sock.connect(("127.0.0.1", 9))
 
 
+def test_a_loopback_server():
+    with socket.create_server(("127.0.0.1", 0)):
+        pass
+
+
+def test_a_socket_that_reaches_nothing_is_no_network():
+    # What urllib3 does at import to learn whether this machine has IPv6.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+
+
 def test_a_dns_lookup():
     socket.getaddrinfo("localhost", 80)
 
@@ -100,13 +111,15 @@ def test_the_guard_fails_each_way_out_and_passes_pure_logic(pytester: pytest.Pyt
     assert {name for name, (_, outcome, _) in said.items() if outcome == "passed"} == {
         "test_pure_logic_passes",
         "test_every_other_way_out_is_the_refusal_while_a_test_runs",
+        "test_a_socket_that_reaches_nothing_is_no_network",
     }
     expected = {
         "test_subprocess_run": ("call", "subprocess (a child process) was called"),
         "test_imported_run": ("call", "subprocess (a child process) was called"),
         "test_os_system": ("call", "os.system was called"),
         "test_a_caught_violation_still_fails": ("call", "subprocess (a child process) was called in the test"),
-        "test_a_loopback_connection": ("call", "socket.socket (a network connection or server) was called"),
+        "test_a_loopback_connection": ("call", "socket.connect (a network connection) was called"),
+        "test_a_loopback_server": ("call", "socket.listen (a server) was called"),
         "test_a_dns_lookup": ("call", "socket.getaddrinfo (a DNS lookup) was called"),
         "test_a_fixture_that_spawns": ("setup", "subprocess (a child process) was called"),
     }
