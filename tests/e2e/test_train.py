@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_release, snapshot, tag_facts
+from helpers.bad_train import BAD_TRAIN, SAYS
 from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
 from release.core.versions import version_of_tag
@@ -223,58 +224,6 @@ def test_a_missing_train_file_is_bad_input(project: Path) -> None:
     Layout(project).train.unlink()
     result = run_release(project, "train", "list")
     assert result.returncode == 2 and "train.toml is missing" in result.stderr
-
-
-def _last_entry(text: str) -> tuple[int, str, str]:
-    """Where the last [[release]] starts, its text and its tag."""
-    start = text.rindex("[[release]]")
-    tag = re.search(r'^tag = "([^"]+)"$', text[start:], re.M)
-    assert tag is not None
-    return start, text[start:], tag.group(1)
-
-
-def _bare_beside(text: str) -> str:
-    # The newest tag again, as "0.21.0" beside "v0.21.0": two entries for one release.
-    _start, entry, tag = _last_entry(text)
-    return text + "\n" + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
-
-
-def _bare(text: str) -> str:
-    start, entry, tag = _last_entry(text)
-    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
-
-
-def _newline(text: str) -> str:
-    start, entry, tag = _last_entry(text)
-    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag}\\n"')
-
-
-def _unknown_line(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + re.sub(r'^line = "[^"]*"$', 'line = "no_such_line"', entry, count=1, flags=re.M)
-
-
-def _control_in_source(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + re.sub(r'^source = "([^"]*)"$', r'source = "\1\\u0007"', entry, count=1, flags=re.M)
-
-
-def _unknown_key(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + entry.replace("[[release]]\n", '[[release]]\nlien = "flashinfer_nvlink"\n', 1)
-
-
-BAD_TRAIN = {
-    f.__name__.lstrip("_"): f for f in (_bare_beside, _bare, _newline, _unknown_line, _control_in_source, _unknown_key)
-}
-SAYS = {
-    "bare_beside": "is listed twice: release #",
-    "bare": "must be written 'v",
-    "newline": "holds a control character",
-    "unknown_line": "line 'no_such_line' is not a release line of patches/lines.toml (lines: ",
-    "control_in_source": "`source` ",
-    "unknown_key": "unknown key 'lien'",
-}
 
 
 @pytest.mark.parametrize("bad", BAD_TRAIN)
