@@ -1,4 +1,4 @@
-"""The release train's data (patches/train.toml), read and checked in this process.
+"""The release train's data (patches/train.toml), read, written and checked in this process.
 
 The `train` commands as processes on real release wheels: tests/e2e/test_train.py.
 """
@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from helpers import REPO
+from helpers import REPO, copy_project
+from helpers.bad_train import BAD_TRAIN, SAYS
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
 from release.queue.load import Queue
 from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
@@ -60,3 +63,32 @@ def test_a_tag_range_is_its_pin_intersected_with_the_verified_versions(
     assert (found is None) is (expected is None)
     if found is not None and expected is not None:
         assert SpecifierSet(found) == SpecifierSet(expected)
+
+
+@pytest.mark.parametrize("bad", BAD_TRAIN)
+def test_the_reader_refuses_a_train_file_the_tool_would_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    project = copy_project(tmp_path)
+    layout = Layout(project)
+    original = layout.train.read_text()
+    layout.train.write_text(BAD_TRAIN[bad](original))
+    assert layout.train.read_text() != original
+    with pytest.raises(TrainFileError) as refused:
+        Train.load(layout.train)
+    assert str(layout.train) in str(refused.value) and SAYS[bad] in str(refused.value)
+    assert "patches/train.toml" in (refused.value.hint or "")
+    # The command line says the same in one error line and one hint line, and exits 2.
+    assert main(["--root", str(project), "train", "list"]) == EXIT_BAD_INPUT
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"error: {refused.value}", f"hint: {refused.value.hint}"]
+
+
+def test_the_train_round_trips_through_its_writer(tmp_path: Path) -> None:
+    train = train_of(REPO)
+    again = tmp_path / "train.toml"
+    again.write_text(train.dumps())
+    (tmp_path / "lines.toml").write_bytes(Layout(REPO).lines.read_bytes())
+    assert Train.load(again) == train
+    other = next(tag for tag in train.tags if tag != head_of(REPO))
+    assert train.without(other).with_entry(train.get(other)) == train  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""The repository and index locks, in this process: a writer that finds the lock held waits as long as it
+is told, then refuses with exit 2 and changes nothing; a bad wait is bad input; the lock is re-entrant
+within one process and free once its holder lets go.
+
+The other holder is the OS lock itself, taken here through a second open file (as another process
+holds it). Holders that are real processes, killed holders and two rebases racing: tests/cli/test_lock.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock, Timeout
+
+from helpers import REPO, snapshot, tag_facts
+from helpers.synthetic import demo_wheel
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.core.layout import Layout
+from release.core.lock import INDEX_LOCK, REPO_LOCK, TIMEOUT_ENV, index_lock, repo_lock
+from release.train.model import Train
+
+
+def held_elsewhere(path: Path) -> FileLock:
+    """The OS lock on `path` through another open file: to this process's lock code, another holder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path), is_singleton=False)
+
+
+def other_tag(project: Path) -> str:
+    head = tag_facts.head().tag
+    return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
+
+
+def test_a_writer_waits_as_long_as_it_is_told_then_refuses_and_changes_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layout = Layout(project)
+    before = snapshot(project)
+    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    with held_elsewhere(layout.work / REPO_LOCK):
+        started = time.monotonic()
+        code = main(["--root", str(project), "train", "remove", other_tag(project)])
+        waited = time.monotonic() - started
+    err = capsys.readouterr().err.splitlines()
+    assert code == EXIT_BAD_INPUT and waited >= 1, err
+    assert err[0] == f"waiting up to 1 s for another command, which holds the repository {project} ..."
+    assert err[1] == f"error: another command still holds the repository {project} after 1 s; train remove did nothing"
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("value", ["soon", "1e999x"])
+def test_a_wait_that_is_not_a_number_is_bad_input(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, value)
+    before = snapshot(project)
+    with held_elsewhere(Layout(project).work / REPO_LOCK):
+        code = main(["--root", str(project), "train", "remove", other_tag(project)])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert code == EXIT_BAD_INPUT and errors == [f"error: {TIMEOUT_ENV}={value!r} is not a number of seconds"]
+    assert snapshot(project) == before
+
+
+def test_the_repository_lock_is_reentrant_and_free_once_let_go(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    layout = Layout(project)
+    monkeypatch.setenv(TIMEOUT_ENV, "0")
+    other = held_elsewhere(layout.work / REPO_LOCK)
+    # The inner one does not wait on the outer; another open file cannot have it meanwhile.
+    with repo_lock(layout, "outer"), repo_lock(layout, "inner"), pytest.raises(Timeout):
+        other.acquire(timeout=0)
+    with other:
+        pass  # taken at once: nothing stale to remove by hand
+
+
+def test_publish_refuses_an_index_another_publish_holds_then_publishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    wheel = demo_wheel(tmp_path / "dist", "1.0")
+    monkeypatch.setenv(TIMEOUT_ENV, "0")
+    with held_elsewhere(index / INDEX_LOCK):
+        refused = main(["--root", str(REPO), "publish", str(wheel), str(index)])
+    err = capsys.readouterr().err
+    assert refused == EXIT_BAD_INPUT and f"still holds the index {index}" in err, err
+    assert not (index / "simple").exists()
+    assert main(["--root", str(REPO), "publish", str(wheel), str(index)]) == EXIT_OK
+    assert (index / "simple" / "demo" / wheel.name).read_bytes() == wheel.read_bytes()
+    with index_lock(index, "after"):
+        pass
