@@ -100,6 +100,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if nextitem is None:
+        # The run's last teardown also finishes every tier's session fixtures (a venv, a server of
+        # tests/cli or tests/overlay, when `nox -s test` ends with this tier): not this tier's to judge.
+        return (yield)
     with _guarded() as seen:
         result = yield
     _raise_if(seen, "in a fixture's teardown")
