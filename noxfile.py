@@ -1,12 +1,14 @@
 """Thin sessions: each installs a dependency group of pyproject.toml and calls `python -m release`.
 
-`python3 -m nox -s lint test` is what CI runs (.ci/run); `python3 -m nox -l` lists the rest.
+`python3 -m nox -s lint test` is what CI runs (.ci/run); `python3 -m nox -s unit` is the edit loop's
+(tests/unit, under a minute); `python3 -m nox -l` lists the rest.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -17,6 +19,8 @@ import nox
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 # The release line vendor/ holds (patches/lines.toml); older lines are built from patches/lines/<line>/.
 HEAD_LINE = "prepare_finalize"
+# What the unit tier may cost on a shared 2-core machine (docs/architecture.md, "The test tiers").
+UNIT_BUDGET_S = 60
 nox.options.sessions = ["lint", "test"]
 nox.options.default_venv_backend = "uv|venv"
 nox.options.reuse_existing_virtualenvs = True
@@ -70,7 +74,7 @@ def install_torch_cpu(session: nox.Session) -> None:
     why = unreachable(f"{cpu_index}/torch/")
     if why:
         # pip's own configuration (pip.conf, PIP_* variables) is what this machine offers instead;
-        # tests/unit/test_environment.py fails if that was not a CPU build.
+        # tests/contract/test_torch_cpu.py fails if that was not a CPU build.
         session.warn(f"{cpu_index} is unreachable ({why}); torch from pip's configured indexes")
         if session.venv_backend == "uv":
             # uv links torch from its cache; pip unpacks ~0.8 GB again in every session (21 s each).
@@ -143,6 +147,23 @@ def lint(session: nox.Session) -> None:
     # [tool.importlinter] in pyproject.toml; --no-cache: no cache directory in the checkout (it takes < 1 s).
     session.run("lint-imports", "--no-cache")
     session.run("python", "-m", "release.core.py310", "release/overlay/runtime")
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """tests/unit for the edit loop: one process, no torch, no vLLM, no network; prints its wall time.
+
+    `test` runs these too, with every other tier: nox -s unit -- -k EXPR narrows it.
+    """
+    session.install(*group("test"))
+    started = time.monotonic()
+    try:
+        session.run("python", "-m", "pytest", "tests/unit", *session.posargs)
+    finally:
+        # Printed, not enforced: a loaded machine must not fail the edit loop. docs/architecture.md has the numbers.
+        took = time.monotonic() - started
+        over = "" if took <= UNIT_BUDGET_S else "; over budget: move what is slow out of tests/unit"
+        session.log(f"unit tier: pytest tests/unit took {took:.1f} s wall time (budget {UNIT_BUDGET_S} s{over})")
 
 
 @nox.session

@@ -11,6 +11,10 @@ import pytest
 from helpers import copy_project, disk_usage
 from release.pristine.wheel import cache_dir
 
+# pytester runs a small pytest inside this one: tests/unit/test_tier_guard.py proves the unit tier's guard with it.
+# (pytest_plugins is allowed only in a conftest pytest loads at start, as it does this one.)
+pytest_plugins = ["pytester"]
+
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # "No tests ran" must fail CI as loudly as a failing test.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -276,8 +277,15 @@ def test_abort_drops_the_work_dir(project: Path, vllm_git: Path, tmp_path: Path)
 
 
 def _corrupt_patch(project: Path) -> None:
+    """A hunk that promises three lines more than it holds: the patch's own first header (the line
+    numbers are whichever tag the queue is at), its new side's count raised."""
     path = project / "patches" / PATCH_0001
-    path.write_text(path.read_text().replace("@@ -50,7 +50,9 @@", "@@ -50,7 +50,12 @@"))
+    text = path.read_text()
+    header = re.search(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", text, re.MULTILINE)
+    assert header is not None, "patch 0001 has no hunk header of the form @@ -a,b +c,d @@"
+    old_start, old_count, new_start, new_count = header.groups()
+    corrupt = f"@@ -{old_start},{old_count} +{new_start},{int(new_count) + 3} @@"
+    path.write_text(text[: header.start()] + corrupt + text[header.end() :])
 
 
 def _series_names_missing_file(project: Path) -> None:

@@ -1,10 +1,13 @@
-"""What the scan tests share: the document's schema check and the train's versions."""
+"""What the scan tests share: the document's schema check (a process, and in-process) and the train's versions."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import jsonschema
 
 from helpers import REPO
 from release.core.layout import Layout
@@ -23,6 +26,15 @@ def validate(document: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def schema_errors(document: Path) -> list[str]:
+    """The same schema checked in this process (jsonschema, which check-jsonschema runs): its errors, or []."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    found = validator(schema, format_checker=jsonschema.FormatChecker()).iter_errors(json.loads(document.read_text()))
+    return [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in found]
 
 
 def train_versions(root: Path) -> set[str]:

@@ -3,7 +3,8 @@
 - the head of the train: vendor/vllm_fused_moe/UPSTREAM.toml (what vendor/ was built from);
 - the train: patches/train.toml;
 - the installed vLLM and what its wheel's METADATA pins;
-- tests/releases.toml: real releases the tooling tests take as input (rebase scenarios).
+- tests/releases.toml: real releases the tooling tests take as input (rebase scenarios);
+- the scan's document (vendor/vllm_fused_moe/affected-releases.json): every release and its line.
 
 `VLLM_FUSED_MOE_ROOT` points these at another checkout (the `contract` nox session runs the
 contract suite in a scratch copy rebased onto another train tag).
@@ -12,6 +13,7 @@ contract suite in a scratch copy rebased onto another train tag).
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -96,3 +98,9 @@ def fixed_upstream() -> str:
 def other_than_head() -> str:
     """A real release other than the head: one end of the rebase scenario."""
     return rebase_to() if head().tag != rebase_to() else rebase_from()
+
+
+def on_no_line() -> str:
+    """A real release that no release line covers (older than every line, so in no train): the newest such."""
+    releases = json.loads(layout().affected_json.read_text(encoding="utf-8"))["releases"]
+    return "v" + max((v for v, entry in releases.items() if entry["line"] is None), key=Version)

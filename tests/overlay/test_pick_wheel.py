@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages
 from release.core.layout import Layout
@@ -74,8 +75,8 @@ def classes_the_series_changes(line_name: str) -> set[str]:
     return found
 
 
-# A cached vLLM release outside the train (the fix is upstream there): no overlay exists for it.
-NO_OVERLAY = "v0.34.0"
+# A vLLM release outside the train (the fix is upstream there, tests/releases.toml): no overlay exists for it.
+NO_OVERLAY = tag_facts.fixed_upstream()
 
 
 def uv() -> list[str]:

@@ -1,4 +1,8 @@
-"""The test environment itself: the CPU build of torch, pinned in one place for nox and for hand-made venvs."""
+"""The test environment itself: the CPU build of torch, pinned in one place for nox and for hand-made venvs.
+
+(That the installed torch is that CPU build is checked where torch is installed:
+tests/contract/test_torch_cpu.py.)
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,6 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def test_torch_is_the_cpu_build() -> None:
-    # PyPI's torch is the CUDA build: 2.55 GiB more to download and 28 more packages, none of
-    # them usable here. `nox -s test` takes torch from PyTorch's CPU index (noxfile.py).
-    import torch
-
-    assert torch.version.cuda is None, f"torch {torch.__version__} is a CUDA {torch.version.cuda} build"
 
 
 def test_the_torch_pin_of_hand_made_venvs_is_the_one_nox_installs() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tag_facts
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -33,10 +34,11 @@ def test_patch_0001_carries_its_provenance() -> None:
 
 def test_with_trailer_adds_then_replaces_without_touching_the_diff() -> None:
     patch = Patch.load(PATCH)
-    once = patch.with_trailer("Applied-Upstream", "v0.34.0")
-    twice = once.with_trailer("Applied-Upstream", "v0.35.0")
-    assert once.trailers["Applied-Upstream"] == "v0.34.0"
-    assert twice.trailers["Applied-Upstream"] == "v0.35.0"
+    fixed, later = tag_facts.fixed_upstream(), "v99.0.0"  # the release with the fix, then any other tag
+    once = patch.with_trailer("Applied-Upstream", fixed)
+    twice = once.with_trailer("Applied-Upstream", later)
+    assert once.trailers["Applied-Upstream"] == fixed
+    assert twice.trailers["Applied-Upstream"] == later
     assert twice.text.count("Applied-Upstream:") == 1
     assert twice.diff == patch.diff
 

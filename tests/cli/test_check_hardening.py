@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot
-from helpers.synthetic import SUBTREE, add_patch
+from helpers.bad_patches import ESCAPES, spoiled
+from helpers.synthetic import add_patch
 from release.model.pin import Pin
 
 VENDOR = "vendor/vllm_fused_moe/prepare_finalize"
@@ -63,28 +64,9 @@ def test_a_linked_directory_is_reported_and_never_followed(project: Path, tmp_pa
     assert len(lines) == 1 and lines[0].startswith("symlink") and "extra" in lines[0], lines
 
 
-INDEX_LINE = "the patch's first `index A..B 100644` line"  # blob ids differ per head tag: found, not written
-
-
 def _patch_with(project: Path, old: str, new: str) -> None:
     path = project / PATCH_0001
-    text = path.read_text()
-    if old == INDEX_LINE:
-        old = next(line for line in text.splitlines() if line.startswith("index ") and line.endswith(" 100644"))
-        new = old.removesuffix("100644") + new
-    assert old in text
-    path.write_text(text.replace(old, new))
-
-
-ESCAPES = [
-    pytest.param(f"a/{SUBTREE}/flashinfer_nvlink_one_sided.py b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
-                 f"a/{SUBTREE}/../../../../../../x.py b/{SUBTREE}/../../../../../../x.py", "outside", id="dotdot"),
-    pytest.param(f"+++ b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
-                 f"+++ b/{SUBTREE}/../../../../../../x.py", "outside", id="plus-dotdot"),
-    pytest.param(f"diff --git a/{SUBTREE}/flashinfer_nvlink_one_sided.py",
-                 f'diff --git "a/{SUBTREE}/flashinfer_nvlink_one_sided.py"', "cannot read the paths", id="quoted"),
-    pytest.param(INDEX_LINE, "120000", "no links", id="link-mode"),
-]  # fmt: skip
+    path.write_text(spoiled(path.read_text(), old, new))
 
 
 @pytest.mark.parametrize(("old", "new", "message"), ESCAPES)

@@ -11,91 +11,25 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from helpers import run_release, snapshot, work_leftovers
+from helpers import run_release, snapshot, unsafe_sources, work_leftovers
 from helpers.index_server import LoopbackIndex
-from helpers.synthetic import NEXT_TAG, SUBTREE, make_dir, make_git, make_wheel, next_tree, version_file
+from helpers.synthetic import NEXT_TAG, SUBTREE, make_git, next_tree
 from release.core.git import WorkRepo
 from release.model.pin import Pin
 from release.pristine.index import INDEX_ENV
 
-VERSION = NEXT_TAG.removeprefix("v")
-# Far enough up from .work/rebase-TAG/repo/vllm/model_executor/layers/fused_moe/prepare_finalize/
-# to land in the checkout itself, and further still.
-CLIMB = "../" * 8
-
-
-def _symlink_member(name: str, target: str) -> tuple[zipfile.ZipInfo, bytes]:
-    info = zipfile.ZipInfo(f"{SUBTREE}/{name}")
-    info.external_attr = (stat.S_IFLNK | 0o777) << 16
-    return info, target.encode()
-
-
-def _corrupt(wheel: Path) -> Path:
-    """Flip bytes inside one member's compressed data: the central directory stays valid."""
-    with zipfile.ZipFile(wheel) as archive:
-        info = archive.getinfo(f"{SUBTREE}/batched.py")
-    data = bytearray(wheel.read_bytes())
-    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 20
-    data[start : start + 16] = bytes(16)
-    wheel.write_bytes(bytes(data))
-    return wheel
-
 
 def wheel_source(kind: str, project: Path, tmp: Path) -> str:
-    files = next_tree(project)
-    path = tmp / f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl"
-    if kind == "good":
-        make_wheel(path, files, VERSION)
-    elif kind == "dotdot":
-        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{CLIMB}ESCAPED.py", b"print('escaped')\n")])
-    elif kind == "absolute":
-        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{tmp.parent}/ESCAPED_ABS.py", b"print('escaped')\n")])
-    elif kind == "symlink":
-        make_wheel(path, files, VERSION, [_symlink_member("secret.py", "/etc/passwd")])
-    elif kind == "no-metadata":
-        make_wheel(path, files, None)
-    elif kind == "other-version":
-        make_wheel(path, files, "0.20.0")
-    elif kind == "corrupt":
-        _corrupt(make_wheel(path, files, VERSION))
-    return f"wheel:{path}"
+    return unsafe_sources.wheel_source(kind, next_tree(project), tmp)
 
 
 def dir_source(kind: str, project: Path, tmp: Path) -> str:
-    root = tmp / "vllm-tree"
-    tmp.mkdir(parents=True, exist_ok=True)
-    secret = tmp / "secret.txt"
-    secret.write_text("SECRET outside the subtree\n")
-    make_dir(
-        root, next_tree(project), None if kind == "no-version" else "0.20.0" if kind == "other-version" else VERSION
-    )
-    subtree = root / SUBTREE
-    if kind == "file-link":
-        (subtree / "secret.py").symlink_to(secret)
-    elif kind == "replaced-by-link":
-        (subtree / "batched.py").unlink()
-        (subtree / "batched.py").symlink_to(secret)
-    elif kind == "dir-link":
-        outside = tmp / "outside"
-        outside.mkdir()
-        (outside / "x.py").write_text("print('x')\n")
-        (subtree / "extra").symlink_to(outside, target_is_directory=True)
-    elif kind == "subtree-link":
-        moved = tmp / "elsewhere"
-        (root / "vllm" / "model_executor").rename(moved)
-        (root / "vllm" / "model_executor").symlink_to(moved, target_is_directory=True)
-    elif kind == "version-link":
-        (root / "vllm" / "_version.py").unlink()
-        (tmp / "version.py").write_bytes(version_file(VERSION))
-        (root / "vllm" / "_version.py").symlink_to(tmp / "version.py")
-    return f"dir:{root}"
+    return unsafe_sources.dir_source(kind, next_tree(project), tmp)
 
 
 def git_source(kind: str, project: Path, tmp: Path) -> str:

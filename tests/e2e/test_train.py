@@ -12,18 +12,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-from packaging.specifiers import SpecifierSet
 
-from helpers import REPO, run_release, snapshot
+from helpers import REPO, run_release, snapshot, tag_facts
+from helpers.bad_train import BAD_TRAIN, SAYS
 from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
-from release.model.source import Source
-from release.model.train import Train
+from release.core.versions import version_of_tag
 from release.pristine.sources import fetch
 from release.queue.load import Queue
-from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
+from release.model.train import Train
+
+pytestmark = pytest.mark.network  # every train tag's release wheel: from the package index once, then the cache
 
 TWO_SIDED = "flashinfer_nvlink_two_sided.py"
+# A release that already has the fix (tests/releases.toml): nothing to ship for it.
+FIXED = tag_facts.fixed_upstream()
 # The FlashInfer all-to-all module of each release line: the file a line's series patches.
 A2A_FILE = re.compile(r"flashinfer_(nvlink_(one|two)_sided|a2a_prepare_finalize|cutlass_prepare_finalize)")
 # Where no source may be reached: `train check` must not need the network when wheels are cached.
@@ -54,17 +57,6 @@ def set_hash(root: Path, tag: str, table: str, name: str, digest: str) -> None:
     line = re.compile(rf'^"{re.escape(name)}" = "[0-9a-f]{{64}}"$', re.M).search(text, section)
     assert line is not None
     path.write_text(text[: line.start()] + f'"{name}" = "{digest}"' + text[line.end() :])
-
-
-def test_the_checked_in_train_covers_the_affected_releases_and_its_head() -> None:
-    # The scan's document (data) says which releases are affected; every one is in the train, on its line.
-    document = json.loads(Layout(REPO).affected_json.read_text())
-    affected = {f"v{v}": e["line"] for v, e in document["releases"].items() if e["status"] == "affected"}
-    train = train_of(REPO)
-    assert train.tags == list(affected)
-    assert {e.tag: e.line for e in train.entries} == affected
-    assert len({e.line for e in train.entries}) >= 2
-    assert head_of(REPO) in train.tags
 
 
 def test_list_names_every_tag_marks_the_head_and_gives_each_its_flashinfer_range(project: Path) -> None:
@@ -130,9 +122,9 @@ def test_a_hand_edit_to_a_patch_fails_for_every_tag_naming_the_file_and_the_patc
 
 def test_add_refuses_a_tag_whose_fix_is_upstream_and_changes_nothing(project: Path) -> None:
     before = snapshot(project)
-    result = run_release(project, "train", "add", "v0.34.0")
+    result = run_release(project, "train", "add", FIXED)
     assert result.returncode == 2
-    assert "fixed upstream in v0.34.0; no overlay needed" in result.stderr
+    assert f"fixed upstream in {FIXED}; no overlay needed" in result.stderr
     assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr
     assert snapshot(project) == before
 
@@ -162,13 +154,14 @@ def test_add_refuses_a_tag_where_a_patch_conflicts(project: Path, tmp_path: Path
 def test_bad_input_exits_2_and_changes_nothing(project: Path) -> None:
     before = snapshot(project)
     head = head_of(project)
+    outside = tag_facts.on_no_line()  # a real release older than every line, so in no train either
     cases = {
         ("train", "remove", head): "is the head of the train",
-        ("train", "remove", "v0.10.2"): "v0.10.2 is not in the train",
-        ("train", "check", "v0.10.2"): "v0.10.2 is not in the train",
-        ("train", "add", "v0.11.0"): "v0.11.0: it is on no release line",
+        ("train", "remove", outside): f"{outside} is not in the train",
+        ("train", "check", outside): f"{outside} is not in the train",
+        ("train", "add", outside): f"{outside}: it is on no release line",
         ("train", "add", "nightly"): "is not a vLLM release tag",
-        ("train", "add", "v0.21.0", "v0.21.0"): "named twice",
+        ("train", "add", head, head): "named twice",
         ("train", "add"): "takes TAG... or --all",
         ("train", "add", "--all", "--from", "pypi"): "takes no --from",
     }
@@ -221,11 +214,11 @@ def test_rebase_moves_the_head_entry_in_the_same_swap(project: Path, tmp_path: P
 
 
 def test_rebase_that_retires_a_patch_says_which_train_tags_it_strands(project: Path, tmp_path: Path) -> None:
-    result = run_release(project, "rebase", "v0.34.0", "--from", "pypi", "--report", str(tmp_path / "r"))
+    result = run_release(project, "rebase", FIXED, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
-    others = [t for t in train_of(project).tags if t != "v0.34.0"]
+    others = [t for t in train_of(project).tags if t != FIXED]
     assert f"but the train's {', '.join(others)} were recorded with it" in result.stderr
-    assert "v0.34.0" in train_of(project).tags
+    assert FIXED in train_of(project).tags
 
 
 def test_a_missing_train_file_is_bad_input(project: Path) -> None:
@@ -233,58 +226,6 @@ def test_a_missing_train_file_is_bad_input(project: Path) -> None:
     Layout(project).train.unlink()
     result = run_release(project, "train", "list")
     assert result.returncode == 2 and "train.toml is missing" in result.stderr
-
-
-def _last_entry(text: str) -> tuple[int, str, str]:
-    """Where the last [[release]] starts, its text and its tag."""
-    start = text.rindex("[[release]]")
-    tag = re.search(r'^tag = "([^"]+)"$', text[start:], re.M)
-    assert tag is not None
-    return start, text[start:], tag.group(1)
-
-
-def _bare_beside(text: str) -> str:
-    # The newest tag again, as "0.21.0" beside "v0.21.0": two entries for one release.
-    _start, entry, tag = _last_entry(text)
-    return text + "\n" + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
-
-
-def _bare(text: str) -> str:
-    start, entry, tag = _last_entry(text)
-    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag[1:]}"')
-
-
-def _newline(text: str) -> str:
-    start, entry, tag = _last_entry(text)
-    return text[:start] + entry.replace(f'tag = "{tag}"', f'tag = "{tag}\\n"')
-
-
-def _unknown_line(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + re.sub(r'^line = "[^"]*"$', 'line = "no_such_line"', entry, count=1, flags=re.M)
-
-
-def _control_in_source(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + re.sub(r'^source = "([^"]*)"$', r'source = "\1\\u0007"', entry, count=1, flags=re.M)
-
-
-def _unknown_key(text: str) -> str:
-    start, entry, _tag = _last_entry(text)
-    return text[:start] + entry.replace("[[release]]\n", '[[release]]\nlien = "flashinfer_nvlink"\n', 1)
-
-
-BAD_TRAIN = {
-    f.__name__.lstrip("_"): f for f in (_bare_beside, _bare, _newline, _unknown_line, _control_in_source, _unknown_key)
-}
-SAYS = {
-    "bare_beside": "is listed twice: release #",
-    "bare": "must be written 'v",
-    "newline": "holds a control character",
-    "unknown_line": "line 'no_such_line' is not a release line of patches/lines.toml (lines: ",
-    "control_in_source": "`source` ",
-    "unknown_key": "unknown key 'lien'",
-}
 
 
 @pytest.mark.parametrize("bad", BAD_TRAIN)
@@ -311,31 +252,6 @@ def test_every_reader_refuses_a_train_file_the_tool_would_not_write(project: Pat
         assert str(layout.train) in said[0] and SAYS[bad] in said[0], (command, said[0])
         assert "patches/train.toml" in said[1] and "UPSTREAM.toml" not in said[1], said[1]
         assert snapshot(project) == before and not (tmp_path / "dist").exists(), command
-
-
-def test_the_checked_in_train_is_in_the_form_the_tool_writes() -> None:
-    layout = Layout(REPO)
-    assert train_of(REPO).dumps() == layout.train.read_text()
-
-
-@pytest.mark.parametrize(
-    "verified, pin, expected",
-    [
-        (["0.6.8.post1"], "flashinfer-python==0.6.8.post1", "==0.6.8.post1"),
-        (["0.6.8.post1"], "flashinfer-python==0.6.6", None),
-        (["0.6.6", "0.6.8.post1"], "flashinfer-python==0.6.6", "==0.6.6"),
-        (["0.6.6", "0.6.8.post1"], "", ">=0.6.6,<=0.6.8.post1"),
-        (["0.6.6", "0.6.7", "0.6.8.post1"], "flashinfer-python>=0.6.7", ">=0.6.7,<=0.6.8.post1"),
-    ],
-)
-def test_a_tag_range_is_its_pin_intersected_with_the_verified_versions(
-    verified: list[str], pin: str, expected: str | None
-) -> None:
-    model = VerifiedFlashInfer(tuple(VerifiedVersion(v, "test") for v in verified))
-    found = model.range_for(pin)
-    assert (found is None) is (expected is None)
-    if found is not None and expected is not None:
-        assert SpecifierSet(found) == SpecifierSet(expected)
 
 
 # ------------------------------------------------------------------------- watch
@@ -381,7 +297,7 @@ def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Pa
             newest[1:]: ("affected", "applies"),  # not newer than the newest train tag: left alone
             new[0][1:]: ("affected", "applies"),
             new[1][1:]: ("affected", "applies"),
-            "0.34.0": ("fixed", "upstream"),
+            version_of_tag(FIXED): ("fixed", "upstream"),
         },
         patch,
     )
@@ -391,9 +307,9 @@ def test_watch_adds_new_affected_releases_and_reports_the_fixed_ones(project: Pa
     assert result.returncode == 0, result.stderr
     assert train_of(project).tags == tags
     assert f"{new[0]}: affected; added to the train" in result.stdout
-    assert "v0.34.0: upstream (fixed upstream in v0.34.0; no overlay needed)" in result.stdout
+    assert f"{FIXED}: upstream (fixed upstream in {FIXED}; no overlay needed)" in result.stdout
     report = json.loads((tmp_path / "watch.json").read_text())
-    assert report["added"] == new and report["upstream"] == ["v0.34.0"] and report["refused"] == {}
+    assert report["added"] == new and report["upstream"] == [FIXED] and report["refused"] == {}
     assert f"release train: vLLM releases after {newest}".lower() in (tmp_path / "watch.md").read_text().lower()
     assert run_release(project, "train", "check", *new).returncode == 0
 
@@ -402,12 +318,12 @@ def test_watch_lets_the_replay_decide_when_the_scan_says_applies(project: Path, 
     # The scan is input: a release it calls affected still goes through train add's own replay.
     patch = Queue.load(Layout(project)).series.names[0]
     scan = tmp_path / "scan.json"
-    scan.write_text(json.dumps(scan_document({"0.34.0": ("affected", "applies")}, patch)))
+    scan.write_text(json.dumps(scan_document({version_of_tag(FIXED): ("affected", "applies")}, patch)))
     before = Layout(project).train.read_bytes()
     result = run_release(project, "train", "watch", str(scan), "--report", str(tmp_path / "watch.md"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "watch.json").read_text())
-    assert report["added"] == [] and "fixed upstream in v0.34.0" in report["refused"]["v0.34.0"]
+    assert report["added"] == [] and f"fixed upstream in {FIXED}" in report["refused"][FIXED]
     assert Layout(project).train.read_bytes() == before
 
 

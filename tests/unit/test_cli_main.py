@@ -1,0 +1,174 @@
+"""release.cli.main in this process: each kind of failure is one `error:` line, one `hint:` line and its
+exit code, and a command that refuses changes nothing.
+
+The commands here decide without git, a source or the network (the same commands as processes,
+and the ones that need those: tests/cli/, tests/e2e/). The project is a copy of vendor/ and patches/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import snapshot, tag_facts
+from helpers.ls_remote import LS_REMOTE
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from release.core.journal import temporary_name
+from release.core.layout import Layout
+from release.model.train import Train
+
+
+def run(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, list[str]]:
+    """Exit code, stdout and stderr's lines of `python -m release --root PROJECT ARGS`, in this process."""
+    code = main(["--root", str(project), *args])
+    said = capsys.readouterr()
+    return code, said.out, said.err.splitlines()
+
+
+def one_error(lines: list[str]) -> tuple[str, str]:
+    """The error and hint lines, asserting that there is exactly one of each and nothing else."""
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), lines
+    return lines[0], lines[1]
+
+
+def other_train_tag(project: Path) -> str:
+    head = tag_facts.head().tag
+    return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
+
+
+# The project's rule is one `error:` line and one `hint:` line; these two refusals raise a bare
+# BadInputError, which has no hint (release/train/cli.py): strict, so the fix turns them into failures to drop.
+NO_HINT_YET = pytest.mark.xfail(strict=True, reason="BadInputError without a hint in release/train/cli.py")
+
+
+def bad_input_cases() -> list[tuple[list[str], str] | object]:
+    head, outside = tag_facts.head().tag, tag_facts.on_no_line()
+    return [
+        (["train", "add", "nightly"], "'nightly' is not a vLLM release tag"),
+        (["train", "add"], "`train add` takes TAG... or --all"),
+        pytest.param(["train", "add", "--all", "--from", "pypi"], "it takes no --from", marks=NO_HINT_YET),
+        pytest.param(["train", "add", head, head], f"a tag is named twice: {head} {head}", marks=NO_HINT_YET),
+        (["train", "remove", head], f"{head} is the head of the train"),
+        (["train", "remove", outside], f"{outside} is not in the train"),
+        (["train", "check", outside], f"{outside} is not in the train"),
+        (["scan", "--since", "banana"], "'banana' is not a vLLM release"),
+        (["scan", "--until", "v0.22.0rc1"], "is a pre-release"),
+        (["rebase", "v0.20", "--from", "pypi"], "'v0.20' is not a vLLM release tag"),
+        (["rebase", "", "--from", "pypi"], "rebase needs a TAG"),
+    ]
+
+
+@pytest.mark.parametrize(("args", "message"), bad_input_cases(), ids=lambda value: str(value)[:40])
+def test_bad_input_is_exit_2_one_error_and_one_hint_and_changes_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    before = snapshot(project)
+    code, out, err = run(project, capsys, *args)
+    error, _hint = one_error(err)
+    assert code == EXIT_BAD_INPUT and message in error and out == "", (code, err)
+    assert snapshot(project) == before and not (project / "docs").exists()
+
+
+def test_tags_reads_a_recorded_listing_and_refuses_a_pin_that_is_no_release(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded = tmp_path / "ls-remote.txt"
+    recorded.write_text(LS_REMOTE)
+    code, out, _ = run(project, capsys, "tags", "--ls-remote-output", str(recorded), "--newest", "--pin", "v0.20.0")
+    assert (code, out) == (EXIT_OK, "v0.22.0\n")
+    code, out, err = run(project, capsys, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
+    error, _ = one_error(err)
+    assert code == EXIT_BAD_INPUT and "the pin 'v0.21.0rc1' is not a vLLM release tag" in error and out == ""
+
+
+def test_list_names_every_tag_and_marks_the_head(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tags, head = Train.load(Layout(project).train).tags, tag_facts.head().tag
+    code, out, _ = run(project, capsys, "train", "list")
+    assert code == EXIT_OK
+    assert [line.split()[0] for line in out.splitlines()[1:] if line.startswith("v")] == tags
+    assert f"{head} *" in out
+    code, out, _ = run(project, capsys, "train", "list", "--json")
+    data = json.loads(out)
+    assert code == EXIT_OK and data["head"] == head and [row["tag"] for row in data["releases"]] == tags
+
+
+def test_remove_drops_only_that_entry(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    layout = Layout(project)
+    tag, before = other_train_tag(project), Train.load(layout.train)
+    code, _, err = run(project, capsys, "train", "remove", tag)
+    assert code == EXIT_OK, err
+    after = Train.load(layout.train)
+    assert after.tags == [t for t in before.tags if t != tag]
+    assert list(after.entries) == [e for e in before.entries if e.tag != tag]
+    assert layout.train.read_text() == before.without(tag).dumps()
+
+
+def test_a_damaged_rebase_state_is_one_line_and_abort_still_works(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = project / ".work" / "rebase-v0.20.99"
+    work.mkdir(parents=True)
+    (work / "state.json").write_text('{"tag": "v0.20.99", "sour')
+    before = snapshot(project)
+    code, _, err = run(project, capsys, "rebase", "--continue", str(work))
+    error, hint = one_error(err)
+    assert code == EXIT_BAD_INPUT and "is damaged" in error and "--abort" in hint, err
+    code, _, err = run(project, capsys, "rebase", "--abort", str(work))
+    assert code == EXIT_OK and not work.exists(), err
+    assert snapshot(project) == before
+
+
+def test_the_disk_saying_no_is_exit_1_in_one_line_and_the_train_file_stays(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A directory where `train remove` writes its temporary copy of train.toml (this process's pid:
+    # the command runs in it): the write fails with an OSError from the file system, not a ReleaseError.
+    train = Layout(project).train
+    original = train.read_bytes()
+    temporary_name(train).mkdir()
+    code, out, err = run(project, capsys, "train", "remove", other_train_tag(project))
+    error, hint = one_error(err)
+    assert code == EXIT_FAILED and out == "", err
+    assert "Is a directory" in error and str(temporary_name(train)) in error
+    assert "docs/guarantees.md" in hint
+    assert train.read_bytes() == original
+
+
+def test_ctrl_c_is_exit_130_with_one_line(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real SIGINT while `train remove` waits for the repository lock (held here through a second
+    open file, as another process would hold it)."""
+    from filelock import FileLock
+
+    from release.core.lock import REPO_LOCK, TIMEOUT_ENV
+
+    layout = Layout(project)
+    layout.work.mkdir(parents=True, exist_ok=True)
+    before = snapshot(project)
+
+    def interrupt_once_waiting() -> None:
+        # Only once the command says it waits: the signal must land inside main's try, not before it.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "waiting up to" in sys.stderr.getvalue():  # capsys's buffer
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    held = FileLock(str(layout.work / REPO_LOCK), is_singleton=False)
+    with held, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TIMEOUT_ENV, "120")
+        signaller = threading.Thread(target=interrupt_once_waiting, daemon=True)
+        signaller.start()
+        code, _out, err = run(project, capsys, "train", "remove", other_train_tag(project))
+        signaller.join()
+    assert code == EXIT_INTERRUPTED, err
+    assert err[-1].startswith("interrupted; vendor/ and patches/ are only ever changed in one journaled swap"), err
+    assert snapshot(project) == before

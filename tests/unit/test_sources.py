@@ -1,0 +1,72 @@
+"""No source is trusted, read in this process: a wheel file or a directory that escapes, links or lies
+about its version is refused with its reason before anything is returned; a well-formed one is read whole.
+
+The archives and trees are real (helpers/unsafe_sources.py), carrying the files vendor/ holds. The same
+attacks through the CLI, through git and through a package index: tests/cli/test_source_safety.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from helpers.synthetic import NEXT_TAG
+from helpers.unsafe_sources import DIR_REFUSALS, WHEEL_REFUSALS, dir_source, wheel_source
+from release.core.errors import BadInputError
+from release.core.layout import Layout
+from release.core.versions import canonical_tag
+from release.pristine.sources import fetch
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    return Layout(REPO).vendor_files()
+
+
+@pytest.mark.parametrize(("kind", "message"), WHEEL_REFUSALS.items(), ids=list(WHEEL_REFUSALS))
+def test_a_wheel_that_escapes_links_or_lies_is_refused(
+    files: dict[str, bytes], tmp_path: Path, kind: str, message: str
+) -> None:
+    source = wheel_source(kind, files, tmp_path / "src")
+    with pytest.raises(BadInputError) as refused:
+        fetch(NEXT_TAG, source)
+    assert message in str(refused.value)
+    assert list(tmp_path.rglob("ESCAPED*")) == []  # the payloads exist only inside the archive
+
+
+@pytest.mark.parametrize(("kind", "message"), DIR_REFUSALS.items(), ids=list(DIR_REFUSALS))
+def test_a_directory_that_links_or_lies_is_refused(
+    files: dict[str, bytes], tmp_path: Path, kind: str, message: str
+) -> None:
+    source = dir_source(kind, files, tmp_path / "src")
+    with pytest.raises(BadInputError) as refused:
+        fetch(NEXT_TAG, source)
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize("make", [wheel_source, dir_source])
+def test_a_well_formed_wheel_or_directory_is_read_whole(files: dict[str, bytes], tmp_path: Path, make) -> None:
+    tree = fetch(NEXT_TAG, make("good", files, tmp_path / "src"))
+    assert tree.tag == NEXT_TAG and tree.files == files
+    assert tree.flashinfer == "flashinfer-python==0.6.8.post1"  # what the synthetic source pins
+
+
+@pytest.mark.parametrize("typed", [NEXT_TAG[1:], f" {NEXT_TAG} ", f"{NEXT_TAG[1:]}\n"])
+def test_a_tag_without_v_or_with_spaces_means_the_canonical_tag(
+    files: dict[str, bytes], tmp_path: Path, typed: str
+) -> None:
+    assert canonical_tag(typed) == NEXT_TAG
+    assert fetch(typed, dir_source("good", files, tmp_path / "src")).tag == NEXT_TAG
+
+
+@pytest.mark.parametrize("typed", ["v0.20", "release-0.20.99", "v0.20.99 extra", "", "v0.21.0rc1", "nightly"])
+def test_a_tag_that_is_not_a_release_is_refused_before_any_source_is_read(typed: str) -> None:
+    with pytest.raises(BadInputError, match="is not a vLLM release tag"):
+        fetch(typed, "dir:/nonexistent")
+
+
+def test_an_unknown_kind_of_source_is_refused() -> None:
+    with pytest.raises(BadInputError, match="unknown source 'svn:foo'"):
+        fetch(NEXT_TAG, "svn:foo")
