@@ -19,6 +19,7 @@ import pytest
 from helpers import run_release, snapshot, unsafe_sources, work_leftovers
 from helpers.index_server import LoopbackIndex
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_git, next_tree
+from helpers.unsafe_sources import VERSION
 from release.core.git import WorkRepo
 from release.model.pin import Pin
 from release.pristine.index import INDEX_ENV

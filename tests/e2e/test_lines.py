@@ -13,8 +13,8 @@ import pytest
 
 from helpers import REPO
 from release.core.layout import Layout
-from release.train.check import check_train
 from release.model.train import Train
+from release.train.check import check_train
 
 pytestmark = pytest.mark.network  # every train tag's release wheel: range reads or the cache
 

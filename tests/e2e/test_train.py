@@ -18,9 +18,10 @@ from helpers.bad_train import BAD_TRAIN, SAYS
 from helpers.synthetic import version_file
 from release.core.layout import Layout, read_tree
 from release.core.versions import version_of_tag
+from release.model.source import Source
+from release.model.train import Train
 from release.pristine.sources import fetch
 from release.queue.load import Queue
-from release.model.train import Train
 
 pytestmark = pytest.mark.network  # every train tag's release wheel: from the package index once, then the cache
 

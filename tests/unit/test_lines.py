@@ -15,9 +15,7 @@ from release.core.errors import ConfigError, MalformedPatchError, MalformedSerie
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.patch import Patch
-from release.model.train import Train
 from release.queue.load import line_patches
-from release.model.patch import Patch
 
 
 def test_a_variant_names_the_common_patch_it_varies_and_answers_the_four_questions() -> None:

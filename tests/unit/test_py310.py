@@ -13,7 +13,6 @@ import pytest
 
 from release.core.layout import Layout
 from release.core.py310 import check
-from release.overlay.build import assemble
 
 # Our code of the wheel's top level: the .pth's module and the package (nox -s lint checks the same).
 RUNTIME = Layout.default().runtime

@@ -9,7 +9,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from release.rebase.report import Conflict, PatchOutcome, RebaseReport, upstream_changes
+from release.model.outcome import Conflict, PatchOutcome, PatchStatus
+from release.rebase.report import RebaseReport, upstream_changes
 
 WORK = ".work/rebase-v0.20.99"
 
@@ -28,15 +29,15 @@ def report(**changes: object) -> RebaseReport:
         "dry_run": False,
         "result": "conflict",
         "patches": [
-            PatchOutcome("0001-a.patch", "a: fix", "applied", "as it is", refreshed=True),
+            PatchOutcome("0001-a.patch", "a: fix", PatchStatus.APPLIES, "as it is", refreshed=True),
             PatchOutcome(
                 "0002-b.patch",
                 "b: ours",
-                "conflict",
+                PatchStatus.CONFLICT,
                 "3-way failed",
                 conflicts=[Conflict("x/mori.py", ["@@ -1,3 +1,3 @@"], "import torch  # upstream\n", "+ours\n")],
             ),
-            PatchOutcome("0003-c.patch", "c: later", "not-reached"),
+            PatchOutcome("0003-c.patch", "c: later", PatchStatus.NOT_REACHED),
         ],
         "upstream_changes": upstream_changes({"mori.py": b"a\nb\n"}, {"mori.py": b"a\nc\nd\n", "new.py": b"x\n"}),
         "work_dir": WORK,

@@ -16,9 +16,9 @@ from helpers.bad_train import BAD_TRAIN, SAYS
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
+from release.model.train import Train
 from release.queue.load import Queue
 from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
-from release.model.train import Train
 
 
 def train_of(root: Path) -> Train:
