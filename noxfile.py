@@ -221,6 +221,12 @@ def check(session: nox.Session) -> None:
 
 
 @nox.session
+def pq(session: nox.Session) -> None:
+    """Edit the patch queue as git commits: nox -s pq -- import | new SLUG | export [--check]."""
+    release(session, "pq")
+
+
+@nox.session
 def scan(session: nox.Session) -> None:
     """Classify every vLLM release on the index for each patch: nox -s scan -- [--since TAG] [--until TAG]."""
     release(session, "scan")

@@ -86,6 +86,11 @@ COMMANDS: tuple[Command, ...] = (
             (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
+    Command("pq", "release.pq.cli", "edit the patch queue as git commits: import, new, export", _COMMON,
+            exit_texts=((EXIT_FAILED, "`export --check`: patches/ or vendor/ differ from the export; or a tool failed"),
+                        (EXIT_BAD_INPUT, "bad input: no or a foreign work tree, work not exported, a commit that is "
+                         "no patch (merge, empty, message without the template's answers), dirty vendor/; "
+                         "nothing was changed"))),
     Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
             _NETWORK),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),
@@ -143,6 +148,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         # A command may write its own epilog (sources, notes); the exit codes always end it.
         own = exit_codes_text({code: command.meaning(code) for code in command.exit_codes})
         sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + own
+        for action in sub._actions:  # an action's own --help (`pq export --help`) ends with them too
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    child.formatter_class = argparse.RawDescriptionHelpFormatter
+                    child.epilog = (child.epilog + "\n\n" if child.epilog else "") + own
     return parser
 
 

@@ -334,6 +334,22 @@ class TrainDriftError(ReleaseError):
     )
 
 
+class PatchQueueTreeError(BadInputError):
+    """`pq`: the work tree is missing, is not one `pq import` made, holds work not exported, or its commits
+    cannot become patches (a merge, an empty commit, a name used twice, a line's patch dropped)."""
+
+    default_hint = 'the loop step by step: docs/patch-queue.md, "Add a patch"; `python -m release pq --help`'
+
+
+class PatchQueueStaleError(ReleaseError):
+    """`pq export --check`: patches/ or vendor/ is not what the work tree's commits export."""
+
+    default_hint = (
+        "`python -m release pq export` writes them; a patch made by hand (another git, other flags) is "
+        "rewritten once that way and then stays byte for byte"
+    )
+
+
 class DoctorError(BadInputError):
     """`release doctor` got no report from the interpreter it asked: exit 2, the doctor's "cannot tell"."""
 

@@ -21,6 +21,35 @@ MODE_LINE_RE = re.compile(
 )
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
+# ---------------------------------------------------------------- the message
+
+# The four questions every patch answers in its message (after vllm-ascend's patch notes), each
+# a paragraph that starts with its label; a paragraph without a label belongs to the one above.
+SECTIONS = ("Why", "How", "Related PR", "Future plan")
+SECTION_RE = re.compile(r"^(?P<label>Why|How|Related PR|Future plan):[ \t]*", re.I)
+# The DEP-3 trailers a patch must carry, and the two ways of saying what it is for: the user-visible
+# bug it fixes (`Bug: <id or URL> <title>`) or, for a change with no bug behind it, `Downstream: <why>`.
+REQUIRED_TRAILERS = ("Origin", "Depends-On", "Risk")
+PURPOSE_TRAILERS = ("Bug", "Downstream")
+# A value still as the template wrote it: `<...>` (`Bug: <id or URL> <title>` included).
+PLACEHOLDER_RE = re.compile(r"^<.*>$", re.S)
+TEMPLATE_HINT = (
+    "start the message from the template, `python -m release pq new SLUG`, and answer each of its questions "
+    '(docs/patch-queue.md, "Add a patch")'
+)
+
+
+@dataclass(frozen=True)
+class Purpose:
+    """What a patch is for: a user-visible bug (an id or URL, and its title), or a downstream change."""
+
+    bug: str  # the id or URL of the bug; "" for a downstream change
+    title: str  # the bug's title, or why a downstream change has no bug
+
+    @property
+    def downstream(self) -> bool:
+        return not self.bug
+
 
 def refuse_carriage_returns(name: str, text: str) -> None:
     """A patch holds no carriage return (CR, as in CRLF line ends): refused, never rewritten.
@@ -86,6 +115,50 @@ class Patch:
         return patch
 
     def validate(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
+        """A queue's patch: a well-formed mail inside `prefixes` whose message follows the template."""
+        self.validate_mail(prefixes)
+        self.validate_message()
+
+    def validate_message(self) -> None:
+        """The four sections and the trailers the template asks for, each answered (docs/patch-queue.md).
+
+        Every problem is named in one line, so a maintainer fixes the message once.
+        """
+        problems: list[str] = []
+        sections = self.sections
+        subject = self.subject
+        if PLACEHOLDER_RE.match(subject):
+            problems.append("the subject is the template's placeholder")
+        for label in SECTIONS:
+            value = sections.get(label)
+            if not value:
+                problems.append(f"no {label}:")
+            elif any(PLACEHOLDER_RE.match(part) for part in value.split("\n\n")):
+                problems.append(f"{label}: is the template's placeholder")
+        trailers = self.trailers
+        for key in REQUIRED_TRAILERS:
+            value = trailers.get(key, "").strip()
+            if not value:
+                problems.append(f"no {key}: trailer")
+            elif PLACEHOLDER_RE.match(value):
+                problems.append(f"{key}: is the template's placeholder")
+        given = [key for key in PURPOSE_TRAILERS if trailers.get(key, "").strip()]
+        if not given:
+            problems.append("neither Bug: (an id or URL and a title) nor Downstream: (why there is no bug)")
+        elif len(given) == 2:
+            problems.append("both Bug: and Downstream: (a patch fixes a bug or is a downstream change, not both)")
+        elif any(PLACEHOLDER_RE.match(trailers[key].strip()) for key in given):
+            problems.append(f"{given[0]}: is the template's placeholder")
+        elif given == ["Bug"] and not self.purpose.title:
+            problems.append("Bug: has no title after its id or URL")
+        elif given == ["Bug"] and PLACEHOLDER_RE.match(self.purpose.title):
+            problems.append("Bug: keeps the template's placeholder title")
+        if problems:
+            listing = "; ".join(problems)
+            raise MalformedPatchError(f"{self.name}: message not in the template's shape: {listing}", TEMPLATE_HINT)
+
+    def validate_mail(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
+        """A `git format-patch` mail, LF only, whose hunks parse and whose paths stay inside `prefixes`."""
         refuse_carriage_returns(self.name, self.text)
         if not self.text.startswith("From "):
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
@@ -167,6 +240,31 @@ class Patch:
             if match:
                 found[match.group("key")] = match.group("value")
         return found
+
+    @property
+    def sections(self) -> dict[str, str]:
+        """The message's answers to SECTIONS, keyed by their label as SECTIONS spells it."""
+        found: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        for paragraph in self.message.split("\n\n")[:-1]:  # the last paragraph holds the trailers
+            match = SECTION_RE.match(paragraph)
+            if match:
+                label = next(s for s in SECTIONS if s.lower() == match.group("label").lower())
+                current = found.setdefault(label, [])
+                paragraph = paragraph[match.end() :]
+            if current is not None:
+                current.append(paragraph.strip())
+        return {label: "\n\n".join(p for p in parts if p) for label, parts in found.items()}
+
+    @property
+    def purpose(self) -> Purpose:
+        """What the patch is for, from its `Bug:` (id or URL, then the title) or `Downstream:` trailer."""
+        trailers = self.trailers
+        bug = trailers.get("Bug", "").strip()
+        if bug:
+            ident, _, title = bug.partition(" ")
+            return Purpose(ident, title.strip())
+        return Purpose("", trailers.get("Downstream", "").strip())
 
     @property
     def diff(self) -> str:

@@ -26,6 +26,8 @@ INTERNAL_TRAILERS = frozenset(
         "Forwarded",
         "Last-Update",
         "Bug",
+        "Downstream",
+        "Varies",
         "Author",
         "Description",
         "Reviewed-By",

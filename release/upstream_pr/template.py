@@ -58,8 +58,9 @@ def render(pr: PullRequest) -> str:
         for key, label in (("Origin", "Origin"), ("Bug", "Related"), ("Depends-On", "Depends on"), ("Risk", "Risk"))
         if trailers.get(key)
     ]
-    # A Bug link that Origin already names is said once.
-    notes = [(label, value) for label, value in notes if label != "Related" or value not in trailers.get("Origin", "")]
+    # A Bug link that Origin already names is said once (`Bug: <id or URL> <title>`: the id is compared).
+    bug = pr.patch.purpose.bug
+    notes = [(label, value) for label, value in notes if label != "Related" or bug not in trailers.get("Origin", "")]
     if notes:
         lines += [""] if issues else []
         lines += [f"- {label}: {value}" for label, value in notes]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import private_cache, run_release, snapshot, tag_facts, work_leftovers
+from helpers.synthetic import patch_message
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
@@ -187,9 +188,7 @@ def add_conflicting_patch(project: Path) -> str:
             "is_fp4_scale_swizzled=bool(quant_config.is_nvfp4_scale_swizzled),",
         )
     )
-    work.run(
-        "commit", "-q", "-a", "-m", "deepep_ht: test patch that upstream will conflict with\n\nOrigin: vendor, test"
-    )
+    work.run("commit", "-q", "-a", "-m", patch_message("deepep_ht: test patch that upstream will conflict with"))
     out = work.export(base, project.parent / "out")[0]
     name = "0002-deepep-ht-conflict.patch"
     (project / "patches" / name).write_text(out.read_text())

@@ -113,6 +113,16 @@ def make_git(path: Path, tags: dict[str, dict[str, bytes]]) -> Path:
     return path
 
 
+def patch_message(subject: str) -> str:
+    """A commit message in the shape every patch of the queue has (Why / How / Related PR / Future plan and
+    the trailers `Patch.validate_message` asks for), for a test's own patch."""
+    return (
+        f"{subject}\n\nWhy: a test needs a patch here.\n\nHow: {subject}.\n\nRelated PR: none, a test's patch."
+        "\n\nFuture plan: none; the test throws it away.\n\nOrigin: vendor, test\nDownstream: a test's change, "
+        "never shipped\nDepends-On: nothing\nRisk: none\n"
+    )
+
+
 def add_patch(project: Path, name: str, file: str, old: str, new: str, message: str) -> str:
     """Add a patch to the project's queue (format-patch mail, series line) and apply it to vendor/.
 
@@ -131,7 +141,7 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
     else:
         target.write_text(new)
     work.run("add", "--all")
-    work.run("commit", "-q", "-m", f"{message}\n\nOrigin: vendor, test", fixed_date=True)
+    work.run("commit", "-q", "-m", patch_message(message), fixed_date=True)
     mail = work.export(base, project.parent / f"out-{name}")[0]
     (project / "patches" / name).write_text(mail.read_text())
     with (project / "patches" / "series").open("a") as series:

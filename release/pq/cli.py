@@ -1,0 +1,156 @@
+"""`python -m release pq import|new|export`: edit the patch queue as git commits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from release.core.errors import EXIT_OK
+from release.core.layout import Layout
+from release.pq.export import export_queue
+from release.pq.importer import import_queue
+from release.pq.new import new_patch
+from release.pq.tree import default_dir
+
+EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
+  python -m release pq import          .work/pq/: the pinned tag's pristine subtree (tag `pristine`),
+                                       then one commit per patch of patches/series (branch patch-queue)
+  python -m release pq new SLUG        .work/pq/.git/pq-template: the message of the next patch,
+                                       NNNN-SLUG.patch (Why / How / Related PR / Future plan, trailers)
+  git -C .work/pq commit -a -t .git/pq-template
+                                       edit, add, reorder (`rebase -i pristine`), drop: plain git
+  python -m release pq export          patches/ (the patches, series) and vendor/, in one swap
+  python -m release pq export --check  exit 1 if patches/ or vendor/ differ from that export
+
+A commit keeps its patch's file name by the `Patch-Name:` line import adds to its message (the
+export strips it); without one it takes the name of the old patch with its subject, or the next
+free number. Export refuses, changing nothing: a git command half-done, uncommitted or untracked
+files, a merge or an empty commit, a message without Why / How / Related PR / Future plan and
+Origin, Bug or Downstream, Depends-On, Risk, and dropping a patch a release line's series takes."""
+
+
+def wrapped(text: str) -> str:
+    # An action's help keeps its line breaks (the exit codes are a table), so its prose is wrapped here.
+    return textwrap.fill(text, width=100)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Edit the patch queue with plain git: import patches/series as commits on the pinned tag's pristine "
+        "subtree, change them, export them back to patches/ and vendor/ byte for byte."
+    )
+    parser.epilog = EPILOG
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    where = "the work tree (default: .work/pq/ in the checkout)"
+
+    imp = actions.add_parser(
+        "import",
+        help="make the work tree: the pristine tag, then one commit per patch",
+        description=wrapped(
+            "Make a git work tree with upstream paths: one commit holding the pinned tag's pristine "
+            "subtree (recovered from vendor/ by undoing the series: no network; tagged `pristine`), then one "
+            "commit per patch of patches/series, in order, with the mail's author, date and message and a "
+            "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
+        ),
+    )
+    imp.add_argument("--dir", type=Path, default=None, help=where)
+    imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
+
+    new = actions.add_parser(
+        "new",
+        help="write the message template of a new patch",
+        description=wrapped(
+            "Write .git/pq-template in the work tree: the message a new patch starts from, named "
+            "NNNN-SLUG.patch with the next number no patch has used. Commit with `git -C DIR commit -t "
+            ".git/pq-template` and answer every <...>."
+        ),
+    )
+    new.add_argument("slug", metavar="SLUG", help="the file name's words, e.g. shape-check")
+    new.add_argument("--dir", type=Path, default=None, help=where)
+
+    exp = actions.add_parser(
+        "export",
+        help="write the commits back to patches/ and vendor/",
+        description=wrapped(
+            "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
+            "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
+            "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
+            "queue exports byte for byte, so nothing is written."
+        ),
+    )
+    exp.add_argument("--dir", type=Path, default=None, help=where)
+    exp.add_argument("--check", action="store_true", help="write nothing; exit 1 if patches/ or vendor/ would change")
+    exp.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+
+    path = args.dir.absolute() if args.dir else default_dir(layout)
+    if args.action == "import":
+        return run_import(layout, path, args.force)
+    if args.action == "new":
+        return run_new(layout, path, args.slug)
+    return run_export(layout, path, args.check, args.json)
+
+
+def shown(path: Path) -> str:
+    """A path as the maintainer typed it: relative to here when inside it."""
+    relative = os.path.relpath(path)
+    return path.as_posix() if relative.startswith("..") else relative
+
+
+def run_import(layout: Layout, path: Path, force: bool) -> int:
+
+    done = import_queue(layout, path, force)
+    print(
+        f"{'replaced' if done.replaced else 'made'} {shown(path)}: vllm {done.tag} pristine (tag `pristine`), "
+        f"then {len(done.patches)} patch commit(s) on branch patch-queue"
+    )
+    for patch in done.patches:
+        print(f"  {patch.name}  {patch.subject}")
+    print(
+        f"next: change the commits with git in {shown(path)}; `python -m release pq new SLUG` starts a new "
+        "patch's message; `python -m release pq export` writes patches/ and vendor/"
+    )
+    return EXIT_OK
+
+
+def run_new(layout: Layout, path: Path, slug: str) -> int:
+
+    name, file = new_patch(layout, path, slug)
+    print(f"template: {shown(file)} ({name})")
+    print(
+        f"next: change the files under {shown(path)}, then `git -C {shown(path)} commit -a -t "
+        f"{file.relative_to(path).as_posix()}` and answer every <...>; then `python -m release pq export`"
+    )
+    return EXIT_OK
+
+
+def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
+
+    result = export_queue(layout, path, check_only)
+    if as_json:
+        print(json.dumps(result.as_json(), indent=2))
+        return EXIT_OK
+    width = max((len(p.name) for p in result.patches), default=0)
+    for patch in result.patches:
+        print(f"{patch.name:<{width}}  {patch.status:<9}  {patch.subject}")
+    for name in result.dropped:
+        print(f"{name:<{width}}  dropped")
+    for note in result.notes:
+        print(f"note: {note}")
+    if not result.changed:
+        print(f"patches/ and vendor/ are what {shown(path)} exports, byte for byte: nothing to write")
+        return EXIT_OK
+    if check_only:  # not reached: a difference is PatchQueueStaleError
+        return EXIT_OK
+    print(f"wrote in one swap: {', '.join(result.changed_paths)}")
+    if any(not p.startswith("patches/") for p in result.changed_paths):
+        print(
+            "next: `python -m release check`, then re-record the train: `python -m release train add --all` "
+            "and `python -m release train check` (every tag's patched files follow the series)"
+        )
+    return EXIT_OK

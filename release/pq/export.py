@@ -1,0 +1,351 @@
+"""`pq export`: the work tree's commits back into patches/ and vendor/, in one journaled swap.
+
+The job as its steps: prove the tree exportable (no git command half-done, nothing uncommitted,
+a straight line of non-empty commits on the pristine commit of the tag vendor/ is pinned to),
+`git format-patch` base..HEAD with Electron's flags (our isolated git: the bytes do not depend on
+the machine), name each mail (release/pq/names.py) and strip its `Patch-Name:` line, validate it
+like any patch of the queue, rebuild vendor/ as pristine + the new series and check it against
+HEAD's tree, then write patches/ (the patches, `series` with its comments) and vendor/ together
+under the repository lock. A patch a release line's series takes as it is may not be dropped or
+renamed here: that line would lose it without a word. Nothing is written on any refusal.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from release.core.errors import (
+    MalformedPatchError,
+    PatchQueueStaleError,
+    PatchQueueTreeError,
+)
+from release.core.git import apply_ok
+from release.core.journal import Output, commit
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
+from release.core.lock import repo_lock
+from release.model.lines import read_lines
+from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
+from release.model.series import Series
+from release.pq.importer import clean_pristine
+from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
+from release.pq.tree import BASE_TAG, PqTree
+from release.queue.load import Queue
+
+
+@dataclass(frozen=True)
+class ExportedPatch:
+    name: str
+    subject: str
+    commit: str
+    status: str  # "unchanged", "changed" (same name, other bytes) or "added"
+    named_by: str  # "Patch-Name", "subject" (the old patch with that subject) or "new"
+
+
+@dataclass
+class Export:
+    """What the work tree exports, next to what patches/ and vendor/ hold now."""
+
+    patches: list[ExportedPatch]
+    dropped: list[str]
+    patch_files: dict[str, bytes]  # the whole new patches/ directory
+    vendor: dict[str, bytes]
+    changed_paths: list[str]  # relative to the checkout: what the export writes
+    notes: list[str] = field(default_factory=list)
+    written: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_paths)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "patches": [p.__dict__ for p in self.patches],
+            "dropped": self.dropped,
+            "changed": self.changed_paths,
+            "written": self.written,
+            "notes": self.notes,
+        }
+
+
+def export_queue(layout: Layout, path: Path, check_only: bool = False) -> Export:
+    with repo_lock(layout, "pq export --check" if check_only else "pq export"):
+        tree = PqTree.open(path)
+        state = tree.state()
+        require_exportable(tree)
+        queue = Queue.load(layout)
+        if queue.pin.tag != state.tag:
+            raise PatchQueueTreeError(
+                f"{path} was imported on vllm {state.tag}, but vendor/ is pinned to {queue.pin.tag} now",
+                hint="export before a rebase; now make a new tree (`python -m release pq import --dir NEW`) and "
+                f"`git cherry-pick` your commits from {path} into it",
+            )
+        pristine = clean_pristine(layout, queue)
+        if tree.repo.subtree_files_at(state.base) != pristine:
+            raise PatchQueueTreeError(
+                f"the pristine commit {state.base[:12]} of {path} is not vllm {state.tag}'s pristine subtree any more",
+                hint="the first commit is upstream's code and is never edited; start again with `pq import --force`",
+            )
+        result = compute(layout, tree, state.base, queue, pristine)
+        if check_only:
+            if result.changed:
+                raise PatchQueueStaleError(
+                    f"pq export --check: {len(result.changed_paths)} path(s) differ from what {path} exports: "
+                    + ", ".join(result.changed_paths)
+                )
+            return result
+        if result.changed:
+            write(layout, result)
+            result.written = True
+        tree.save_state(replace(state, synced=tree.head()))
+        return result
+
+
+def require_exportable(tree: PqTree) -> None:
+    doing = tree.in_progress()
+    if doing:
+        raise PatchQueueTreeError(
+            f"{doing} is in progress in {tree.path}: finish it (`--continue`) or abort it first",
+            hint="the export takes commits only, so that nothing half-done goes into patches/",
+        )
+    changes = tree.changes()
+    if changes:
+        shown = ", ".join(line[3:] for line in changes[:3]) + (" ..." if len(changes) > 3 else "")
+        raise PatchQueueTreeError(
+            f"{tree.path} has {len(changes)} uncommitted or untracked file(s): {shown}",
+            hint="commit them into a patch (`git commit`, `git commit --amend`, `git commit --fixup`), or discard "
+            "them (`git checkout -- FILE`, `git clean`); the export takes commits only",
+        )
+
+
+def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dict[str, bytes]) -> Export:
+    commits = tree.commits(base)
+    for sha in commits:
+        if tree.is_empty(sha):
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]} ({tree.subject(sha)}) changes nothing: a patch is never empty",
+                hint=f"drop it: `git -C {tree.path} rebase -i {BASE_TAG}` and delete its line",
+            )
+    marked = [unmark(text) for text in format_patches(layout, tree, base, len(commits))]
+    names = name_commits(layout, tree, commits, marked, queue)
+    patches = []
+    for sha, (name, _), (_, text) in zip(commits, names, marked, strict=True):
+        patch = Patch(name, text)
+        try:
+            patch.validate((UPSTREAM_SUBTREE_PREFIX,))
+        except MalformedPatchError as exc:
+            raise MalformedPatchError(f"commit {sha[:12]}: {exc}", hint=exc.hint) from None
+        patches.append(patch)
+
+    vendor = tree.repo.subtree_files_at("HEAD")
+    rebuilt = replay(pristine, patches)
+    if rebuilt != vendor:
+        differ = sorted(n for n in set(rebuilt) | set(vendor) if rebuilt.get(n) != vendor.get(n))
+        raise PatchQueueTreeError(
+            f"pristine + the exported patches does not give HEAD's tree in {', '.join(differ)}",
+            hint="a change git's diff cannot carry (a mode or a binary file) is not a patch; undo it",
+        )
+
+    old = {p.name: p for p in queue.patches}
+    new_names = [p.name for p in patches]
+    dropped = [name for name in old if name not in new_names]
+    notes = refuse_dropping_what_a_line_takes(layout, dropped)
+
+    patch_files = read_tree(layout.patches)
+    for name in dropped:
+        patch_files.pop(name, None)
+    for patch in patches:
+        patch_files[patch.name] = patch.text.encode("utf-8")
+    patch_files["series"] = rewrite_series(queue.series, new_names).dumps().encode("utf-8")
+
+    exported = [
+        ExportedPatch(
+            patch.name,
+            patch.subject,
+            sha,
+            "added" if patch.name not in old else "unchanged" if old[patch.name].text == patch.text else "changed",
+            how,
+        )
+        for sha, patch, (_, how) in zip(commits, patches, names, strict=True)
+    ]
+    changed = changed_paths(layout, patch_files, vendor)
+    return Export(exported, dropped, patch_files, vendor, changed, notes)
+
+
+def format_patches(layout: Layout, tree: PqTree, base: str, count: int) -> list[str]:
+    """One mail per commit, by our isolated git with Electron's flags (release.core.git.FORMAT_PATCH_FLAGS)."""
+    if not count:
+        return []
+    layout.work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=layout.work, prefix="pq-export-") as tmp:
+        files = tree.repo.export(base, Path(tmp))
+        if len(files) != count:
+            raise PatchQueueTreeError(f"git format-patch wrote {len(files)} mail(s) for {count} commit(s)")
+        try:
+            return [file.read_bytes().decode("utf-8") for file in files]
+        except UnicodeDecodeError:
+            raise PatchQueueTreeError(
+                "a commit's message or change is not UTF-8 text", hint="patches are UTF-8 text; amend the commit"
+            ) from None
+
+
+def used_names(layout: Layout) -> set[str]:
+    """Every patch file name the checkout has used: the queue, the retired, every line's variants."""
+    found = {p.name for p in layout.patches.glob("*.patch")}
+    found |= {p.name for p in layout.retired.glob("*.patch")} if layout.retired.is_dir() else set()
+    found |= {p.name for p in (layout.patches / "lines").glob("*/*.patch")}
+    return found
+
+
+def name_commits(
+    layout: Layout, tree: PqTree, commits: list[str], marked: list[tuple[list[str], str]], queue: Queue
+) -> list[tuple[str, str]]:
+    """Each commit's patch file name and how it got it: its Patch-Name line, the subject of an old
+    patch whose name no commit claims, or the next free number and a slug of its subject."""
+    retired = {p.name for p in layout.retired.glob("*.patch")} if layout.retired.is_dir() else set()
+    claimed: dict[str, str] = {}
+    names: list[tuple[str, str] | None] = []
+    for sha, (found, _) in zip(commits, marked, strict=True):
+        if len(found) > 1:
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]} ({tree.subject(sha)}) has {len(found)} {NAME_TRAILER}: lines "
+                f"({', '.join(found)}): one commit is one patch",
+                hint=f"keep one of them (`git -C {tree.path} rebase -i {BASE_TAG}`, reword), or split the commit",
+            )
+        if not found:
+            names.append(None)
+            continue
+        name = found[0]
+        if not NAME_RE.match(name):
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]}: {NAME_TRAILER}: {name!r} is not a patch file name (NNNN-slug.patch)",
+                hint="a name is four digits, '-', lowercase letters, digits and '-', then .patch",
+            )
+        if name in claimed:
+            raise PatchQueueTreeError(
+                f"commits {claimed[name][:12]} and {sha[:12]} both say {NAME_TRAILER}: {name}",
+                hint="give one of them another name (reword it), or squash them into one patch",
+            )
+        if name in retired:
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]} is named {name}, a patch retired to patches/retired/ (upstream took it)",
+                hint=f"a new patch takes a new name: drop its {NAME_TRAILER}: line and export again",
+            )
+        claimed[name] = sha
+        names.append((name, "Patch-Name"))
+    by_subject: dict[str, str] = {}
+    for patch in queue.patches:
+        if patch.name not in claimed:
+            by_subject.setdefault(patch.subject, patch.name)
+    used = used_names(layout) | set(claimed)
+    out: list[tuple[str, str]] = []
+    for sha, given in zip(commits, names, strict=True):
+        if given is None:
+            subject = tree.subject(sha)
+            old = by_subject.pop(subject, None)
+            given = (old, "subject") if old else (new_name(slug_of(subject), used), "new")
+            used.add(given[0])
+        out.append(given)
+    return out
+
+
+def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]:
+    """pristine + the series by `git apply`, no fuzz: what vendor/ becomes, made the way `check` undoes it."""
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
+        root = Path(tmp) / "tree"
+        write_files(root / UPSTREAM_SUBTREE, pristine)
+        for patch in patches:
+            file = Path(tmp) / patch.name
+            file.write_text(patch.text, encoding="utf-8")
+            if not apply_ok(root, "--check", str(file)) or not apply_ok(root, str(file)):
+                raise PatchQueueTreeError(f"{patch.name} does not apply after the patches before it")
+        return read_tree(root / UPSTREAM_SUBTREE)
+
+
+def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> list[str]:
+    """Refuse to drop (or rename) a common patch that a release line's series takes as it is.
+
+    Returns notes for the variants whose `Varies:` names a dropped patch: the line keeps its own
+    variant, but the reference no longer leads anywhere.
+    """
+    if not dropped or not layout.lines.is_file():
+        return []
+    notes: list[str] = []
+    for line in read_lines(layout.lines).lines:
+        series_path = line.series_path(layout.root)
+        if series_path == layout.series or not series_path.is_file():
+            continue
+        own = line.patch_dir(layout.root)
+        names = Series.load(series_path, common=layout.patches).names
+        taken = [name for name in names if name in dropped and not (own / name).is_file()]
+        if taken:
+            where = series_path.relative_to(layout.root).as_posix()
+            raise PatchQueueTreeError(
+                f"{where} takes {', '.join(taken)} as it is, and the export drops or renames it: line "
+                f"{line.name} would lose it",
+                hint=f"keep the commit and its {NAME_TRAILER}: line, or change {where} first (a variant of the line's "
+                "own, or another patch)",
+            )
+        for name in names:
+            variant = own / name
+            if variant.is_file():
+                varies = re.search(r"^Varies: (\S+)", variant.read_text(encoding="utf-8"), re.M)
+                if varies and varies.group(1) in dropped:
+                    notes.append(
+                        f"{variant.relative_to(layout.root).as_posix()} says Varies: {varies.group(1)}, "
+                        "which is no longer in patches/series"
+                    )
+    return notes
+
+
+def rewrite_series(old: Series, names: list[str]) -> Series:
+    """The series naming `names` in order, keeping its comments: the header before the first entry,
+    each comment block above the entry it precedes, each entry's own line (with a comment after it)."""
+    header: list[str] = []
+    above: dict[str, list[str]] = {}
+    own: dict[str, str] = {}
+    pending: list[str] = []
+    seen = False
+    for line in old.lines:
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            pending.append(line)
+            continue
+        if seen:
+            above[entry] = pending
+        else:
+            header = pending
+        own[entry], pending, seen = line, [], True
+    if not seen:
+        header, pending = pending, []
+    lines = list(header)
+    for name in names:
+        lines += [*above.get(name, []), own.get(name, name)]
+    return Series(tuple(lines + pending))
+
+
+def changed_paths(layout: Layout, patch_files: dict[str, bytes], vendor: dict[str, bytes]) -> list[str]:
+    out = []
+    current = read_tree(layout.patches)
+    for name in sorted(set(current) | set(patch_files)):
+        if current.get(name) != patch_files.get(name):
+            out.append(f"patches/{name}")
+    subtree = layout.subtree.relative_to(layout.root).as_posix()
+    now = layout.vendor_files()
+    for name in sorted(set(now) | set(vendor)):
+        if now.get(name) != vendor.get(name):
+            out.append(f"{subtree}/{name}")
+    return out
+
+
+def write(layout: Layout, result: Export) -> None:
+    """patches/ and vendor/'s subtree as one journaled change (release.core.journal)."""
+    outputs = []
+    if any(p.startswith("patches/") for p in result.changed_paths):
+        outputs.append(Output(layout.patches.relative_to(layout.root).as_posix(), files=result.patch_files))
+    subtree = layout.subtree.relative_to(layout.root).as_posix()
+    if any(p.startswith(subtree + "/") for p in result.changed_paths):
+        outputs.append(Output(subtree, files=result.vendor))
+    commit(layout, outputs, f"pq export ({len(result.patches)} patches)")

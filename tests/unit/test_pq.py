@@ -1,0 +1,213 @@
+"""The patch-queue loop's pure parts: a patch's name through a commit, the series rewrite, the message template.
+
+The loop itself, as processes on a copy of the checkout, is tests/e2e/test_pq.py.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from release.core.errors import MalformedPatchError
+from release.model.patch import Patch
+from release.model.series import Series
+from release.pq.names import mark, new_name, next_number, slug_of, unmark
+from release.pq.template import template
+
+PATCH_0001 = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
+DIFF = PATCH_0001.read_text().split("\ndiff --git ", 1)[1]
+
+
+def mail(message: str, subject: str = "fused_moe: a change") -> str:
+    """A format-patch mail with this message (the real 0001's diff under it)."""
+    return (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
+        f"Date: Thu, 3 Dec 2026 00:00:00 +0000\nSubject: {subject}\n\n{message}\n\ndiff --git {DIFF}"
+    )
+
+
+ANSWERED = (
+    "Why: the combine's output is copied without a look at its shape.\n\n"
+    "How: assert the shape before the copy.\n\n"
+    "Related PR: none yet.\n\n"
+    "Future plan: send it upstream.\n\n"
+    "Origin: vendor\nDownstream: a check we keep downstream\nDepends-On: none\nRisk: an assert on the hot path"
+)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        ANSWERED,
+        "Why: prose only, no trailer block at the end.",
+        ANSWERED + "\nPatch-Name: 0007-other.patch",  # already named: a second line is added, then both go
+    ],
+)
+def test_mark_then_unmark_gives_back_every_byte(message: str) -> None:
+    text = mail(message)
+    marked = mark(text, "0002-shape-check.patch")
+    assert "\nPatch-Name: 0002-shape-check.patch\n" in marked
+    names, back = unmark(marked)
+    assert names[-1] == "0002-shape-check.patch"
+    if "0007" not in message:
+        assert back == text and names == ["0002-shape-check.patch"]
+    assert "Patch-Name" not in back
+    assert back.endswith(text[text.index("diff --git ") :])  # the diff is never touched
+
+
+def test_the_real_patch_round_trips_through_its_name_line() -> None:
+    text = PATCH_0001.read_text()
+    assert unmark(mark(text, PATCH_0001.name)) == ([PATCH_0001.name], text)
+    assert unmark(text) == ([], text)
+
+
+def test_a_name_line_of_its_own_paragraph_goes_with_its_blank_line() -> None:
+    text = mail("Why: prose.")
+    own = text.replace("Why: prose.\n\n", "Why: prose.\n\nPatch-Name: 0003-x.patch\n\n")
+    assert unmark(own) == (["0003-x.patch"], text)
+
+
+def test_a_patch_name_inside_the_diff_is_not_a_name() -> None:
+    text = mail(ANSWERED).replace("+        return True", "+        return True  # Patch-Name: 0009-no.patch", 1)
+    assert unmark(text) == ([], text)
+
+
+@pytest.mark.parametrize(
+    "subject, slug",
+    [
+        ("fused_moe: check the combine's shape in the two-sided finalize",
+         "fused-moe-check-the-combine-s-shape-in-the-two-sided"),
+        ("[Bugfix] FlashInfer: NVLink output is reduced", "bugfix-flashinfer-nvlink-output-is-reduced"),
+        ("::", "patch"),
+    ],
+)  # fmt: skip
+def test_a_slug_is_the_subject_s_words(subject: str, slug: str) -> None:
+    assert slug_of(subject) == slug
+    assert len(slug) <= 52
+
+
+def test_a_new_number_is_above_every_number_used_even_retired_or_a_line_s() -> None:
+    used = ["0001-a.patch", "0004-retired.patch", "0002-variant.patch", "notes.txt"]
+    assert next_number(used) == 5
+    assert new_name("shape-check", used) == "0005-shape-check.patch"
+    assert new_name("first", []) == "0001-first.patch"
+
+
+def test_the_series_is_rewritten_in_the_new_order_with_its_comments() -> None:
+    old = Series(("# header", "# two lines", "0001-a.patch", "# about b", "0002-b.patch  # inline", "", "# tail"))
+    assert rewrite(old, ["0001-a.patch", "0002-b.patch"]) == old.dumps()
+    assert rewrite(old, ["0002-b.patch", "0003-c.patch", "0001-a.patch"]) == (
+        "# header\n# two lines\n# about b\n0002-b.patch  # inline\n0003-c.patch\n0001-a.patch\n\n# tail\n"
+    )
+    assert rewrite(old, ["0001-a.patch"]) == "# header\n# two lines\n0001-a.patch\n\n# tail\n"
+    assert rewrite(Series(("# only a header",)), ["0001-a.patch"]) == "# only a header\n0001-a.patch\n"
+
+
+def rewrite(old: Series, names: list[str]) -> str:
+    from release.pq.export import rewrite_series
+
+    return rewrite_series(old, names).dumps()
+
+
+def test_the_real_series_is_rewritten_byte_for_byte() -> None:
+    series = Series.load(REPO / "patches" / "series")
+    assert rewrite(series, series.names) == (REPO / "patches" / "series").read_text()
+
+
+# ------------------------------------------------------------ the message
+
+
+def test_every_patch_of_the_checkout_answers_the_template() -> None:
+    """The common patches and every line's variants: message text only was brought up to it."""
+    paths = [*REPO.joinpath("patches").glob("*.patch"), *REPO.joinpath("patches", "lines").glob("*/*.patch")]
+    assert len(paths) >= 4
+    for path in paths:
+        patch = Patch(path.name, path.read_text())
+        patch.validate_message()
+        assert patch.purpose.bug.startswith("https://") and patch.purpose.title, path
+        assert set(patch.sections) == {"Why", "How", "Related PR", "Future plan"}, path
+
+
+@pytest.mark.parametrize(
+    "cut, problem",
+    [
+        ("How: assert the shape before the copy.\n\n", "no How:"),
+        ("Related PR: none yet.\n\n", "no Related PR:"),
+        ("\nRisk: an assert on the hot path", "no Risk: trailer"),
+        ("Origin: vendor\n", "no Origin: trailer"),
+        ("\nDepends-On: none", "no Depends-On: trailer"),
+        ("Downstream: a check we keep downstream\n", "neither Bug: (an id or URL and a title) nor Downstream:"),
+    ],
+)
+def test_a_message_without_an_answer_is_refused_naming_it_and_the_template(cut: str, problem: str) -> None:
+    assert cut in ANSWERED
+    patch = Patch("0002-shape-check.patch", mail(ANSWERED.replace(cut, "", 1)))
+    with pytest.raises(MalformedPatchError) as raised:
+        patch.validate()
+    message = str(raised.value)
+    assert message.startswith("0002-shape-check.patch: message not in the template's shape: ")
+    assert problem in message and "\n" not in message
+    assert "python -m release pq new SLUG" in raised.value.hint
+
+
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        ("Downstream: a check we keep downstream", "Bug: https://example.com/1", "Bug: has no title"),
+        ("Downstream: a check we keep downstream", "Bug: 4711 <title of the bug>", "placeholder title"),
+        ("Downstream: a check we keep downstream", "Downstream: x\nBug: 1 a title", "both Bug: and Downstream:"),
+        ("Risk: an assert on the hot path", "Risk: <what could break>", "Risk: is the template's placeholder"),
+        ("Why: the combine's output", "Why: <what goes wrong>\n\nthe combine's output", "Why: is the template's"),
+    ],
+)
+def test_bug_or_downstream_and_no_placeholder_left(old: str, new: str, problem: str) -> None:
+    assert old in ANSWERED
+    patch = Patch("0002-shape-check.patch", mail(ANSWERED.replace(old, new, 1)))
+    with pytest.raises(MalformedPatchError, match=re.escape(problem)):
+        patch.validate_message()
+
+
+def test_the_template_unfilled_is_refused_and_answered_passes() -> None:
+    text = template("0002-shape-check.patch", date(2026, 12, 4))
+    message = "\n".join(line for line in text.splitlines() if not line.startswith("#"))  # what git commit keeps
+    subject, body = message.split("\n\n", 1)
+    body = body.replace("\nPatch-Name: 0002-shape-check.patch", "")
+    with pytest.raises(MalformedPatchError) as raised:
+        Patch("0002-shape-check.patch", mail(body.strip(), subject)).validate()
+    for said in ("subject is the template's placeholder", "Why: is the template's placeholder", "Origin: is"):
+        assert said in str(raised.value)
+    answered = re.sub(r"^(\w[\w -]*): <.*>$", r"\1: answered", body.strip(), flags=re.M)
+    answered = "\n".join(line for line in answered.splitlines() if not line.startswith("Bug:"))
+    patch = Patch("0002-shape-check.patch", mail(answered, "fused_moe: a subject"))
+    patch.validate()
+    assert patch.purpose.downstream and patch.purpose.title == "answered"
+    assert patch.trailers["Last-Update"] == "2026-12-04"
+
+
+def test_a_bug_is_its_id_then_its_title() -> None:
+    patch = Patch("x.patch", mail(ANSWERED.replace("Downstream: a check we keep downstream", "Bug: vllm#41 a title")))
+    assert patch.purpose.bug == "vllm#41" and patch.purpose.title == "a title" and not patch.purpose.downstream
+
+
+def test_the_check_refuses_a_patch_without_the_answers(tmp_path: Path) -> None:
+    """Every reader of the queue validates: Queue.load through Patch.load."""
+    path = tmp_path / PATCH_0001.name
+    path.write_text(PATCH_0001.read_text().replace("\nHow: both methods", "\nAnd: both methods"))
+    with pytest.raises(MalformedPatchError, match="no How:"):
+        Patch.load(path)
+
+
+@pytest.mark.parametrize("action", ["import", "new", "export"])
+def test_each_action_s_help_ends_with_the_command_s_exit_codes(action: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from release.cli import COMMANDS, build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["pq", action, "--help"])
+    listed = capsys.readouterr().out.split("exit codes:\n", 1)[1]
+    codes = [int(line.split()[0]) for line in listed.splitlines() if re.match(r"  \d+ ", line)]
+    assert codes == sorted(next(c for c in COMMANDS if c.name == "pq").exit_codes)
+    assert "  1  `export --check`: patches/ or vendor/ differ from the export" in listed
