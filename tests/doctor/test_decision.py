@@ -224,8 +224,9 @@ def test_tensor_parallel_1_never_reduces_twice_and_not_used_prints_no_fix(versio
         # Not even with our overlay installed and switched off: nothing to fix for this command line.
         off = decide(version, argv, installed=True, for_this_vllm=True, mode="off", activates=False, reason="off")
         assert off["verdict"] == "not-used" and off["fix"] is None
+    # decide() names the index by its simple/ page: the requirements file lies beside it
     assert decide(version, f"-tp 2 -dp 4 -ep --all2all-backend {backend}")["fix"]["argv"][-1] == (
-        f"vllm-fused-moe=={version}"
+        f"https://index.example/requirements/vllm-{version}.txt"
     )
 
 
