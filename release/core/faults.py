@@ -3,7 +3,7 @@
 `VLLM_FUSED_MOE_FAULT=STEP` (or `STEP@N`, the N-th time the step is reached) makes the
 process kill itself with SIGKILL right after that step, the way an OOM killer or a pulled
 plug would: no `finally`, no `atexit`, no flush of anything not yet written. The crash
-tests (tests/unit/test_crash.py) kill every step listed in STEPS, then prove that the next
+tests (tests/cli/test_crash.py) kill every step listed in STEPS, then prove that the next
 command finds the tree fully old or fully new. Unset, `fault_point` costs one dict lookup.
 """
 
@@ -32,6 +32,7 @@ PUBLISH_STEPS: dict[str, str] = {
     "publish:dirs": "the index directories exist, nothing copied yet",
     "publish:copied": "one wheel was copied under a temporary name",
     "publish:page-written": "one page was written under a temporary name",
+    "publish:requirements-written": "one requirements file was written under a temporary name",
     "publish:renamed": "one temporary file was renamed into place",
 }
 # write_atomic and copy_atomic (release/core/journal.py): every file written beside and renamed into

@@ -68,7 +68,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="scan data (default: this checkout's affected-releases.json, beside the doctor script)",
     )
-    parser.add_argument("--index-url", default=None, help="our package index, for the fix command")
+    parser.add_argument(
+        "--index-url",
+        default=None,
+        help="our package index (where publish's simple/ and requirements/ are), for the fix command",
+    )
     parser.add_argument(
         "--env",
         action="append",

@@ -479,6 +479,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
             temporary = path.with_name(f"{TMP_PREFIX}{path.name}")
             temporaries.append(temporary)
             temporary.write_text(text, encoding="utf-8")
+            fault_point("publish:requirements-written")
             renames.append((temporary, path))
             written.append(path.relative_to(simple.parent).as_posix())
     except OSError as exc:

@@ -117,7 +117,9 @@ def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
         if args.all:
             if args.source or args.line:
                 raise BadInputError(
-                    "--all re-reads every tag from its recorded source and line; it takes no --from/--line"
+                    "--all re-reads every tag from its recorded source and line; it takes no --from/--line",
+                    hint="to read tags from another source or onto a line, name them: "
+                    "`python -m release train add TAG... --from SOURCE [--line LINE]`",
                 )
             return run_add(layout, [], None)
         return run_add(layout, args.tags, Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
@@ -137,7 +139,10 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     """Add `tags` from `source`; with no tags (and no source), re-record the whole train."""
     tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
     if len(set(tags)) != len(tags):
-        raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
+        raise BadInputError(
+            f"a tag is named twice: {' '.join(tags)}",
+            hint=f"name each tag once: `python -m release train add {' '.join(dict.fromkeys(tags))}`",
+        )
     queue = Queue.load(layout)
     train = Train.load(layout.train)
     sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}

@@ -14,15 +14,19 @@
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from helpers import REPO
 from helpers.doctor import doctor_module, scan_data
 from release.core.layout import Layout
 from vllm_fused_moe import _activate
+from vllm_fused_moe.__main__ import what_to_do
 
 INFO = {
     "version": "0.20.0+fm.1",
@@ -220,8 +224,9 @@ def test_tensor_parallel_1_never_reduces_twice_and_not_used_prints_no_fix(versio
         # Not even with our overlay installed and switched off: nothing to fix for this command line.
         off = decide(version, argv, installed=True, for_this_vllm=True, mode="off", activates=False, reason="off")
         assert off["verdict"] == "not-used" and off["fix"] is None
+    # decide() names the index by its simple/ page: the requirements file lies beside it
     assert decide(version, f"-tp 2 -dp 4 -ep --all2all-backend {backend}")["fix"]["argv"][-1] == (
-        f"vllm-fused-moe=={version}"
+        f"https://index.example/requirements/vllm-{version}.txt"
     )
 
 
@@ -238,3 +243,44 @@ def test_live_reads_off_as_the_pth_read_it(
     monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
     live = doctor.live_classes(None, module_name="json", names=())
     assert live["error"] is None and live["hook_active"] is hook_active
+
+
+# ----------------------------------------------------------------------------- the install it prints
+
+DOC_URL, DOC_VLLM = "https://fused-moe.example.com", "0.20.0"  # docs/overlay.md's example index and vLLM
+
+
+def documented_install(url: str, vllm: str) -> tuple[str, str]:
+    """docs/overlay.md "Install", pip: the install line and the check line, for index `url` and vLLM `vllm`
+    (the block tests/overlay/test_user_install.py runs as written)."""
+    text = (REPO / "docs" / "overlay.md").read_text(encoding="utf-8")
+    block = re.search(r"^<!-- user-install: pip -->\n```\w*\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert block, "docs/overlay.md lost its pip user-install block"
+    install, check = [line for line in block.group(1).splitlines() if line.strip()][1:3]
+    assert check == "python -m pip check", check
+    return install.replace(DOC_URL, url).replace(f"vllm-{DOC_VLLM}.txt", f"vllm-{vllm}.txt"), check
+
+
+@pytest.mark.parametrize("given", ["", "/", "/simple", "/simple/"])
+def test_the_fix_of_an_affected_train_release_is_the_documented_install_then_pip_check(given: str) -> None:
+    """--index-url names the index publish wrote (its simple/ page, as it used to, means the same index)."""
+    version = next(v for v in AFFECTED if DATA["releases"][v]["in_train"])
+    data = {
+        "python": "python",
+        "vllm": {"version": version},
+        "release": doctor.release_facts(DATA, None, version),
+        "overlay": doctor.blank_overlay(),
+        "live": None,
+        "serve": None,
+    }
+    fix = doctor.conclude(data, f"{DOC_URL}{given}")["fix"]
+    install, check = documented_install(DOC_URL, version)
+    assert fix["command"] == f"{install} && {check}"
+    assert (fix["argv"], fix["check"]) == (shlex.split(install), shlex.split(check))
+
+
+def test_info_on_another_vllm_names_the_documented_install_of_that_release() -> None:
+    said = what_to_do({**INFO}, "0.34.0", "built for vLLM v0.20.0, but vLLM 0.34.0 is installed", "on")  # type: ignore[arg-type]
+    install, check = documented_install("URL", "0.34.0")
+    assert said is not None and f"{install} && {check}" in said
+    assert "requirements/vllm-0.34.0.txt" in said and "No overlay for your vLLM" in said

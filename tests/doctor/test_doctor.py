@@ -31,6 +31,7 @@ from helpers.doctor import (
 )
 from release.core.layout import Layout
 from release.model.lines import read_lines
+from release.model.outcome import PatchStatus
 
 doctor = doctor_module()
 TWO, ONE = doctor.CLASSES
@@ -45,6 +46,13 @@ def test_schema_is_a_valid_schema_and_knows_every_verdict_and_exit_code() -> Non
         condition = rule["if"]["properties"]["verdict"]
         verdicts = condition.get("enum", [condition.get("const")])
         assert {doctor.EXIT_CODES[v] for v in verdicts} == {rule["then"]["properties"]["exit_code"]["const"]}
+
+
+def test_the_schema_takes_every_patch_status_the_scan_data_may_hold() -> None:
+    """The doctor copies release.patches from the scan data, whose words are PatchStatus's."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    words = schema["properties"]["release"]["properties"]["patches"]["additionalProperties"]["enum"]
+    assert sorted(words) == sorted(status.value for status in PatchStatus)
 
 
 def test_the_fixture_has_the_scan_schema_shape() -> None:

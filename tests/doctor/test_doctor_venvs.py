@@ -6,7 +6,9 @@ wheels; torch and vLLM's import-time dependencies come from the test environment
 release, shared by every run on it:
 
 - the pinned release (affected): first bare, asked from outside with `python -m release doctor`
-  (exit 1 and the fix command); then the fix command it printed is run, and the installed
+  (exit 1 and the fix command); then the fix command it printed is run (the hash-pinned install of
+  docs/overlay.md, with the test double of tests/overlay/test_user_install.py for a complete vLLM
+  install: `freshvenv.requirements_met`), and the installed
   `vllm-fused-moe doctor` says 0 and live, `VLLM_FUSED_MOE=off` says 1 and names the switch;
 - another affected release with the pinned release's overlay: 1, the version mismatch as reason;
 - the first fixed release (`fixed_in` of the scan data): 0 not affected; with scan data as it was
@@ -36,7 +38,7 @@ from packaging.version import Version
 
 from helpers import REPO
 from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
-from helpers.freshvenv import create, pip_env
+from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met
 from release.core.layout import Layout
 from release.model.pin import Pin
 from release.overlay.build import BuildPlan, build
@@ -139,7 +141,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     wheel = _overlay_wheel(tmp)
     wanted = (releases.pinned, releases.other, releases.fixed, releases.chunked)
     publish([wheel, *(pypi_wheel(f"v{v}") for v in wanted)], index)
-    url = index.joinpath("simple").as_uri()
+    url = index.as_uri()  # the directory publish wrote: simple/ and requirements/
     with ThreadPoolExecutor(3) as pool:
         made = {
             "pinned": pool.submit(create, tmp / "pinned", index, [f"vllm=={releases.pinned}"]),
@@ -194,7 +196,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         }
     )
     # The fix, exactly as the doctor printed it. The venv has no pip of its own, so the test's pip
-    # runs the same pip arguments against the venv's interpreter (`pip --python`).
+    # runs the same pip arguments against the venv's interpreter (`pip --python`). The install checks
+    # the installed vLLM's and FlashInfer's requirements as a user's complete install meets them:
+    # FlashInfer goes into the venv itself and both lose their Requires-Dist (the test double of
+    # tests/overlay/test_user_install.py, freshvenv.requirements_met), or pip would look for their CUDA stack.
+    install_no_deps(Path(py["pinned"]), Pin.load(Layout.default().upstream_toml).flashinfer)
+    requirements_met(Path(py["pinned"]), ["vllm", "flashinfer-python"])
     fix = (results["bare"][0].get("fix") or {}).get("argv") or []
     assert fix[:3] == [py["pinned"], "-m", "pip"], fix
     results["fix"] = subprocess.run(
@@ -232,16 +239,19 @@ def test_affected_release_without_our_wheel_is_1_with_the_fix_command(runs: dict
     assert report["vllm"]["version"] == releases.pinned
     assert report["release"]["status"] == "affected" and report["release"]["fixed_in"] == releases.fixed
     assert report["overlay"]["installed"] is False
+    python = runs["python"]["pinned"]
     assert report["fix"]["argv"] == [
-        runs["python"]["pinned"],
+        python,
         "-m",
         "pip",
         "install",
-        "--no-deps",
-        "--index-url",
-        runs["url"],
-        f"vllm-fused-moe=={releases.pinned}",
+        "--no-index",
+        "--find-links",
+        f"{runs['url']}/simple/vllm-fused-moe/",
+        "-r",
+        f"{runs['url']}/requirements/vllm-{releases.pinned}.txt",
     ]
+    assert report["fix"]["check"] == [python, "-m", "pip", "check"]
     # Asked from outside: the scan data of this checkout, handed to the probe.
     assert report["scan"]["source"] == "given with --scan" and report["doctor"] == str(SCRIPT)
 
@@ -355,8 +365,7 @@ def test_an_overlay_for_another_release_is_1_with_the_reason(runs: dict[str, Any
     report = _verdict(runs["mismatch"], "affected", 1)
     assert report["overlay"]["installed"] and not report["overlay"]["for_this_vllm"]
     assert f"built for vLLM v{releases.pinned}, but vLLM {releases.other} is installed" in report["summary"]
-    assert report["fix"]["argv"][-1] == f"vllm-fused-moe=={releases.other}"
-    assert report["fix"]["argv"][-3:-1] == ["--index-url", runs["url"]]
+    assert report["fix"]["argv"][-2:] == ["-r", f"{runs['url']}/requirements/vllm-{releases.other}.txt"]
 
 
 def test_a_release_with_the_fix_upstream_is_0_not_affected(runs: dict[str, Any], releases: Releases) -> None:

@@ -79,6 +79,7 @@ def placeholders(contract_version: str = "") -> dict[str, str]:
         "DIST": "dist",
         "DIR": "out",
         "N": "2",
+        "SECONDS": "120",
         "M": "model",
         "VERSION": "0.6.6",
         "SOURCE": "pypi",
@@ -195,6 +196,10 @@ def test_the_reader_splits_and_joins_as_a_shell_does(tmp_path: Path) -> None:
     assert variants(("x", "[--json]", "[--scan", "FILE]", "TAG..."), {"TAG": "v1", "FILE": "f"}) == [
         ["x", "v1"],
         ["x", "--json", "--scan", "f", "v1"],
+    ]
+    assert variants(("x", "[--env", "NAME=VALUE]...", "[--", "ARGS...]"), {"ARGS": "a b"}) == [
+        ["x"],
+        ["x", "--env", "NAME=VALUE", "--", "a", "b"],
     ]
 
 

@@ -194,6 +194,9 @@ def variants(words: tuple[str, ...], placeholders: Mapping[str, str]) -> list[li
     with_all: list[str] = []
     depth = 0
     for word in words:
+        # `[--env NAME=VALUE]...`: a repeatable group closes before its `...`
+        more = word.endswith(("]...", "]…"))
+        word = word.removesuffix("...").removesuffix("…") if more else word
         opens, closes = word.startswith("["), word.endswith("]") and not word.endswith("[]")
         inner = word[1 if opens else 0 : len(word) - (1 if closes else 0)]
         if opens:

@@ -294,7 +294,8 @@ def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(tra
     info = json.loads(run(python, "-m", "vllm_fused_moe", "info", "--json").stdout)
     assert info["would_activate"] is False
     wanted = NO_OVERLAY[1:]
-    assert f"pip install 'vllm-fused-moe=={wanted}'" in info["what_to_do"]
+    # docs/overlay.md's install for that release (tests/doctor/test_decision.py holds the text to the doc)
+    assert f"-r URL/requirements/vllm-{wanted}.txt && python -m pip check" in info["what_to_do"]
     assert "No overlay for your vLLM" in info["what_to_do"]
     text = run(python, "-m", "vllm_fused_moe").stdout
     assert f"does not activate: built for vLLM {info['vllm_tag']}, but vLLM {wanted} is installed" in text

@@ -32,6 +32,17 @@ def test_the_table_names_every_network_command_for_4_and_every_command_for_130()
     assert errors.CompletionRequestError.exit_code == errors.EXIT_TRANSPORT
 
 
+def test_the_readme_names_the_commands_of_3_and_4_as_the_registry_does() -> None:
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    said = re.search(r"Exit codes of `python -m release`: (.*?) The table is in", text)
+    assert said, "README.md lost its sentence on exit codes ('Exit codes of `python -m release`: ...')"
+    for code in (errors.EXIT_CONFLICT, errors.EXIT_TRANSPORT):
+        clause = re.search(rf"; {code} ([^;]*)", said.group(1))
+        assert clause, f"README.md says nothing of exit {code}"
+        named = re.findall(r"`([\w-]+)`", clause.group(1))
+        assert named == [c.name for c in COMMANDS if code in c.exit_codes], (code, clause.group(0))
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command.name)
 def test_help_lists_exactly_the_registered_exit_codes(command: Command, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -44,18 +44,13 @@ def other_train_tag(project: Path) -> str:
     return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
 
 
-# The project's rule is one `error:` line and one `hint:` line; these two refusals raise a bare
-# BadInputError, which has no hint (release/train/cli.py): strict, so the fix turns them into failures to drop.
-NO_HINT_YET = pytest.mark.xfail(strict=True, reason="BadInputError without a hint in release/train/cli.py")
-
-
-def bad_input_cases() -> list[tuple[list[str], str] | object]:
+def bad_input_cases() -> list[tuple[list[str], str]]:
     head, outside = tag_facts.head().tag, tag_facts.on_no_line()
     return [
         (["train", "add", "nightly"], "'nightly' is not a vLLM release tag"),
         (["train", "add"], "`train add` takes TAG... or --all"),
-        pytest.param(["train", "add", "--all", "--from", "pypi"], "it takes no --from", marks=NO_HINT_YET),
-        pytest.param(["train", "add", head, head], f"a tag is named twice: {head} {head}", marks=NO_HINT_YET),
+        (["train", "add", "--all", "--from", "pypi"], "it takes no --from"),
+        (["train", "add", head, head], f"a tag is named twice: {head} {head}"),
         (["train", "remove", head], f"{head} is the head of the train"),
         (["train", "remove", outside], f"{outside} is not in the train"),
         (["train", "check", outside], f"{outside} is not in the train"),

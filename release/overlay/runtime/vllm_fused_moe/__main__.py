@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from importlib import metadata
 
@@ -62,12 +63,16 @@ def what_to_do(info: _meta.BuildInfo, vllm_installed: str | None, vllm_problem: 
     """For a vLLM this wheel was not built for: which wheel to install instead, or why there is none."""
     if mode == "off" or not vllm_installed or not vllm_problem:
         return None
+    from vllm_fused_moe.doctor import overlay_install  # only here: `info` on a mismatch
+
     wanted = vllm_installed.split("+", 1)[0]
+    install, check = overlay_install("python", "URL", wanted)
     return (
         f"this wheel is the overlay of vLLM {info['vllm_tag']} only; each affected vLLM release has its own. "
-        f"Install the one for vLLM {wanted}: pip install 'vllm-fused-moe=={wanted}' from the same index. "
-        f"If the index has none, vLLM {wanted} has no overlay (its release either has the fix already or is "
-        "not in the train): uninstall vllm-fused-moe; docs/overlay.md, 'No overlay for your vLLM', says more"
+        f"Install the one for vLLM {wanted} from the same index, URL where it is served (docs/overlay.md, "
+        f"'Install'): {shlex.join(install)} && {shlex.join(check)}. If the index has no "
+        f"requirements/vllm-{wanted}.txt, vLLM {wanted} has no overlay (its release either has the fix already or "
+        "is not in the train): uninstall vllm-fused-moe; docs/overlay.md, 'No overlay for your vLLM', says more"
     )
 
 

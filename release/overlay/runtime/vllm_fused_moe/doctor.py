@@ -597,6 +597,26 @@ def pip_install(python: str, *args: str) -> list[str]:
     return [python, "-m", "pip", "install", *args]
 
 
+def index_base(index_url: str) -> str:
+    """Our index as `publish` lays it out: the URL that holds `simple/` and `requirements/`.
+
+    A URL of its `simple/` (what --index-url named before the index held requirements files) means
+    the same index.
+    """
+    base = index_url.rstrip("/")
+    return base[: -len("/simple")] if base.endswith("/simple") else base
+
+
+def overlay_install(python: str, index_url: str, vllm: str) -> tuple[list[str], list[str]]:
+    """docs/overlay.md "Install": our wheel for vLLM `vllm` from the hash-pinned requirements file
+    that `publish` writes, our project page the only source; then `pip check`."""
+    base = index_base(index_url)
+    install = pip_install(
+        python, "--no-index", "--find-links", f"{base}/simple/{PROJECT}/", "-r", f"{base}/requirements/vllm-{vllm}.txt"
+    )
+    return install, [python, "-m", "pip", "check"]
+
+
 def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | None:
     """The exact command that makes the fix live here, or None when nothing is to be done."""
     if report["verdict"] == "refused":
@@ -613,7 +633,12 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
     if overlay["for_this_vllm"]:
         reason = overlay["reason"] or ""
         if overlay["mode"] == "off":
-            return {"command": f"unset {MODE_ENV}", "argv": None, "why": f"{MODE_ENV}=off disables the overlay"}
+            return {
+                "command": f"unset {MODE_ENV}",
+                "argv": None,
+                "check": None,
+                "why": f"{MODE_ENV}=off disables the overlay",
+            }
         if not overlay["activates"] and "flashinfer-python" in reason and overlay["flashinfer_specifier"]:
             return _fix(pip_install(python, f"flashinfer-python{overlay['flashinfer_specifier']}"), reason)
         if overlay["activates"] and not overlay["hook_installed"]:
@@ -627,15 +652,16 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
         return _fix(None, "something else serves vLLM's prepare_finalize modules here (see live.classes)")
     if release["in_train"]:
         index = index_url or INDEX_PLACEHOLDER
-        # vLLM is installed already: --no-deps and --index-url take only our wheel, and only from our
-        # index, so no same-named package on another index can win (docs/overlay.md).
-        argv = pip_install(python, "--no-deps", "--index-url", index, f"{PROJECT}=={vllm}")
-        why = f"installs the overlay for vLLM {vllm} (its newest patch level, {vllm}+fm.N)"
+        # The pinned requirements file takes our newest wheel for this vLLM by its sha256, from our
+        # page alone, and checks the installed vLLM and FlashInfer without replacing them (docs/overlay.md).
+        argv, check = overlay_install(python, index, vllm)
+        why = f"installs the overlay for vLLM {vllm} (the newest patch level our index pins, {vllm}+fm.N)"
         if overlay["installed"]:
             why += f", replacing {overlay['version']}"
+        why += "; pip check then says that the environment's requirements are met"
         if index == INDEX_PLACEHOLDER:
             why += f"; replace {INDEX_PLACEHOLDER} with our index, or pass --index-url or set {INDEX_ENV}"
-        return _fix(argv, why)
+        return _fix(argv, why, check)
     if release["fixed_in"]:
         return _fix(
             pip_install(python, f"vllm>={release['fixed_in']}"),
@@ -644,8 +670,11 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
     return _fix(None, f"no overlay is published for vLLM {vllm}, and no fixed vLLM release is known")
 
 
-def _fix(argv: list[str] | None, why: str) -> dict[str, Any]:
-    return {"command": shlex.join(argv) if argv else None, "argv": argv, "why": why}
+def _fix(argv: list[str] | None, why: str, check: list[str] | None = None) -> dict[str, Any]:
+    command = shlex.join(argv) if argv else None
+    if command and check:
+        command += f" && {shlex.join(check)}"
+    return {"command": command, "argv": argv, "check": check, "why": why}
 
 
 def judge(report: dict[str, Any]) -> tuple[str, str]:
@@ -824,7 +853,8 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
     p.add_argument(
         "--index-url",
         default=None,
-        help=f"our package index, for the fix command (default: ${INDEX_ENV}, else a placeholder)",
+        help="our package index (where `publish`'s simple/ and requirements/ are served), for the fix command "
+        f"(default: ${INDEX_ENV}, else a placeholder)",
     )
     p.add_argument(
         "--env",
