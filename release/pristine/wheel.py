@@ -50,7 +50,6 @@ from release.model.tree import UpstreamTree
 from release.pristine import safe
 from release.pristine.index import IndexFile, checked_name, note, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
-from release.pristine.metadata import flashinfer_pin
 
 Want = Callable[[str], bool]
 DIST_INFO_RE = re.compile(r"^[^/]+\.dist-info/(METADATA|RECORD)$")
@@ -86,10 +85,6 @@ class WheelContent:
     metadata_raw: bytes | None  # .dist-info/METADATA as stored (verified against RECORD); None: absent
     how: str  # "local wheel", "cached wheel", "cached members", "range requests", "full download"
     transfer: Transfer = field(default_factory=Transfer)
-
-    @property
-    def metadata(self) -> str:
-        return self.metadata_raw.decode("utf-8", "replace") if self.metadata_raw is not None else ""
 
     @property
     def verified(self) -> bool:
@@ -405,7 +400,7 @@ def pypi_wheel(tag: str) -> Path:
 def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None = None) -> UpstreamTree:
     # Every way of reading (local, cached wheel, cached members, range requests, download) ends
     # here: the wheel must prove it is `tag` by its METADATA (release.pristine.safe).
-    safe.prove_wheel_version(content.metadata_raw, tag, content.wheel)
+    metadata = safe.prove_wheel_version(content.metadata_raw, tag, content.wheel)
     root = line.root if line else UPSTREAM_SUBTREE
     prefix = root + "/"
     files = {name[len(prefix) :]: data for name, data in content.files.items()}
@@ -415,7 +410,7 @@ def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None 
         tag=tag,
         source=source_label,
         files=files,
-        flashinfer=flashinfer_pin(content.metadata),
+        flashinfer=safe.wheel_flashinfer_pin(metadata, content.wheel),
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
         wheel_verified=content.verified,

@@ -33,7 +33,6 @@ from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
-from release.pristine.metadata import flashinfer_pin
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
 from release.queue.load import Queue, line_patches
@@ -164,7 +163,7 @@ def scan_release(
     started = time.monotonic()
     version = str(release.version)
     content = pypi_content(version, lambda name: any(line.wants(name) for line in lines))
-    safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
+    metadata = safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
     line = next((line for line in lines if line.present(content.names, content.files)), None)
     own = (variants or {}).get(line.name) if line else None
     if line is None or own is None:
@@ -183,7 +182,7 @@ def scan_release(
         patches=states,
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
-        flashinfer=flashinfer_pin(content.metadata),
+        flashinfer=safe.wheel_flashinfer_pin(metadata, content.wheel),
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,
