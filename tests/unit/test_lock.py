@@ -88,6 +88,6 @@ def test_publish_refuses_an_index_another_publish_holds_then_publishes(
     assert refused == EXIT_BAD_INPUT and f"still holds the index {index}" in err, err
     assert not (index / "simple").exists()
     assert main(["--root", str(REPO), "publish", str(wheel), str(index)]) == EXIT_OK
-    assert (index / "simple" / "demo" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert (index / "simple" / "vllm-fused-moe" / wheel.name).read_bytes() == wheel.read_bytes()
     with index_lock(index, "after"):
         pass

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import REPO
 from helpers.bad_patches import ESCAPES, spoiled
-from helpers.synthetic import SUBTREE
+from helpers.synthetic import SUBTREE, patch_message
 from release.core.errors import MalformedPatchError
 from release.model.patch import Patch
 
@@ -29,14 +29,14 @@ def test_a_patch_path_that_leaves_the_subtree_is_malformed(tmp_path: Path, old: 
 
 
 # A patch that removes the line `-- not a path`: in the mail that line reads `--- not a path`.
+SUBJECT = "batched: drop the dashes again"
 DASHES = f"""\
 From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001
 From: A Maintainer <maintainer@example.com>
 Date: Thu, 1 Jan 2026 00:00:00 +0000
-Subject: [PATCH] batched: drop the dashes again
+Subject: [PATCH] {SUBJECT}
 
-Origin: vendor, test
----
+{patch_message(SUBJECT).split(chr(10) * 2, 1)[1]}---
  {SUBTREE}/batched.py | 1 -
  1 file changed, 1 deletion(-)
 

@@ -52,7 +52,7 @@ def test_a_conflict_report_says_what_stopped_and_how_to_finish() -> None:
     text = report().to_markdown()
     assert text.startswith("# Rebase onto vLLM v0.20.99: conflict\n")
     assert "| `0002-b.patch` | **conflict** | 3-way failed | no |" in text
-    assert "| `0001-a.patch` | **applied** | as it is | yes |" in text
+    assert "| `0001-a.patch` | **applies** | as it is | yes |" in text
     assert "### Conflict in `0002-b.patch`: `x/mori.py`" in text and "`@@ -1,3 +1,3 @@`" in text
     assert "```python\nimport torch  # upstream\n```" in text
     assert f"- continue: `python -m release rebase --continue {WORK}`" in text

@@ -17,6 +17,7 @@ from helpers.unsafe_sources import DIR_REFUSALS, WHEEL_REFUSALS, dir_source, whe
 from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
+from release.model.source import Source
 from release.pristine.sources import fetch
 
 
@@ -31,7 +32,7 @@ def test_a_wheel_that_escapes_links_or_lies_is_refused(
 ) -> None:
     source = wheel_source(kind, files, tmp_path / "src")
     with pytest.raises(BadInputError) as refused:
-        fetch(NEXT_TAG, source)
+        fetch(NEXT_TAG, Source.parse(source))
     assert message in str(refused.value)
     assert list(tmp_path.rglob("ESCAPED*")) == []  # the payloads exist only inside the archive
 
@@ -42,13 +43,13 @@ def test_a_directory_that_links_or_lies_is_refused(
 ) -> None:
     source = dir_source(kind, files, tmp_path / "src")
     with pytest.raises(BadInputError) as refused:
-        fetch(NEXT_TAG, source)
+        fetch(NEXT_TAG, Source.parse(source))
     assert message in str(refused.value)
 
 
 @pytest.mark.parametrize("make", [wheel_source, dir_source])
 def test_a_well_formed_wheel_or_directory_is_read_whole(files: dict[str, bytes], tmp_path: Path, make) -> None:
-    tree = fetch(NEXT_TAG, make("good", files, tmp_path / "src"))
+    tree = fetch(NEXT_TAG, Source.parse(make("good", files, tmp_path / "src")))
     assert tree.tag == NEXT_TAG and tree.files == files
     assert tree.flashinfer == "flashinfer-python==0.6.8.post1"  # what the synthetic source pins
 
@@ -58,15 +59,16 @@ def test_a_tag_without_v_or_with_spaces_means_the_canonical_tag(
     files: dict[str, bytes], tmp_path: Path, typed: str
 ) -> None:
     assert canonical_tag(typed) == NEXT_TAG
-    assert fetch(typed, dir_source("good", files, tmp_path / "src")).tag == NEXT_TAG
+    assert fetch(typed, Source.parse(dir_source("good", files, tmp_path / "src"))).tag == NEXT_TAG
 
 
 @pytest.mark.parametrize("typed", ["v0.20", "release-0.20.99", "v0.20.99 extra", "", "v0.21.0rc1", "nightly"])
 def test_a_tag_that_is_not_a_release_is_refused_before_any_source_is_read(typed: str) -> None:
     with pytest.raises(BadInputError, match="is not a vLLM release tag"):
-        fetch(typed, "dir:/nonexistent")
+        fetch(typed, Source.parse("dir:/nonexistent"))
 
 
 def test_an_unknown_kind_of_source_is_refused() -> None:
+    # Refused where the text enters (Source.parse), before any reader is picked.
     with pytest.raises(BadInputError, match="unknown source 'svn:foo'"):
-        fetch(NEXT_TAG, "svn:foo")
+        Source.parse("svn:foo")
