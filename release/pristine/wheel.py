@@ -33,7 +33,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from typing import BinaryIO
 
 from release.core.errors import SourceError, TransportError, WheelIntegrityError
 from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.model.lines import Line
@@ -207,17 +207,6 @@ def _members_cache(directory: Path, filename: str) -> Path:
     return _cached(directory, filename, ".members.zip")
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        Path(tmp).replace(target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def lookup(version: str) -> IndexFile:
     """The index's entry for `version`'s wheel; offline, the one recorded at the last lookup."""
     directory = _version_dir(version)
@@ -239,7 +228,8 @@ def lookup(version: str) -> IndexFile:
     text = json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n"
     sidecar = _sidecar(directory, entry.filename)
     if not sidecar.is_file() or sidecar.read_text(encoding="utf-8") != text:
-        _write_atomically(sidecar, text.encode())
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(sidecar, text.encode())
     return entry
 
 
@@ -306,7 +296,8 @@ def _store_members(path: Path, content: WheelContent, record: tuple[str, bytes],
         for name in sorted(members):
             out.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), members[name], zipfile.ZIP_DEFLATED)
         out.comment = sha256_hex(record[1]).encode()
-    _write_atomically(path, buffer.getvalue())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
 
 
 def read_lazily(entry: IndexFile, want: Want) -> tuple[WheelContent, tuple[str, bytes], dict[str, bytes]]:

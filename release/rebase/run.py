@@ -396,7 +396,7 @@ def load_state(work: Path) -> RebaseState:
     try:
         state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
         missing = [k for k in ("tag", "source", "fingerprint", "conflicted", "remaining", "applied", "retired",
-                               "outcomes", "upstream", "dry_run", "report_dir") if k not in state]  # fmt: skip
+                               "outcomes", "upstream", "dry_run", "report_dir", "base") if k not in state]  # fmt: skip
         if missing:
             raise KeyError(", ".join(missing))
         resolved = [state["resolved"]["status"]] if "resolved" in state else []
@@ -471,8 +471,7 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
             PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
         )
     remaining = [p for p in queue.patches if p.name in state["remaining"]]
-    # The new tag's pristine tree: recorded at the stop (older states: the commit below the applied patches).
-    base = state.get("base") or repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
+    base = state["base"]  # the new tag's pristine commit, recorded at the stop
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )

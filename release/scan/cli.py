@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from release.core.errors import EXIT_OK
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 from release.scan.document import build_document, dumps, load_document, to_markdown
@@ -68,9 +69,9 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     )
     markdown = to_markdown(document)
     if not args.dry_run:
-        layout.affected_json.write_text(dumps(document), encoding="utf-8")
+        write_atomic(layout.affected_json, dumps(document).encode("utf-8"))
         layout.affected_md.parent.mkdir(parents=True, exist_ok=True)
-        layout.affected_md.write_text(markdown, encoding="utf-8")
+        write_atomic(layout.affected_md, markdown.encode("utf-8"))
         say(f"wrote {layout.affected_md} and {layout.affected_json}")
     sys.stdout.write(dumps(document) if args.json else markdown)
     return EXIT_OK

@@ -24,6 +24,7 @@ from release.core.errors import (
     TrainDriftError,
     UnknownTrainTagError,
 )
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
@@ -296,8 +297,8 @@ def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source:
         print(f"nothing newer than {report.newest_before} in {scan_path}")
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(report.to_markdown(table_text(layout)), encoding="utf-8")
+        write_atomic(report_path, report.to_markdown(table_text(layout)).encode("utf-8"))
         # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
-        report_path.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
+        write_atomic(report_path.with_suffix(".json"), report.to_json().encode("utf-8"))
         print(f"report: {report_path}", file=sys.stderr)
     return EXIT_OK

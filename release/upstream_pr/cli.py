@@ -24,6 +24,7 @@ from release.core.errors import (
     PatchDoesNotApplyError,
     UnknownPatchError,
 )
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -150,8 +151,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     pr = PullRequest(patch, mail, pin.tag, args.title_prefix, pr_evidence.collect(reports, layout.root))
     out.mkdir(parents=True, exist_ok=True)
     mail_path, pr_path = out / patch.name, out / "PR.md"
-    mail_path.write_text(mail.text, encoding="utf-8")
-    pr_path.write_text(render(pr), encoding="utf-8")
+    write_atomic(mail_path, mail.text.encode("utf-8"))
+    write_atomic(pr_path, render(pr).encode("utf-8"))
 
     print(f"title: {pr.title}")
     print(f"patch: {mail_path}")
