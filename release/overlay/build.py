@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import tomli_w
 
+from release.core import log
 from release.core.errors import (
     BadInputError,
     BadPatchLevelError,
@@ -255,7 +256,7 @@ def _deliver(result: BuildResult, out: Path) -> BuildResult:
     except OSError as exc:
         raise OutputNotWritableError(f"cannot write the wheel into {out}: {exc}") from None
     for leftover in removed:
-        print(f"note: removed {leftover}, the partial copy of a killed build", file=sys.stderr)
+        log.note(f"note: removed {leftover}, the partial copy of a killed build")
     return replace(result, wheel=target)
 
 
@@ -497,7 +498,7 @@ def run_backend(stage: Path, outdir: Path, epoch: int, isolated: bool) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "PYTHONHASHSEED": "0"}
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        log.error((proc.stdout[-3000:] + proc.stderr[-3000:]).rstrip("\n"))
         raise BuildError(f"`{' '.join(argv)}` failed (exit {proc.returncode})")
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:

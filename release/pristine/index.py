@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from dataclasses import asdict, dataclass
 from functools import cache
 from urllib.parse import unquote, urljoin, urlsplit
@@ -28,6 +27,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 from pypi_simple import DistributionPackage, ProjectPage, UnsupportedRepoVersionError
 
+from release.core import log
 from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
 from release.pristine import transport
 
@@ -158,6 +158,7 @@ def _fetch_project_page(base: str) -> tuple[str, str, str]:
         if not 200 <= answer.status < 300:
             raise PackageIndexError(f"the package index answered HTTP {answer.status} for {url}")
 
+    log.debug(f"reading the package index page {url}")
     answer, body = transport.get(
         url, f"the package index page {url}", headers={"Accept": JSON_ACCEPT}, expect=expect, limit=PAGE_LIMIT
     )
@@ -310,7 +311,3 @@ def release_wheel(version: str, base: str | None = None) -> IndexFile:
         raise UnknownTagError(f"no vLLM release {version} on the package index ({base})")
     checked_name(chosen.filename, version)
     return chosen
-
-
-def note(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -35,6 +35,7 @@ from typing import BinaryIO, NoReturn
 
 from tqdm import tqdm
 
+from release.core import log
 from release.core.errors import TransportError, WheelIntegrityError
 from release.core.journal import write_atomic_from
 from release.pristine import transport
@@ -237,7 +238,14 @@ def _progress(name: str, size: int | None) -> tqdm[NoReturn]:
     # A bar on a terminal; in a CI log a line every 10 s rather than one per redraw.
     interval = 0.2 if sys.stderr.isatty() else 10.0
     return tqdm(
-        total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=name, file=sys.stderr, mininterval=interval
+        total=size,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=name,
+        file=sys.stderr,
+        mininterval=interval,
+        disable=log.quiet(),
     )
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from release.core import log
 from release.core.errors import SourceError, TransportError, WheelIntegrityError
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
@@ -48,7 +49,7 @@ from release.core.versions import version_of_tag
 from release.model.lines import Line
 from release.model.tree import UpstreamTree
 from release.pristine import safe
-from release.pristine.index import IndexFile, checked_name, note, release_wheel
+from release.pristine.index import IndexFile, checked_name, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
 
 Want = Callable[[str], bool]
@@ -223,7 +224,7 @@ def lookup(version: str) -> IndexFile:
             raise TransportError(f"the package index cannot be reached, and {where} is not JSON") from None
         entry = IndexFile.from_json(data, where)
         checked_name(entry.filename, version, where)
-        note(f"the package index cannot be reached; using its entry for {entry.filename} recorded in the cache")
+        log.note(f"the package index cannot be reached; using its entry for {entry.filename} recorded in the cache")
         return entry
     text = json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n"
     sidecar = _sidecar(directory, entry.filename)
@@ -248,7 +249,7 @@ def _open_verified(path: Path, entry: IndexFile) -> BinaryIO | None:
             return handle
         why = f"sha256 {actual[:16]}…, the index says {entry.sha256[:16]}…"
     handle.close()
-    note(f"cached {path} is corrupt ({why}); deleting it and downloading it again")
+    log.warn(f"cached {path} is corrupt ({why}); deleting it and downloading it again")
     path.unlink()
     return None
 
@@ -275,7 +276,7 @@ def _from_members_cache(path: Path, entry: IndexFile, want: Want) -> WheelConten
                 files[name] = data
             metadata = _metadata(archive, sorted(held), record, label)
     except (WheelIntegrityError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        note(f"cached members {path} are unusable ({exc}); reading them from the index again")
+        log.note(f"cached members {path} are unusable ({exc}); reading them from the index again")
         path.unlink(missing_ok=True)
         return None
     return WheelContent(entry.filename, entry.sha256, names, files, metadata, "cached members")
@@ -337,7 +338,7 @@ def pypi_content(version: str, want: Want) -> WheelContent:
     try:
         content, record, extra = read_lazily(entry, want)
     except RangesRefused as exc:
-        note(f"{exc}: the server does not serve byte ranges; downloading the whole wheel")
+        log.note(f"{exc}: the server does not serve byte ranges; downloading the whole wheel")
         return _whole(entry, full, want)
     _store_members(members, content, record, extra)
     return content
@@ -355,7 +356,7 @@ def _whole(entry: IndexFile, full: Path, want: Want) -> WheelContent:
     handle = _open_verified(full, entry) if full.is_file() else None
     how = "cached wheel"
     if handle is None:
-        note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
+        log.note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
         download(entry.url, full, entry.sha256, entry.size, transfer)
         handle = _open_verified(full, entry)
         how = "full download"
@@ -383,7 +384,7 @@ def pypi_wheel(tag: str) -> Path:
     if handle is not None:
         handle.close()
         return full
-    note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
+    log.note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
     download(entry.url, full, entry.sha256, entry.size, Transfer())
     return full
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
 from release.model.source import DEFAULT_SOURCE, Source
@@ -84,5 +85,5 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
             args.tag, Source.parse(args.source), layout, args.dry_run, args.report, args.allow_older
         )
         report = rebase.rebase(options)
-    print(report.to_markdown())
+    log.out(report.to_markdown())
     return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

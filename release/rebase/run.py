@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from release.core import log
 from release.core.errors import (
     AfterSwapError,
     ConflictError,
@@ -156,7 +156,7 @@ def refuse_backwards(options: RebaseOptions, head: str) -> None:
             "head of the train backwards; nothing was changed"
         )
     what = "would move" if options.dry_run else "moves"
-    print(f"note: {options.tag} is older than the head {head}: this rebase {what} the head backwards", file=sys.stderr)
+    log.note(f"note: {options.tag} is older than the head {head}: this rebase {what} the head backwards")
 
 
 def check_report_dir(options: RebaseOptions) -> None:
@@ -180,9 +180,7 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
         # We hold the repository lock, so no rebase is running there: a killed run left it before
         # it stopped at a conflict, and it holds nothing to continue from.
         shutil.rmtree(work)
-        print(
-            f"note: removed {work}, left by a rebase that was killed before it stopped at a conflict", file=sys.stderr
-        )
+        log.note(f"note: removed {work}, left by a rebase that was killed before it stopped at a conflict")
     if work.exists():
         raise WorkDirError(
             f"a rebase onto {tag} is already in progress: it stopped at a conflict in {work}",
@@ -317,11 +315,10 @@ def finish(
         install(options.layout, outputs, f"rebase {queue.pin.tag} -> {options.tag}", discard=[work])
         fault_point("rebase:swapped")
     if head.stranded:
-        print(
+        log.warn(
             f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
             f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
-            "until they are removed (`train remove TAG`) or the patch returns to the series",
-            file=sys.stderr,
+            "until they are removed (`train remove TAG`) or the patch returns to the series"
         )
     try:
         write_report(options, report)
@@ -367,7 +364,7 @@ def report_dir(options: RebaseOptions) -> Path:
 
 def write_report(options: RebaseOptions, report: RebaseReport) -> None:
     md, js = report.write(report_dir(options))
-    print(f"report: {md} and {js} (this run's own copy: {md.parent / report.run}/)", file=sys.stderr)
+    log.note(f"report: {md} and {js} (this run's own copy: {md.parent / report.run}/)")
 
 
 # ------------------------------------------------------------- continue / abort
@@ -416,7 +413,7 @@ def abort(layout: Layout, given: Path) -> None:
         had_state = (work / STATE).is_file()
         shutil.rmtree(work)
         what = "its conflict" if had_state else "a killed rebase's leftovers"
-        print(f"dropped {work} ({what}); vendor/ and patches/ were never changed", file=sys.stderr)
+        log.note(f"dropped {work} ({what}); vendor/ and patches/ were never changed")
 
 
 def resume(layout: Layout, given: Path) -> RebaseReport:

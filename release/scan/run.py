@@ -13,7 +13,6 @@ beside the doctor) and its human form (docs/affected-releases.md).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from release.core import log
 from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
@@ -127,13 +127,13 @@ def scan(options: ScanOptions) -> ScanResult:
     skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Version(v), options)}
     skipped |= {str(r.version): r.why_none for r in listed if r.wheel is None}
     todo = [r for r in listed if r.wheel is not None]
-    say(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
+    log.note(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
             result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants)
             results.append(result)
-            say(progress_line(number, len(todo), result))
+            log.note(progress_line(number, len(todo), result))
     return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
 
 
@@ -226,10 +226,6 @@ def classify_patches(
 
 
 # ---------------------------------------------------------------- reporting
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def human_bytes(count: int) -> str:
