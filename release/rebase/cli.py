@@ -82,7 +82,12 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         if not args.tag:
             raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
         options = rebase.RebaseOptions(
-            args.tag, Source.parse(args.source), layout, args.dry_run, args.report, args.allow_older
+            tag=args.tag,
+            source=Source.parse(args.source),
+            layout=layout,
+            dry_run=args.dry_run,
+            report_dir=args.report,
+            allow_older=args.allow_older,
         )
         report = rebase.rebase(options)
     log.out(report.to_markdown())
