@@ -1,10 +1,11 @@
 """A wheel's METADATA and a release's FlashInfer pin: one reader, `packaging`'s, for every stage.
 
-METADATA is an email-style header block (core metadata); `packaging.metadata` parses it the way
-pip does, and `packaging.requirements.Requirement` reads each Requires-Dist with its extras and
-markers. The pristine readers prove a wheel's Version with it (release/pristine/safe.py), the
-overlay index reads its own wheels' Name, Version and Requires-Python with it
-(release/overlay/index.py), and every source's FlashInfer pin comes out of `flashinfer_pin`.
+METADATA is an email-style header block (the core metadata spec); `packaging.metadata`, the PyPA's
+reference reader of that spec, parses it, and `packaging.requirements.Requirement` reads each
+Requires-Dist with its extras and markers. The pristine readers prove a wheel's Version with it
+(release/pristine/safe.py), the overlay index reads its own wheels' Name, Version and
+Requires-Python with it (release/overlay/index.py), and every source's FlashInfer pin comes out
+of `flashinfer_pin`.
 
 Read without `packaging`'s whole-document validation: vLLM's release wheels 0.1.4-0.6.x say
 Metadata-Version 2.1 yet carry License-File (a 2.4 field), which the validation refuses, though
