@@ -21,15 +21,18 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
-from pypi_simple import DistributionPackage, ProjectPage, UnsupportedRepoVersionError
 
 from release.core import log
 from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
 from release.pristine import transport
+
+if TYPE_CHECKING:
+    from pypi_simple import DistributionPackage, ProjectPage
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
@@ -184,6 +187,10 @@ def project_page(base: str) -> ProjectPage:
 
 def parse_project_page(page_url: str, content_type: str, text: str, project: str = PROJECT) -> ProjectPage:
     """A project page's text as the index served it (JSON by its Content-Type, else HTML); also our own pages."""
+    # Imported here: pypi-simple brings pydantic and Beautiful Soup, a second of start-up on this
+    # machine that only a command which reads an index page should pay (`train list` does not).
+    from pypi_simple import ProjectPage, UnsupportedRepoVersionError
+
     if "json" in content_type:
         try:
             data = json.loads(text)
