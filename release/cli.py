@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from release.core import log
 from release.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -134,6 +135,25 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
+    said = parser.add_mutually_exclusive_group()
+    said.add_argument(
+        "-q",
+        "--quiet",
+        action="store_const",
+        const=log.QUIET,
+        dest="verbosity",
+        help="say nothing on stderr but warnings and the error: and hint: lines of a failure (no notes, no "
+        "progress); stdout, the command's result, is the same",
+    )
+    said.add_argument(
+        "-v",
+        "--verbose",
+        action="store_const",
+        const=log.VERBOSE,
+        dest="verbosity",
+        help="say more on stderr: each git command and each package index page read, besides the notes",
+    )
+    parser.set_defaults(verbosity=log.DEFAULT)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         sub = commands.add_parser(
@@ -159,20 +179,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    log.configure(args.verbosity)
     layout = Layout(args.root.resolve()) if args.root else Layout.default()
     try:
         return int(args.func(args, layout))
     except ReleaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        log.error(f"error: {exc}")
         if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+            log.error(f"hint: {exc.hint}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted; vendor/ and patches/ are only ever changed in one journaled swap", file=sys.stderr)
+        log.error("interrupted; vendor/ and patches/ are only ever changed in one journaled swap")
         return EXIT_INTERRUPTED
     except OSError as exc:
         # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
-        print("hint: a swap cut short is finished by the next command; see docs/guarantees.md", file=sys.stderr)
+        log.error(f"error: {exc.strerror or exc}{where}")
+        log.error("hint: a swap cut short is finished by the next command; see docs/guarantees.md")
         return EXIT_FAILED

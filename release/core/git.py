@@ -36,6 +36,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import GitError, ToolMissingError
 from release.core.layout import UPSTREAM_SUBTREE, read_tree, write_files
 
@@ -176,6 +177,7 @@ def git(
     """
     _require_git()
     argv = ["git", *_pinned_config(), *identity.config(), *args]
+    log.debug(f"git {_shown(args)}" + (f"  (in {cwd})" if cwd else ""))
     proc = _run(argv, args, cwd, stdin, {**isolated_environment(), **(env or {})}, timeout)
     result = GitResult(proc.returncode == 0, proc.stdout, proc.stderr)
     if check and not result.ok:

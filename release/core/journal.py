@@ -178,7 +178,7 @@ def write_synced(path: Path, data: bytes) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` by `data` so that a reader (or a crash) sees the old bytes or the new, never a part."""
-    _replace_from(path, lambda handle: handle.write(data))
+    write_atomic_from(path, lambda handle: handle.write(data))
 
 
 def copy_atomic(source: Path, target: Path) -> list[Path]:
@@ -188,7 +188,7 @@ def copy_atomic(source: Path, target: Path) -> list[Path]:
     whole copy, never a truncated one. Returns the partial copies of killed runs that it removed.
     """
     with source.open("rb") as reader:
-        return _replace_from(target, lambda handle: shutil.copyfileobj(reader, handle, 1 << 22))
+        return write_atomic_from(target, lambda handle: shutil.copyfileobj(reader, handle, 1 << 22))
 
 
 def temporary_name(path: Path, pid: int | None = None) -> Path:
@@ -197,7 +197,14 @@ def temporary_name(path: Path, pid: int | None = None) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid() if pid is None else pid}")
 
 
-def _replace_from(path: Path, fill: Callable[[BinaryIO], object]) -> list[Path]:
+def write_atomic_from(path: Path, fill: Callable[[BinaryIO], object]) -> list[Path]:
+    """Replace `path` by what `fill` writes into the handle it is given, as write_atomic does.
+
+    The one atomic writer of the tooling: every output is written beside its target under a hidden
+    name, fsynced, renamed into place and its directory synced. An exception from `fill` (a digest
+    that does not match, say) leaves the old file and no temporary. Returns the leftovers of killed
+    writers that it removed.
+    """
     removed = remove_leftovers(path)
     temporary = temporary_name(path)
     try:

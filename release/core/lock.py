@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from release.core import log
 from release.core.errors import BadInputError, LockedError, OutputNotWritableError
 from release.core.journal import recover
 from release.core.layout import Layout
@@ -64,7 +64,7 @@ def repo_lock(layout: Layout, command: str, shared: bool = False) -> Iterator[No
     with _locked(path, command, f"the repository {layout.root}", shared) as acquired:
         if acquired:
             for line in recover(layout):
-                print(f"note: {line}", file=sys.stderr)
+                log.note(f"note: {line}")
         yield
 
 
@@ -91,11 +91,11 @@ def _locked(path: Path, command: str, what: str, shared: bool) -> Iterator[bool]
     try:
         acquired = _acquire(lock, 0)
         if not acquired and shared:
-            print(f"note: {_holder(holder_file)} holds {what}; reading it as it is now", file=sys.stderr)
+            log.note(f"note: {_holder(holder_file)} holds {what}; reading it as it is now")
         elif not acquired:
             timeout = lock_timeout()
             holder = _holder(holder_file)
-            print(f"waiting up to {timeout:.0f} s for {holder}, which holds {what} ...", file=sys.stderr, flush=True)
+            log.note(f"waiting up to {timeout:.0f} s for {holder}, which holds {what} ...")
             if not _acquire(lock, timeout):
                 holder = _holder(holder_file)
                 raise LockedError(f"{holder} still holds {what} after {timeout:.0f} s; {command} did nothing")

@@ -16,6 +16,8 @@ import ast
 import sys
 from pathlib import Path
 
+from release.core import log
+
 # vLLM's own vendored files follow vLLM's rules, not ours.
 SKIP = ("prepare_finalize", "upstream")
 OLDEST = (3, 10)
@@ -130,7 +132,7 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
 
 def main(argv: list[str]) -> int:
     problems = [line for arg in argv for line in check(Path(arg))]
-    print("\n".join(problems) if problems else f"Python 3.10: ok ({', '.join(argv)})")
+    log.out("\n".join(problems) if problems else f"Python 3.10: ok ({', '.join(argv)})")
     return 1 if problems else 0
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TextIO
+
+from release.core import log
 
 
 class ProgressPrinter:
     def __init__(self, label: str, stream: TextIO | None = None, min_interval_s: float = 5.0) -> None:
         self.label = label
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream = stream
         self.min_interval_s = min_interval_s
         self._started = time.monotonic()
         self._last_print = float("-inf")
@@ -23,13 +24,16 @@ class ProgressPrinter:
         elapsed = now - self._started
         rate = done / elapsed if elapsed > 0 else 0.0
         remaining = (total - done) / rate if rate > 0 else float("nan")
-        print(
-            f"[gsm8k] {self.label}: {done}/{total} ({100.0 * done / total:.0f}%), "
-            f"{rate:.1f} q/s, ~{remaining:.0f} s left",
-            file=self.stream,
-            flush=True,
+        note(
+            f"{self.label}: {done}/{total} ({100.0 * done / total:.0f}%), {rate:.1f} q/s, ~{remaining:.0f} s left",
+            self.stream,
         )
 
 
 def note(message: str, stream: TextIO | None = None) -> None:
-    print(f"[gsm8k] {message}", file=stream if stream is not None else sys.stderr, flush=True)
+    """A line of progress: through the tool's logger (stderr, hidden by -q), or into `stream` where one is given."""
+    if stream is None:
+        log.note(f"[gsm8k] {message}")
+    else:
+        stream.write(f"[gsm8k] {message}\n")
+        stream.flush()

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release.core.journal import write_atomic
 from release.gsm8k.scoring import METRICS, MetricResult
 
 SCHEMA = "vllm-fused-moe/gsm8k-smoke/1"
@@ -167,6 +168,6 @@ def render_markdown(report: SmokeReport) -> str:
 def write_report(report: SmokeReport, directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = directory / "report.json", directory / "report.md"
-    json_path.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
-    markdown_path.write_text(render_markdown(report), encoding="utf-8")
+    write_atomic(json_path, (json.dumps(report.as_dict(), indent=2) + "\n").encode("utf-8"))
+    write_atomic(markdown_path, render_markdown(report).encode("utf-8"))
     return json_path, markdown_path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from email import policy
+from email.parser import HeaderParser
 from pathlib import Path
 
 from release.core.errors import MalformedPatchError
@@ -214,15 +216,23 @@ class Patch:
     def header(self) -> str:
         return self.text.split("\n\n", 1)[0]
 
+    def _header_value(self, name: str) -> str:
+        """One header of the mail as `git am` takes it, read by the standard library's RFC 5322 parser.
+
+        As gbp reads a patch's headers with `email` (and git with mailinfo): folded lines are joined
+        and RFC 2047 encoded words, which `format-patch` writes for a non-ASCII subject or author,
+        are decoded. The leading `From <sha> <date>` line is the mbox separator, not a header.
+        """
+        headers = HeaderParser(policy=policy.default).parsestr(self.header)
+        return str(headers.get(name, "")).strip()
+
     @property
     def subject(self) -> str:
-        match = re.search(r"^Subject: (.*(?:\n .*)*)", self.header, re.M)
-        return " ".join(part.strip() for part in match.group(1).splitlines()) if match else ""
+        return self._header_value("Subject")
 
     @property
     def author(self) -> str:
-        match = re.search(r"^From: (.*(?:\n .*)*)", self.header, re.M)
-        return " ".join(part.strip() for part in match.group(1).splitlines()) if match else ""
+        return self._header_value("From")
 
     @property
     def message(self) -> str:

@@ -7,12 +7,19 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomli_w
+
 from release.core.errors import ConfigError
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import canonical_tag, version_of_tag
 from release.model.tree import UpstreamTree
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
+# tomli-w writes no comments: the file's own are this fixed header.
+HEADER = (
+    "# Written by `python -m release rebase`; never edit by hand.\n"
+    "# The pristine upstream subtree that vendor/ is built from, and each file's sha256.\n"
+)
 
 # --------------------------------------------------------------------------- pin
 
@@ -81,24 +88,14 @@ class Pin:
         )
 
     def dumps(self) -> str:
-        lines = [
-            "# Written by `python -m release rebase`; never edit by hand.",
-            "# The pristine upstream subtree that vendor/ is built from, and each file's sha256.",
-            "[upstream]",
-            f"tag = {_toml_str(self.tag)}",
-            f"source = {_toml_str(self.source)}",
-            f"subtree = {_toml_str(self.subtree)}",
-            f"flashinfer = {_toml_str(self.flashinfer)}",
-            f"wheel = {_toml_str(self.wheel)}",
-            f"wheel_sha256 = {_toml_str(self.wheel_sha256)}",
-            f"commit = {_toml_str(self.commit)}",
-            "",
-            "[files]",
-        ]
-        lines += [f"{_toml_str(name)} = {_toml_str(digest)}" for name, digest in sorted(self.files.items())]
-        return "\n".join(lines) + "\n"
-
-
-def _toml_str(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+        """The file's text: a fixed header, then the tables as tomli-w writes them (strings escaped)."""
+        upstream = {
+            "tag": self.tag,
+            "source": self.source,
+            "subtree": self.subtree,
+            "flashinfer": self.flashinfer,
+            "wheel": self.wheel,
+            "wheel_sha256": self.wheel_sha256,
+            "commit": self.commit,
+        }
+        return HEADER + tomli_w.dumps({"upstream": upstream, "files": dict(sorted(self.files.items()))})

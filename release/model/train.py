@@ -15,6 +15,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomli_w
+
 from release.core.errors import TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
@@ -28,6 +30,11 @@ DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
 KEYS = (*TEXT_KEYS, "pristine", "patched")
+HEADER = (
+    "# The release train: every vLLM release we ship an overlay for, oldest first.\n"
+    "# Written by `python -m release train add|remove` and `rebase`; `train check` proves\n"
+    "# that pristine(tag) + patches/series reproduces every hash below, byte for byte.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -124,30 +131,16 @@ class Train:
         return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))))
 
     def dumps(self) -> str:
-        lines = [
-            "# The release train: every vLLM release we ship an overlay for, oldest first.",
-            "# Written by `python -m release train add|remove` and `rebase`; `train check` proves",
-            "# that pristine(tag) + patches/series reproduces every hash below, byte for byte.",
+        """The file's text: a fixed header (tomli-w writes no comments), then every entry, oldest first."""
+        releases = [
+            {
+                **{key: getattr(e, key) for key in TEXT_KEYS},
+                "pristine": dict(sorted(e.pristine.items())),
+                "patched": dict(sorted(e.patched.items())),
+            }
+            for e in self.entries
         ]
-        for e in self.entries:
-            lines += [
-                "",
-                "[[release]]",
-                f"tag = {_toml_str(e.tag)}",
-                f"line = {_toml_str(e.line)}",
-                f"source = {_toml_str(e.source)}",
-                f"wheel = {_toml_str(e.wheel)}",
-                f"wheel_sha256 = {_toml_str(e.wheel_sha256)}",
-                f"commit = {_toml_str(e.commit)}",
-                f"flashinfer = {_toml_str(e.flashinfer)}",
-                "",
-                "[release.pristine]",
-                *(f"{_toml_str(name)} = {_toml_str(digest)}" for name, digest in sorted(e.pristine.items())),
-                "",
-                "[release.patched]",
-                *(f"{_toml_str(name)} = {_toml_str(digest)}" for name, digest in sorted(e.patched.items())),
-            ]
-        return "\n".join(lines) + "\n"
+        return HEADER + (f"\n{tomli_w.dumps({'release': releases})}" if releases else "")
 
 
 def _order(tag: str) -> tuple[int, int, int, int]:
@@ -231,8 +224,3 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         pristine=tables["pristine"],
         patched=tables["patched"],
     )
-
-
-def _toml_str(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'

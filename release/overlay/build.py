@@ -28,6 +28,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import tomli_w
+
+from release.core import log
 from release.core.errors import (
     BadInputError,
     BadPatchLevelError,
@@ -253,7 +256,7 @@ def _deliver(result: BuildResult, out: Path) -> BuildResult:
     except OSError as exc:
         raise OutputNotWritableError(f"cannot write the wheel into {out}: {exc}") from None
     for leftover in removed:
-        print(f"note: removed {leftover}, the partial copy of a killed build", file=sys.stderr)
+        log.note(f"note: removed {leftover}, the partial copy of a killed build")
     return replace(result, wheel=target)
 
 
@@ -434,29 +437,27 @@ def build_info(
 
 def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
     modules = pin.subtree.rsplit("/", 1)[-1]  # prepare_finalize for the head line, fused_moe for older ones
-    return f'''[build-system]
-requires = ["{BACKEND}=={BACKEND_VERSION}"]
-build-backend = "hatchling.build"
-
-[project]
-name = "{PROJECT}"
-version = "{version}"
-description = "vLLM {pin.tag} fused-MoE {modules} with the vllm-fused-moe patch series, activated in place"
-readme = "README.md"
-license = "Apache-2.0"
-requires-python = ">=3.10"
-dependencies = ["vllm=={pin.version}", "flashinfer-python{flashinfer_specifier}"]
-
-[project.scripts]
-vllm-fused-moe = "{PACKAGE}.__main__:main"
-
-[tool.hatch.build.targets.wheel]
-packages = ["{PACKAGE}"]
-
-[tool.hatch.build.targets.wheel.force-include]
-"{PTH_NAME}" = "{PTH_NAME}"
-"{PTH_MODULE}.py" = "{PTH_MODULE}.py"
-'''
+    wheel_target = {
+        "packages": [PACKAGE],
+        "force-include": {PTH_NAME: PTH_NAME, f"{PTH_MODULE}.py": f"{PTH_MODULE}.py"},
+    }
+    return tomli_w.dumps(
+        {
+            "build-system": {"requires": [f"{BACKEND}=={BACKEND_VERSION}"], "build-backend": "hatchling.build"},
+            "project": {
+                "name": PROJECT,
+                "version": version,
+                "description": f"vLLM {pin.tag} fused-MoE {modules} with the vllm-fused-moe patch series, "
+                "activated in place",
+                "readme": "README.md",
+                "license": "Apache-2.0",
+                "requires-python": ">=3.10",
+                "dependencies": [f"vllm=={pin.version}", f"flashinfer-python{flashinfer_specifier}"],
+                "scripts": {"vllm-fused-moe": f"{PACKAGE}.__main__:main"},
+            },
+            "tool": {"hatch": {"build": {"targets": {"wheel": wheel_target}}}},
+        }
+    )
 
 
 def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
@@ -497,7 +498,7 @@ def run_backend(stage: Path, outdir: Path, epoch: int, isolated: bool) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "PYTHONHASHSEED": "0"}
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        log.error((proc.stdout[-3000:] + proc.stderr[-3000:]).rstrip("\n"))
         raise BuildError(f"`{' '.join(argv)}` failed (exit {proc.returncode})")
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release.core import log
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, BuildResult, Isolation, build, build_train
 
@@ -68,13 +69,13 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     for result in results:
         show(result)
     if len(results) > 1:
-        print(f"{len(results)} wheels in {args.out}: {sum(r.seconds for r in results):.1f} s in all")
+        log.out(f"{len(results)} wheels in {args.out}: {sum(r.seconds for r in results):.1f} s in all")
     return 0
 
 
 def show(result: BuildResult) -> None:
-    print(f"{result.wheel}")
-    print(
+    log.out(f"{result.wheel}")
+    log.out(
         f"  vLLM {result.tag}  version {result.version}  sha256 {result.sha256}  {result.size} bytes  "
         f"{result.seconds:.1f} s  SOURCE_DATE_EPOCH={result.source_date_epoch}  "
         f"{'isolated' if result.isolated else 'no isolation'}"

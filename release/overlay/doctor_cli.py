@@ -17,10 +17,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from release.core import log
 from release.core.errors import DoctorError
 from release.core.layout import Layout
 
@@ -130,9 +130,9 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
             f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}"
         ) from None
     if args.json:
-        sys.stdout.write(stdout)
+        log.out(stdout, end="")
     else:
-        print(_doctor_module(layout).format_report(data))
+        log.out(_doctor_module(layout).format_report(data))
     return code
 
 

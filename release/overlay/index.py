@@ -30,7 +30,6 @@ import zipfile
 import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -42,6 +41,7 @@ from release.core.errors import (
     IndexClashError,
     IndexCorruptError,
     IndexNotWritableError,
+    PackageIndexError,
     PublishError,
 )
 from release.core.faults import fault_point
@@ -50,9 +50,10 @@ from release.core.journal import write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
 from release.overlay.build import PACKAGE, PROJECT
+from release.pristine.index import SHA256_RE, parse_project_page
+from release.pristine.metadata import read_metadata
 
 TMP_PREFIX = ".publish-"
-HREF_RE = re.compile(r'<a href="(?P<href>[^"#]+)#sha256=(?P<sha>[0-9a-f]{64})"')
 REQUIREMENTS = "requirements"
 BUILD_INFO = f"{PACKAGE}/_build_info.json"
 # What _build_info.json says about how and when a wheel was built, not about what it holds.
@@ -98,10 +99,10 @@ def inspect_wheel(path: Path) -> Wheel:
     except (zlib.error, EOFError, OSError, ValueError) as exc:
         raise BadWheelError(f"{path.name} has corrupt data ({exc})") from None
     try:
-        headers = HeaderParser().parsestr(raw.decode("utf-8"))
+        metadata = read_metadata(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise BadWheelError(f"{path.name}: its .dist-info/METADATA is not UTF-8 text") from None
-    meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
+    meta_name, meta_version = metadata.name, metadata.version
     try:
         parsed_version = Version(meta_version)
     except InvalidVersion:
@@ -110,7 +111,7 @@ def inspect_wheel(path: Path) -> Wheel:
         raise BadWheelError(
             f"{path.name} says it is {meta_name} {meta_version} inside: its name clashes with its metadata"
         )
-    return Wheel(path, name, version, file_sha256(path), headers.get("Requires-Python", "") or "", meta_version)
+    return Wheel(path, name, version, file_sha256(path), metadata.requires_python, meta_version)
 
 
 def contents_digest(wheel: Wheel) -> str:
@@ -350,7 +351,21 @@ def _repair_requirements(index: Path, writable: bool) -> list[str]:
 
 
 def _listed(page: Path) -> dict[str, str]:
-    return {urllib.parse.unquote(m.group("href")): m.group("sha") for m in HREF_RE.finditer(_read(page))}
+    """{file name: sha256} of what a project page of ours links, read as any index page is read.
+
+    The name is the link's target (the file on disk beside the page); a link without a sha256, or
+    one cut short by a crash, lists nothing, so the page is regenerated rather than trusted.
+    """
+    try:
+        packages = parse_project_page("", "text/html", _read(page), page.parent.name).packages
+    except PackageIndexError:
+        return {}  # no page a publish writes: nothing on it is trusted, and it is regenerated
+    listed = {}
+    for package in packages:
+        sha = package.digests.get("sha256", "")
+        if SHA256_RE.fullmatch(sha):
+            listed[urllib.parse.unquote(package.url)] = sha
+    return listed
 
 
 def _read(page: Path) -> str:
@@ -381,7 +396,7 @@ def check_consistent(project_dir: Path) -> None:
         if on_disk:
             raise IndexCorruptError(f"{project_dir} has files but no index.html")
         return
-    listed = {urllib.parse.unquote(m.group("href")): m.group("sha") for m in HREF_RE.finditer(page.read_text("utf-8"))}
+    listed = _listed(page)
     if set(listed) != on_disk:
         missing, unlisted = sorted(set(listed) - on_disk), sorted(on_disk - set(listed))
         raise IndexCorruptError(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.overlay.build import PROJECT
@@ -41,18 +41,18 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     index: Path = args.index.resolve()
     outcome = publish(wheels, index, project=PROJECT)
     for line in outcome.repaired:
-        print(f"note: {line}", file=sys.stderr)
+        log.note(f"note: {line}")
     for name in outcome.added:
-        print(f"published {name}")
+        log.out(f"published {name}")
     for name in outcome.already:
-        print(f"already published (same bytes) {name}")
+        log.out(f"already published (same bytes) {name}")
     for skipped in outcome.skipped:
-        print(f"skipped {skipped.name}: {skipped.reason()}")
+        log.out(f"skipped {skipped.name}: {skipped.reason()}")
     for path in outcome.requirements:
-        print(f"wrote {path}")
-    print(f"index: file://{(index / 'simple').as_posix()}")
-    print(f"requirements: file://{(index / REQUIREMENTS).as_posix()}/vllm-X.txt, one per vLLM release X")
-    print(
+        log.out(f"wrote {path}")
+    log.out(f"index: file://{(index / 'simple').as_posix()}")
+    log.out(f"requirements: file://{(index / REQUIREMENTS).as_posix()}/vllm-X.txt, one per vLLM release X")
+    log.out(
         f"install: python -m pip install --no-index --find-links URL/simple/{PROJECT}/ "
         "-r URL/requirements/vllm-X.txt (URL: where INDEX_DIR is served; docs/overlay.md, 'Install')"
     )

@@ -8,6 +8,7 @@ import os
 import textwrap
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.layout import Layout
 from release.pq.export import export_queue
@@ -105,13 +106,13 @@ def shown(path: Path) -> str:
 def run_import(layout: Layout, path: Path, force: bool) -> int:
 
     done = import_queue(layout, path, force)
-    print(
+    log.out(
         f"{'replaced' if done.replaced else 'made'} {shown(path)}: vllm {done.tag} pristine (tag `pristine`), "
         f"then {len(done.patches)} patch commit(s) on branch patch-queue"
     )
     for patch in done.patches:
-        print(f"  {patch.name}  {patch.subject}")
-    print(
+        log.out(f"  {patch.name}  {patch.subject}")
+    log.out(
         f"next: change the commits with git in {shown(path)}; `python -m release pq new SLUG` starts a new "
         "patch's message; `python -m release pq export` writes patches/ and vendor/"
     )
@@ -121,8 +122,8 @@ def run_import(layout: Layout, path: Path, force: bool) -> int:
 def run_new(layout: Layout, path: Path, slug: str) -> int:
 
     name, file = new_patch(layout, path, slug)
-    print(f"template: {shown(file)} ({name})")
-    print(
+    log.out(f"template: {shown(file)} ({name})")
+    log.out(
         f"next: change the files under {shown(path)}, then `git -C {shown(path)} commit -a -t "
         f"{file.relative_to(path).as_posix()}` and answer every <...>; then `python -m release pq export`"
     )
@@ -133,23 +134,23 @@ def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> i
 
     result = export_queue(layout, path, check_only)
     if as_json:
-        print(json.dumps(result.as_json(), indent=2))
+        log.out(json.dumps(result.as_json(), indent=2))
         return EXIT_OK
     width = max((len(p.name) for p in result.patches), default=0)
     for patch in result.patches:
-        print(f"{patch.name:<{width}}  {patch.status:<9}  {patch.subject}")
+        log.out(f"{patch.name:<{width}}  {patch.status:<9}  {patch.subject}")
     for name in result.dropped:
-        print(f"{name:<{width}}  dropped")
+        log.out(f"{name:<{width}}  dropped")
     for note in result.notes:
-        print(f"note: {note}")
+        log.out(f"note: {note}")
     if not result.changed:
-        print(f"patches/ and vendor/ are what {shown(path)} exports, byte for byte: nothing to write")
+        log.out(f"patches/ and vendor/ are what {shown(path)} exports, byte for byte: nothing to write")
         return EXIT_OK
     if check_only:  # not reached: a difference is PatchQueueStaleError
         return EXIT_OK
-    print(f"wrote in one swap: {', '.join(result.changed_paths)}")
+    log.out(f"wrote in one swap: {', '.join(result.changed_paths)}")
     if any(not p.startswith("patches/") for p in result.changed_paths):
-        print(
+        log.out(
             "next: `python -m release check`, then re-record the train: `python -m release train add --all` "
             "and `python -m release train check` (every tag's patched files follow the series)"
         )

@@ -10,7 +10,7 @@ from release.core.layout import UPSTREAM_SUBTREE
 from release.model.lines import Line
 from release.model.tree import UpstreamTree
 from release.pristine import safe
-from release.pristine.metadata import flashinfer_pin
+from release.pristine.metadata import requirements_file_pin
 
 # -------------------------------------------------------------------------- trees
 
@@ -32,5 +32,5 @@ def read_dir(tag: str, root: Path, source: str, line: Line | None = None) -> Ups
     pin = ""
     if os.path.lexists(root / "requirements" / "cuda.txt"):
         requirements = safe.check_no_links(root, "requirements/cuda.txt", source)
-        pin = flashinfer_pin(safe.read_regular_file(requirements, source).decode("utf-8", "replace"))
+        pin = requirements_file_pin(safe.read_regular_file(requirements, source).decode("utf-8", "replace"))
     return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin)

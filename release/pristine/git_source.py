@@ -13,7 +13,7 @@ from release.model.lines import Line
 from release.model.source import Source, SourceKind
 from release.model.tree import UpstreamTree
 from release.pristine import safe, transport
-from release.pristine.metadata import flashinfer_pin
+from release.pristine.metadata import requirements_file_pin
 
 # What git says when the network, not the source, failed (git's own wording, from http.c, connect.c, transport.c).
 NETWORK_FAILURE_RE = re.compile(
@@ -58,5 +58,5 @@ def read_git(tag: str, origin: Source, line: Line | None = None) -> UpstreamTree
         if not files:
             raise SourceError(f"{source} at {tag} has no {root}/")
         cuda = git("show", f"{commit}:requirements/cuda.txt", cwd=repo, check=False)
-        pin = flashinfer_pin(cuda.out) if cuda.ok else ""
+        pin = requirements_file_pin(cuda.out) if cuda.ok else ""
     return UpstreamTree(tag=tag, source=source, files=files, flashinfer=pin, commit=commit)

@@ -16,20 +16,23 @@ tag, so the choice does not depend on the machine that runs the tool.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
-import sys
 from dataclasses import asdict, dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from release.core import log
 from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
 from release.pristine import transport
+
+if TYPE_CHECKING:
+    from pypi_simple import DistributionPackage, ProjectPage
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
@@ -158,6 +161,7 @@ def _fetch_project_page(base: str) -> tuple[str, str, str]:
         if not 200 <= answer.status < 300:
             raise PackageIndexError(f"the package index answered HTTP {answer.status} for {url}")
 
+    log.debug(f"reading the package index page {url}")
     answer, body = transport.get(
         url, f"the package index page {url}", headers={"Accept": JSON_ACCEPT}, expect=expect, limit=PAGE_LIMIT
     )
@@ -169,27 +173,81 @@ def _fetch_project_page(base: str) -> tuple[str, str, str]:
 
 
 @cache
-def project_files(base: str) -> tuple[IndexFile, ...]:
-    """Every wheel of the project on the index at `base`."""
-    page_url, content_type, text = _get_project_page(base)
+def project_page(base: str) -> ProjectPage:
+    """The project's page on the index at `base`, parsed by pypi-simple (PEP 691 JSON or PEP 503 HTML).
+
+    One reader of both formats, a well-kept library rather than our regexes: it reads every
+    attribute PEP 503/592/658/691/700 define, relative URLs against the page's and `<base>`, and
+    holds JSON to the PEP 691 schema. It parses text only: the HTTP went through
+    release/pristine/transport.py. What it parsed is still the index's claim: each name is checked
+    (`checked_name`) before it goes anywhere, each sha256 is only trusted once a download matched it.
+    """
+    return parse_project_page(*_get_project_page(base))
+
+
+def parse_project_page(page_url: str, content_type: str, text: str, project: str = PROJECT) -> ProjectPage:
+    """A project page's text as the index served it (JSON by its Content-Type, else HTML); also our own pages."""
+    # Imported here: pypi-simple brings pydantic and Beautiful Soup, a second of start-up on this
+    # machine that only a command which reads an index page should pay (`train list` does not).
+    from pypi_simple import ProjectPage, UnsupportedRepoVersionError
+
     if "json" in content_type:
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise PackageIndexError(f"the index page {page_url} is not JSON: {exc}") from None
-        raw = _files_from_json(page_url, data)
-    else:
-        raw = _files_from_html(page_url, text)
-    return tuple(raw)
+        try:
+            return ProjectPage.from_json_data(data, base_url=page_url or None)
+        except (ValueError, UnsupportedRepoVersionError) as exc:
+            raise PackageIndexError(
+                f"the index page {page_url} is not a PEP 691 project page: {_first_problem(exc)}"
+            ) from None
+    try:
+        return ProjectPage.from_html(project, text, base_url=page_url or None)
+    except (ValueError, UnsupportedRepoVersionError, AssertionError) as exc:
+        # AssertionError: pypi-simple asserts the types of the attributes it reads from the HTML.
+        raise PackageIndexError(f"the index page {page_url} is not a PEP 503 project page: {exc}") from None
 
 
-def _wheel_file(
-    filename: str, url: str, sha256: str | None, size: object, yanked: object, page_url: str
-) -> IndexFile | None:
+def _first_problem(exc: Exception) -> str:
+    """One line for a page of the wrong shape: where and what, from pydantic's list of errors."""
+    errors = getattr(exc, "errors", None)  # pydantic's ValidationError (a ValueError) lists them
+    if callable(errors):
+        found = errors()
+        if found:
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in found[0]["loc"])
+            return f"`{where.lstrip('.') or 'the page'}`: {found[0]['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+@cache
+def project_files(base: str) -> tuple[IndexFile, ...]:
+    """Every wheel of the project on the index at `base`."""
+    return wheels_on(project_page(base), _get_project_page(base)[0])
+
+
+def wheels_on(page: ProjectPage, page_url: str) -> tuple[IndexFile, ...]:
+    """The wheels a parsed project page lists, each name checked; sdists and files without a sha256 left out."""
+    found = []
+    for package in page.packages:
+        # PEP 503 makes the link's text the file name; where it is empty, the last segment of the URL's path.
+        filename = package.filename or unquote(urlsplit(package.url).path.rsplit("/", 1)[-1])
+        wheel = _wheel_file(filename, package, page_url)
+        if wheel:
+            found.append(wheel)
+    return tuple(found)
+
+
+def _wheel_file(filename: str, package: DistributionPackage, page_url: str) -> IndexFile | None:
     if not filename.endswith(".whl") and not any(c in filename for c in "/\\\0"):
         return None  # an sdist (or some other file): not ours to read
     # Checked here, before the name goes anywhere: every name on the page, whichever release it is.
     checked_name(filename, where=f"the package index page {page_url}")
+    sha256, size = package.digests.get("sha256"), package.size
+    if size is not None and size < 0:
+        raise PackageIndexError(
+            f"the index page {page_url} is not a PEP 691 project page: {filename!r}: `size` is not a number of bytes"
+        )
     if not sha256:
         return None  # a file the index gives no sha256 for: nothing we could verify
     _, version, build, _ = parse_wheel_filename(filename)
@@ -197,61 +255,13 @@ def _wheel_file(
         raise PackageIndexError(f"the index page {page_url} gives {filename} the sha256 {sha256[:80]!r}")
     return IndexFile(
         filename=filename,
-        url=urljoin(page_url, url),
+        url=package.url,
         sha256=sha256.lower(),
-        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        size=size,
         version=str(version),
         build=build[0] if build else None,
-        yanked=bool(yanked),
+        yanked=package.is_yanked,
     )
-
-
-def _files_from_json(page_url: str, data: object) -> list[IndexFile]:
-    """PEP 691: `{"files": [{"filename", "url", "hashes": {"sha256"}, "size"?, "yanked"?}, ...]}`."""
-
-    def bad(what: str) -> PackageIndexError:
-        return PackageIndexError(f"the index page {page_url} is not a PEP 691 project page: {what}")
-
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, list):
-        raise bad("`files` is not a list")
-    found = []
-    for number, item in enumerate(files):
-        if not isinstance(item, dict):
-            raise bad(f"files[{number}] is a {type(item).__name__}, not an object")
-        filename, url, hashes = item.get("filename"), item.get("url"), item.get("hashes", {})
-        if not isinstance(filename, str) or not isinstance(url, str):
-            raise bad(f"files[{number}] has no string `filename` and `url`")
-        if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
-            raise bad(f"files[{number}] ({filename!r}): `hashes` is not an object of strings")
-        size = item.get("size")
-        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
-            raise bad(f"files[{number}] ({filename!r}): `size` is not a number of bytes")
-        wheel = _wheel_file(filename, url, hashes.get("sha256"), size, item.get("yanked"), page_url)
-        if wheel:
-            found.append(wheel)
-    return found
-
-
-ANCHOR_RE = re.compile(r"<a\s+([^>]*)>([^<]*)</a>", re.I)
-HREF_RE = re.compile(r'href\s*=\s*"([^"]*)"', re.I)
-
-
-def _files_from_html(page_url: str, text: str) -> list[IndexFile]:
-    """PEP 503: `<a href="URL#sha256=HEX" [data-yanked]>FILENAME</a>`."""
-    found = []
-    for attrs, label in ANCHOR_RE.findall(text):
-        href = HREF_RE.search(attrs)
-        if not href:
-            continue
-        url, _, fragment = html.unescape(href.group(1)).partition("#")
-        sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
-        # The label is the file name (PEP 503); where it is empty, the last segment of the URL's path.
-        filename = html.unescape(label).strip() or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-        wheel = _wheel_file(filename, url, sha, None, "data-yanked" in attrs, page_url)
-        if wheel:
-            found.append(wheel)
-    return found
 
 
 # ------------------------------------------------------------------- choosing
@@ -286,18 +296,11 @@ def releases(base: str | None = None) -> list[Release]:
 
 
 def sdist_only(base: str | None = None) -> list[str]:
-    """Final versions the index lists (PEP 700 `versions`) that have no wheel at all."""
+    """Final versions the index lists (PEP 700 `versions`, JSON pages only) that have no wheel at all."""
     base = base or index_url()
-    with_wheels = {Version(w.version) for w in project_files(base)}  # also proves the page is JSON, if it says so
-    page_url, content_type, text = _get_project_page(base)
-    if "json" not in content_type:
-        return []
-    data = json.loads(text)
-    listed_text = data.get("versions", []) if isinstance(data, dict) else None
-    if not isinstance(listed_text, list) or not all(isinstance(v, str) for v in listed_text):
-        raise PackageIndexError(f"the index page {page_url} is not a PEP 700 page: `versions` is not a list of strings")
+    with_wheels = {Version(w.version) for w in project_files(base)}
     listed = []
-    for text_version in listed_text:
+    for text_version in project_page(base).versions or []:
         try:
             listed.append(Version(text_version))
         except InvalidVersion:
@@ -315,7 +318,3 @@ def release_wheel(version: str, base: str | None = None) -> IndexFile:
         raise UnknownTagError(f"no vLLM release {version} on the package index ({base})")
     checked_name(chosen.filename, version)
     return chosen
-
-
-def note(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -28,15 +28,16 @@ import hashlib
 import os
 import re
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 from tqdm import tqdm
 
+from release.core import log
 from release.core.errors import TransportError, WheelIntegrityError
+from release.core.journal import write_atomic_from
 from release.pristine import transport
 
 TAIL = 64 * 1024  # the first request: the end of the zip, where the central directory ends
@@ -237,7 +238,14 @@ def _progress(name: str, size: int | None) -> tqdm[NoReturn]:
     # A bar on a terminal; in a CI log a line every 10 s rather than one per redraw.
     interval = 0.2 if sys.stderr.isatty() else 10.0
     return tqdm(
-        total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=name, file=sys.stderr, mininterval=interval
+        total=size,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=name,
+        file=sys.stderr,
+        mininterval=interval,
+        disable=log.quiet(),
     )
 
 
@@ -259,8 +267,6 @@ class _Received:
 def download(url: str, target: Path, sha256: str, size: int | None, transfer: Transfer) -> None:
     """The whole file into `target` (atomically), kept only if its sha256 is the index's."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
     received = _Received()
 
     def expect(answer: transport.Answer) -> None:
@@ -270,8 +276,8 @@ def download(url: str, target: Path, sha256: str, size: int | None, transfer: Tr
         if size is not None and length.isdigit() and int(length) != size:
             raise WheelIntegrityError(f"{url} is {length} bytes; the index says {size}; it was not kept")
 
-    try:
-        with os.fdopen(fd, "wb") as out, _progress(target.name, size) as bar:
+    def fill(out: BinaryIO) -> None:
+        with _progress(target.name, size) as bar:
 
             def sink(block: bytes) -> None:
                 out.write(block)
@@ -289,10 +295,9 @@ def download(url: str, target: Path, sha256: str, size: int | None, transfer: Tr
             transfer.requests += 1
             transfer.bytes += received.bytes
         actual = received.digest.hexdigest()
-        if actual != sha256:
+        if actual != sha256:  # raised inside the writer: the temporary goes, nothing is renamed into place
             raise WheelIntegrityError(
                 f"{url} downloaded with sha256 {actual}, but the index says {sha256}; it was not kept"
             )
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_atomic_from(target, fill)

@@ -32,6 +32,7 @@ from release.core.errors import SourceError, UnsafeSourceError, VersionProofErro
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
+from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
 
 # ------------------------------------------------------------------ names
 
@@ -87,13 +88,13 @@ def check_wheel_member(info: zipfile.ZipInfo, source: str) -> bool:
     return True
 
 
-def prove_wheel_version(metadata: bytes | None, tag: str, source: str) -> str:
-    """The wheel's METADATA text, after proving its Version is `tag`."""
+def prove_wheel_version(metadata: bytes | None, tag: str, source: str) -> CoreMetadata:
+    """The wheel's METADATA, after proving its Version is `tag`."""
     return prove_wheel_release(metadata, version_of_tag(tag), source, tag)
 
 
-def prove_wheel_release(metadata: bytes | None, version: str, source: str, tag: str = "") -> str:
-    """The wheel's METADATA text, after proving its Version is `version` (any PEP 440 release, for scan)."""
+def prove_wheel_release(metadata: bytes | None, version: str, source: str, tag: str = "") -> CoreMetadata:
+    """The wheel's METADATA, after proving its Version is `version` (any PEP 440 release, for scan)."""
     tag = tag or version
     if metadata is None:
         raise VersionProofError(f"{source} has no .dist-info/METADATA, so it cannot prove it is vLLM {tag}")
@@ -101,13 +102,21 @@ def prove_wheel_release(metadata: bytes | None, version: str, source: str, tag: 
         text = metadata.decode("utf-8")
     except UnicodeDecodeError:
         raise VersionProofError(f"{source}: .dist-info/METADATA is not UTF-8 text") from None
-    match = re.search(r"^Version:[ \t]*(.*?)[ \t]*$", text, re.M)
-    if not match or not match.group(1):
+    parsed = read_metadata(text)
+    found = parsed.version
+    if not found:
         raise VersionProofError(f"{source}: .dist-info/METADATA has no Version, so it cannot prove it is vLLM {tag}")
-    found = match.group(1)
     if not same_release(found, version):
         raise VersionProofError(f"{source} is vLLM {found}, not {tag}")
-    return text
+    return parsed
+
+
+def wheel_flashinfer_pin(metadata: CoreMetadata, source: str) -> str:
+    """The FlashInfer pin of a release wheel's METADATA (release.pristine.metadata says which counts)."""
+    try:
+        return metadata_flashinfer_pin(metadata)
+    except MetadataError as exc:
+        raise SourceError(f"{source}: .dist-info/METADATA: {exc}") from None
 
 
 def same_release(found: str, version: str) -> bool:

@@ -33,7 +33,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -41,16 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from release.core import log
 from release.core.errors import SourceError, TransportError, WheelIntegrityError
 from release.core.hashing import sha256_hex
+from release.core.journal import write_atomic
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.model.lines import Line
 from release.model.tree import UpstreamTree
 from release.pristine import safe
-from release.pristine.index import IndexFile, checked_name, note, release_wheel
+from release.pristine.index import IndexFile, checked_name, release_wheel
 from release.pristine.lazy_wheel import LazyHTTPFile, RangesRefused, Transfer, download, member_spans
-from release.pristine.metadata import flashinfer_pin
 
 Want = Callable[[str], bool]
 DIST_INFO_RE = re.compile(r"^[^/]+\.dist-info/(METADATA|RECORD)$")
@@ -86,10 +86,6 @@ class WheelContent:
     metadata_raw: bytes | None  # .dist-info/METADATA as stored (verified against RECORD); None: absent
     how: str  # "local wheel", "cached wheel", "cached members", "range requests", "full download"
     transfer: Transfer = field(default_factory=Transfer)
-
-    @property
-    def metadata(self) -> str:
-        return self.metadata_raw.decode("utf-8", "replace") if self.metadata_raw is not None else ""
 
     @property
     def verified(self) -> bool:
@@ -212,17 +208,6 @@ def _members_cache(directory: Path, filename: str) -> Path:
     return _cached(directory, filename, ".members.zip")
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        Path(tmp).replace(target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def lookup(version: str) -> IndexFile:
     """The index's entry for `version`'s wheel; offline, the one recorded at the last lookup."""
     directory = _version_dir(version)
@@ -239,12 +224,13 @@ def lookup(version: str) -> IndexFile:
             raise TransportError(f"the package index cannot be reached, and {where} is not JSON") from None
         entry = IndexFile.from_json(data, where)
         checked_name(entry.filename, version, where)
-        note(f"the package index cannot be reached; using its entry for {entry.filename} recorded in the cache")
+        log.note(f"the package index cannot be reached; using its entry for {entry.filename} recorded in the cache")
         return entry
     text = json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n"
     sidecar = _sidecar(directory, entry.filename)
     if not sidecar.is_file() or sidecar.read_text(encoding="utf-8") != text:
-        _write_atomically(sidecar, text.encode())
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(sidecar, text.encode())
     return entry
 
 
@@ -263,7 +249,7 @@ def _open_verified(path: Path, entry: IndexFile) -> BinaryIO | None:
             return handle
         why = f"sha256 {actual[:16]}…, the index says {entry.sha256[:16]}…"
     handle.close()
-    note(f"cached {path} is corrupt ({why}); deleting it and downloading it again")
+    log.warn(f"cached {path} is corrupt ({why}); deleting it and downloading it again")
     path.unlink()
     return None
 
@@ -290,7 +276,7 @@ def _from_members_cache(path: Path, entry: IndexFile, want: Want) -> WheelConten
                 files[name] = data
             metadata = _metadata(archive, sorted(held), record, label)
     except (WheelIntegrityError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        note(f"cached members {path} are unusable ({exc}); reading them from the index again")
+        log.note(f"cached members {path} are unusable ({exc}); reading them from the index again")
         path.unlink(missing_ok=True)
         return None
     return WheelContent(entry.filename, entry.sha256, names, files, metadata, "cached members")
@@ -311,7 +297,8 @@ def _store_members(path: Path, content: WheelContent, record: tuple[str, bytes],
         for name in sorted(members):
             out.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), members[name], zipfile.ZIP_DEFLATED)
         out.comment = sha256_hex(record[1]).encode()
-    _write_atomically(path, buffer.getvalue())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
 
 
 def read_lazily(entry: IndexFile, want: Want) -> tuple[WheelContent, tuple[str, bytes], dict[str, bytes]]:
@@ -351,7 +338,7 @@ def pypi_content(version: str, want: Want) -> WheelContent:
     try:
         content, record, extra = read_lazily(entry, want)
     except RangesRefused as exc:
-        note(f"{exc}: the server does not serve byte ranges; downloading the whole wheel")
+        log.note(f"{exc}: the server does not serve byte ranges; downloading the whole wheel")
         return _whole(entry, full, want)
     _store_members(members, content, record, extra)
     return content
@@ -369,7 +356,7 @@ def _whole(entry: IndexFile, full: Path, want: Want) -> WheelContent:
     handle = _open_verified(full, entry) if full.is_file() else None
     how = "cached wheel"
     if handle is None:
-        note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
+        log.note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
         download(entry.url, full, entry.sha256, entry.size, transfer)
         handle = _open_verified(full, entry)
         how = "full download"
@@ -397,7 +384,7 @@ def pypi_wheel(tag: str) -> Path:
     if handle is not None:
         handle.close()
         return full
-    note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
+    log.note(f"downloading {entry.filename} ({_size_text(entry.size)}) into {full.parent} ...")
     download(entry.url, full, entry.sha256, entry.size, Transfer())
     return full
 
@@ -405,7 +392,7 @@ def pypi_wheel(tag: str) -> Path:
 def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None = None) -> UpstreamTree:
     # Every way of reading (local, cached wheel, cached members, range requests, download) ends
     # here: the wheel must prove it is `tag` by its METADATA (release.pristine.safe).
-    safe.prove_wheel_version(content.metadata_raw, tag, content.wheel)
+    metadata = safe.prove_wheel_version(content.metadata_raw, tag, content.wheel)
     root = line.root if line else UPSTREAM_SUBTREE
     prefix = root + "/"
     files = {name[len(prefix) :]: data for name, data in content.files.items()}
@@ -415,7 +402,7 @@ def _tree(tag: str, content: WheelContent, source_label: str, line: Line | None 
         tag=tag,
         source=source_label,
         files=files,
-        flashinfer=flashinfer_pin(content.metadata),
+        flashinfer=safe.wheel_flashinfer_pin(metadata, content.wheel),
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
         wheel_verified=content.verified,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from release.core import log
 from release.core.errors import EXIT_OK, DriftError
 from release.core.layout import Layout
 from release.core.lock import repo_lock
@@ -23,10 +24,10 @@ def run_check(args: argparse.Namespace, layout: Layout) -> int:
     with repo_lock(layout, "check", shared=True):
         found = check(layout)
     for d in found:
-        print(d.line())
+        log.out(d.line())
     if found:
         raise DriftError(f"vendor/ drifted from pristine + series in {len(found)} file(s)")
-    print("vendor/ is pristine(UPSTREAM.toml) + series")
+    log.out("vendor/ is pristine(UPSTREAM.toml) + series")
     return EXIT_OK
 
 
@@ -37,5 +38,5 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 def run_status(args: argparse.Namespace, layout: Layout) -> int:
     with repo_lock(layout, "status", shared=True):
         lines = status_lines(layout)
-    print("\n".join(lines))
+    log.out("\n".join(lines))
     return EXIT_OK

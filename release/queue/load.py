@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from release.core.errors import MalformedSeriesError
 from release.core.layout import Layout
-from release.model.lines import Line, read_lines
+from release.model.lines import Line
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
@@ -29,11 +29,6 @@ class Queue:
         series = Series.load(layout.series)
         patches = [Patch.load(layout.patches / name) for name in series.names]
         return cls(pin, series, patches)
-
-
-def line_of(layout: Layout, name: str) -> Line:
-    """A release line by name, from patches/lines.toml."""
-    return read_lines(layout.lines).get(name)
 
 
 def line_patches(layout: Layout, line: Line) -> list[Patch]:

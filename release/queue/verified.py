@@ -17,7 +17,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.core.errors import ConfigError, UnverifiedFlashInferError
 from release.core.layout import Layout
@@ -44,14 +44,6 @@ class VerifiedFlashInfer:
         if len(ordered) == 1:
             return f"=={ordered[0]}"
         return f">={ordered[0]},<={ordered[-1]}" if ordered else ""
-
-    def accepts(self, version: str) -> bool:
-        """Is `version` one of the verified versions (PEP 440 equality: 0.6.6 == 0.6.6.0)?"""
-        try:
-            wanted = Version(version)
-            return any(Version(v) == wanted for v in self.versions)
-        except InvalidVersion:
-            return False
 
     def range_for(self, pin: str) -> str | None:
         """The flashinfer-python specifier for a tag whose vLLM pins `pin`, or None if no verified

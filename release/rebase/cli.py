@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
 from release.model.source import DEFAULT_SOURCE, Source
@@ -81,8 +82,13 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         if not args.tag:
             raise BadInputError("rebase needs a TAG", hint="e.g. `python -m release rebase v0.21.0 --from pypi`")
         options = rebase.RebaseOptions(
-            args.tag, Source.parse(args.source), layout, args.dry_run, args.report, args.allow_older
+            tag=args.tag,
+            source=Source.parse(args.source),
+            layout=layout,
+            dry_run=args.dry_run,
+            report_dir=args.report,
+            allow_older=args.allow_older,
         )
         report = rebase.rebase(options)
-    print(report.to_markdown())
+    log.out(report.to_markdown())
     return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

@@ -158,8 +158,8 @@ class RebaseReport:
                 number += 1
         self.run = f"{RUNS}/{own.name}"
         markdown, text = self.to_markdown().encode("utf-8"), self.to_json().encode("utf-8")
-        (own / MARKDOWN).write_bytes(markdown)
-        (own / JSON).write_bytes(text)
+        write_atomic(own / MARKDOWN, markdown)
+        write_atomic(own / JSON, text)
         write_atomic(md, markdown)
         write_atomic(js, text)
         return md, js

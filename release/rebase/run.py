@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from release.core import log
 from release.core.errors import (
     AfterSwapError,
     ConflictError,
@@ -92,14 +92,47 @@ class RebaseState(TypedDict):
     resolved: NotRequired[Resolved]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RebaseOptions:
+    """What the command asked for, made once at the CLI edge (or from a stopped run's state) and never changed.
+
+    The tag is held in its one spelling (`canonical_tag`), so every step, file name and report
+    uses the same one; a tag that is no release tag is refused here, before anything is read.
+    """
+
     tag: str
     source: Source
     layout: Layout
     dry_run: bool = False
     report_dir: Path | None = None
     allow_older: bool = False  # move the head to an older tag on purpose (refused otherwise)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tag", canonical_tag(self.tag))
+
+    @property
+    def reports(self) -> Path:
+        """Where rebase-report.md and .json go: --report, or reports/rebase-TAG/."""
+        return self.report_dir or self.layout.root / "reports" / f"rebase-{self.tag}"
+
+
+@dataclass(frozen=True)
+class RebaseRun:
+    """One rebase under way, what every step after the replay works on (as pip's `vendoring` passes its
+    `Configuration` to each step): the options, the queue it started from, the new pristine tree, the
+    scratch repository in the work directory, and what the replay found so far."""
+
+    options: RebaseOptions
+    queue: Queue
+    upstream: UpstreamTree
+    old_pristine: dict[str, bytes]  # the head's pristine tree, for the report's upstream changes
+    work: Path  # .work/rebase-TAG/: the scratch repo, and state.json once it stops at a conflict
+    base: str  # the new tag's pristine commit in the scratch repo
+    replay: Replay
+
+    @property
+    def repo(self) -> WorkRepo:
+        return WorkRepo(self.work / "repo")
 
 
 def rebase(options: RebaseOptions) -> RebaseReport:
@@ -109,7 +142,6 @@ def rebase(options: RebaseOptions) -> RebaseReport:
 
 def _rebase(options: RebaseOptions) -> RebaseReport:
     layout = options.layout
-    options.tag = canonical_tag(options.tag)
     check_report_dir(options)
     queue = Queue.load(layout)
     if layout.train.is_file():
@@ -124,16 +156,21 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         # The old pristine goes in first so that `am --3way` finds each patch's pre-image blobs.
         repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
         base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
-        replay = Replay()
-        stopped = replay_series(repo, work, queue.patches, replay, upstream)
-        if stopped is not None:
-            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
-        return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
+        run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay())
+        return replay_then_stop_or_finish(run, queue.patches)
     except BaseException:
         # Keep the work dir only when it holds a conflict to continue from.
         if not (work / STATE).exists():
             shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def replay_then_stop_or_finish(run: RebaseRun, patches: list[Patch]) -> RebaseReport:
+    """Replay `patches` onto the run's scratch repo; stop at the first conflict, or install the result."""
+    stopped = replay_series(run.repo, run.work, patches, run.replay, run.upstream)
+    if stopped is not None:
+        return stop_on_conflict(run, stopped)
+    return finish(run)
 
 
 def direction(old_tag: str, new_tag: str) -> str:
@@ -156,14 +193,14 @@ def refuse_backwards(options: RebaseOptions, head: str) -> None:
             "head of the train backwards; nothing was changed"
         )
     what = "would move" if options.dry_run else "moves"
-    print(f"note: {options.tag} is older than the head {head}: this rebase {what} the head backwards", file=sys.stderr)
+    log.note(f"note: {options.tag} is older than the head {head}: this rebase {what} the head backwards")
 
 
 def check_report_dir(options: RebaseOptions) -> None:
     """An unwritable --report is bad input now, not a failure after vendor/ changed."""
-    problem = writable_dir_problem(report_dir(options))
+    problem = writable_dir_problem(options.reports)
     if problem:
-        raise OutputNotWritableError(f"cannot write the report to {report_dir(options)}: {problem}")
+        raise OutputNotWritableError(f"cannot write the report to {options.reports}: {problem}")
 
 
 def require_clean_vendor(layout: Layout, queue: Queue) -> dict[str, bytes]:
@@ -180,9 +217,7 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
         # We hold the repository lock, so no rebase is running there: a killed run left it before
         # it stopped at a conflict, and it holds nothing to continue from.
         shutil.rmtree(work)
-        print(
-            f"note: removed {work}, left by a rebase that was killed before it stopped at a conflict", file=sys.stderr
-        )
+        log.note(f"note: removed {work}, left by a rebase that was killed before it stopped at a conflict")
     if work.exists():
         raise WorkDirError(
             f"a rebase onto {tag} is already in progress: it stopped at a conflict in {work}",
@@ -204,21 +239,13 @@ def _queue_fingerprint(layout: Layout) -> str:
     return digest.hexdigest()
 
 
-def stop_on_conflict(
-    options: RebaseOptions,
-    queue: Queue,
-    upstream: UpstreamTree,
-    old_pristine: dict[str, bytes],
-    work: Path,
-    replay: Replay,
-    stopped: Patch,
-    base: str,
-) -> RebaseReport:
-    names = [p.name for p in queue.patches]
+def stop_on_conflict(run: RebaseRun, stopped: Patch) -> RebaseReport:
+    """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict."""
+    options, replay, upstream = run.options, run.replay, run.upstream
+    names = [p.name for p in run.queue.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
-    repo = WorkRepo(work / "repo")
     state: RebaseState = {
         "tag": options.tag,
         "source": str(options.source),
@@ -231,8 +258,8 @@ def stop_on_conflict(
             "wheel_sha256": upstream.wheel_sha256,
             "commit": upstream.commit,
         },
-        "base": base,  # the new tag's pristine commit in the scratch repo
-        "stopped_at": repo.head(),  # HEAD under the half-applied patch
+        "base": run.base,  # the new tag's pristine commit in the scratch repo
+        "stopped_at": run.repo.head(),  # HEAD under the half-applied patch
         "conflicted": stopped.name,
         "remaining": remaining,
         "applied": replay.applied,
@@ -249,12 +276,12 @@ def stop_on_conflict(
             for o in replay.outcomes
         ],
     }
-    save_state(work, state)
+    save_state(run.work, state)
     fault_point("rebase:state")
-    report = make_report(options, queue, upstream, old_pristine, replay, "conflict")
-    report.work_dir = str(work)
-    report.continue_command = f"python -m release rebase --continue {work}"
-    report.abort_command = f"python -m release rebase --abort {work}"
+    report = make_report(run, "conflict")
+    report.work_dir = str(run.work)
+    report.continue_command = f"python -m release rebase --continue {run.work}"
+    report.abort_command = f"python -m release rebase --abort {run.work}"
     write_report(options, report)
     return report
 
@@ -264,35 +291,17 @@ def save_state(work: Path, state: RebaseState) -> None:
     write_atomic(work / STATE, (json.dumps(state, indent=2) + "\n").encode("utf-8"))
 
 
-def finish(
-    options: RebaseOptions,
-    queue: Queue,
-    upstream: UpstreamTree,
-    old_pristine: dict[str, bytes],
-    repo: WorkRepo,
-    base: str,
-    replay: Replay,
-    work: Path,
-) -> RebaseReport:
-    exported = repo.export(base, work / "export")
-    if len(exported) != len(replay.applied):
-        raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
-    # As bytes (read_text would turn a CR into LF), and refused before the swap if git wrote a CR.
-    refreshed = {name: path.read_bytes().decode("utf-8") for name, path in zip(replay.applied, exported, strict=True)}
-    for name, text in refreshed.items():
-        refuse_carriage_returns(name, text)
+def finish(run: RebaseRun) -> RebaseReport:
+    """Every patch applied or retired: export the refreshed series and install it all in one swap."""
+    options, queue, replay, repo, work = run.options, run.queue, run.replay, run.repo, run.work
+    refreshed = export_refreshed(run)
     by_name = {p.name: p for p in queue.patches}
-    for outcome in replay.outcomes:
-        if outcome.status == PatchStatus.APPLIES:
-            outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
-            if outcome.refreshed and outcome.how == "applies as it is":
-                outcome.how = "applies; upstream moved its context, so the patch was refreshed"
     retired = {name: by_name[name].with_trailer("Applied-Upstream", options.tag).text for name in replay.retired}
     series = queue.series
     for name in replay.retired:
         series = series.without(name)
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
-    upstream = replace(upstream, source=str(options.source.recorded()))
+    upstream = replace(run.upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
     head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
     nothing = (
@@ -301,7 +310,7 @@ def finish(
         and not any(o.refreshed for o in replay.outcomes)
         and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
-    report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
+    report = make_report(run, "nothing-to-do" if nothing else "done")
     if options.dry_run:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -317,11 +326,10 @@ def finish(
         install(options.layout, outputs, f"rebase {queue.pin.tag} -> {options.tag}", discard=[work])
         fault_point("rebase:swapped")
     if head.stranded:
-        print(
+        log.warn(
             f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
             f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
-            "until they are removed (`train remove TAG`) or the patch returns to the series",
-            file=sys.stderr,
+            "until they are removed (`train remove TAG`) or the patch returns to the series"
         )
     try:
         write_report(options, report)
@@ -335,14 +343,27 @@ def finish(
     return report
 
 
-def make_report(
-    options: RebaseOptions,
-    queue: Queue,
-    upstream: UpstreamTree,
-    old_pristine: dict[str, bytes],
-    replay: Replay,
-    result: str,
-) -> RebaseReport:
+def export_refreshed(run: RebaseRun) -> dict[str, str]:
+    """Each applied patch as `format-patch` writes it on the new tag; the outcomes say which changed."""
+    replay = run.replay
+    exported = run.repo.export(run.base, run.work / "export")
+    if len(exported) != len(replay.applied):
+        raise RuntimeError(f"exported {len(exported)} patches for {len(replay.applied)} applied")
+    # As bytes (read_text would turn a CR into LF), and refused before the swap if git wrote a CR.
+    refreshed = {name: path.read_bytes().decode("utf-8") for name, path in zip(replay.applied, exported, strict=True)}
+    for name, text in refreshed.items():
+        refuse_carriage_returns(name, text)
+    by_name = {p.name: p for p in run.queue.patches}
+    for outcome in replay.outcomes:
+        if outcome.status == PatchStatus.APPLIES:
+            outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
+            if outcome.refreshed and outcome.how == "applies as it is":
+                outcome.how = "applies; upstream moved its context, so the patch was refreshed"
+    return refreshed
+
+
+def make_report(run: RebaseRun, result: str) -> RebaseReport:
+    options, queue, upstream = run.options, run.queue, run.upstream
     return RebaseReport(
         old_tag=queue.pin.tag,
         new_tag=options.tag,
@@ -355,19 +376,15 @@ def make_report(
         flashinfer_verified=verified_versions_text(options.layout),
         dry_run=options.dry_run,
         result=result,
-        patches=replay.outcomes,
-        upstream_changes=upstream_changes(old_pristine, upstream.files),
+        patches=run.replay.outcomes,
+        upstream_changes=upstream_changes(run.old_pristine, upstream.files),
         direction=direction(queue.pin.tag, options.tag),
     )
 
 
-def report_dir(options: RebaseOptions) -> Path:
-    return options.report_dir or options.layout.root / "reports" / f"rebase-{options.tag}"
-
-
 def write_report(options: RebaseOptions, report: RebaseReport) -> None:
-    md, js = report.write(report_dir(options))
-    print(f"report: {md} and {js} (this run's own copy: {md.parent / report.run}/)", file=sys.stderr)
+    md, js = report.write(options.reports)
+    log.note(f"report: {md} and {js} (this run's own copy: {md.parent / report.run}/)")
 
 
 # ------------------------------------------------------------- continue / abort
@@ -396,7 +413,7 @@ def load_state(work: Path) -> RebaseState:
     try:
         state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
         missing = [k for k in ("tag", "source", "fingerprint", "conflicted", "remaining", "applied", "retired",
-                               "outcomes", "upstream", "dry_run", "report_dir") if k not in state]  # fmt: skip
+                               "outcomes", "upstream", "dry_run", "report_dir", "base") if k not in state]  # fmt: skip
         if missing:
             raise KeyError(", ".join(missing))
         resolved = [state["resolved"]["status"]] if "resolved" in state else []
@@ -416,7 +433,7 @@ def abort(layout: Layout, given: Path) -> None:
         had_state = (work / STATE).is_file()
         shutil.rmtree(work)
         what = "its conflict" if had_state else "a killed rebase's leftovers"
-        print(f"dropped {work} ({what}); vendor/ and patches/ were never changed", file=sys.stderr)
+        log.note(f"dropped {work} ({what}); vendor/ and patches/ were never changed")
 
 
 def resume(layout: Layout, given: Path) -> RebaseReport:
@@ -442,11 +459,11 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
             repo.run("am", "--quit")
         repo.run("reset", "--quiet", "--hard", state["resolved"]["head"])
     options = RebaseOptions(
-        state["tag"],
-        Source.parse(state["source"]),
-        layout,
-        state["dry_run"],
-        Path(state["report_dir"]) if state["report_dir"] else None,
+        tag=state["tag"],
+        source=Source.parse(state["source"]),
+        layout=layout,
+        dry_run=state["dry_run"],
+        report_dir=Path(state["report_dir"]) if state["report_dir"] else None,
     )
     check_report_dir(options)
     queue = Queue.load(layout)
@@ -471,16 +488,13 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
             PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
         )
     remaining = [p for p in queue.patches if p.name in state["remaining"]]
-    # The new tag's pristine tree: recorded at the stop (older states: the commit below the applied patches).
-    base = state.get("base") or repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
+    base = state["base"]  # the new tag's pristine commit, recorded at the stop
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
     old_pristine = require_clean_vendor(layout, queue)
-    stopped = replay_series(repo, work, remaining, replay, upstream)
-    if stopped is not None:
-        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
-    return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
+    run = RebaseRun(options, queue, upstream, old_pristine, work, base, replay)
+    return replay_then_stop_or_finish(run, remaining)
 
 
 def resolve_conflict(repo: WorkRepo, state: RebaseState) -> Resolved:

@@ -13,10 +13,10 @@ release 0.21.0, never a release of its own: it maps to 0.21.0 and is merged with
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import EXIT_OK, BadInputError, BadTagError, GitError, RemoteError
 from release.core.git import ls_remote_tags
 from release.core.layout import Layout
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     else:
         text = ls_remote(args.remote)
     newer = newer_than(pin_tag, parse_ls_remote(text))
-    print(f"pinned {pin_tag}; {len(newer)} newer release(s) on the remote", file=sys.stderr)
+    log.note(f"pinned {pin_tag}; {len(newer)} newer release(s) on the remote")
     for version in newer[-1:] if args.newest else newer:
-        print(version.tag)
+        log.out(version.tag)
     return EXIT_OK

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from release.core import log
 from release.core.errors import EXIT_OK
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 from release.scan.document import build_document, dumps, load_document, to_markdown
-from release.scan.run import ScanOptions, human_bytes, parse_bound, say, scan, train_versions
+from release.scan.run import ScanOptions, human_bytes, parse_bound, scan, train_versions
 
 EPILOG = f"""what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
@@ -60,17 +61,19 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     result = scan(options)
     document, dropped = build_document(result, options, previous, train)
     if dropped:
-        say(f"dropped {len(dropped)} release(s) classified for other patches before: {', '.join(dropped)}; rescan them")
+        log.note(
+            f"dropped {len(dropped)} release(s) classified for other patches before: {', '.join(dropped)}; rescan them"
+        )
     moved = result.transfer
-    say(
+    log.note(
         f"scanned {len(result.results)} release(s) in {result.seconds:.1f} s: "
         f"{human_bytes(moved.bytes)} downloaded in {moved.requests} request(s)"
     )
     markdown = to_markdown(document)
     if not args.dry_run:
-        layout.affected_json.write_text(dumps(document), encoding="utf-8")
+        write_atomic(layout.affected_json, dumps(document).encode("utf-8"))
         layout.affected_md.parent.mkdir(parents=True, exist_ok=True)
-        layout.affected_md.write_text(markdown, encoding="utf-8")
-        say(f"wrote {layout.affected_md} and {layout.affected_json}")
-    sys.stdout.write(dumps(document) if args.json else markdown)
+        write_atomic(layout.affected_md, markdown.encode("utf-8"))
+        log.note(f"wrote {layout.affected_md} and {layout.affected_json}")
+    log.out(dumps(document) if args.json else markdown, end="")
     return EXIT_OK

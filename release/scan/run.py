@@ -13,7 +13,6 @@ beside the doctor) and its human form (docs/affected-releases.md).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from release.core import log
 from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
@@ -33,7 +33,6 @@ from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
-from release.pristine.metadata import flashinfer_pin
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
 from release.queue.load import Queue, line_patches
@@ -128,13 +127,13 @@ def scan(options: ScanOptions) -> ScanResult:
     skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Version(v), options)}
     skipped |= {str(r.version): r.why_none for r in listed if r.wheel is None}
     todo = [r for r in listed if r.wheel is not None]
-    say(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
+    log.note(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
             result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants)
             results.append(result)
-            say(progress_line(number, len(todo), result))
+            log.note(progress_line(number, len(todo), result))
     return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
 
 
@@ -164,7 +163,7 @@ def scan_release(
     started = time.monotonic()
     version = str(release.version)
     content = pypi_content(version, lambda name: any(line.wants(name) for line in lines))
-    safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
+    metadata = safe.prove_wheel_release(content.metadata_raw, version, content.wheel)
     line = next((line for line in lines if line.present(content.names, content.files)), None)
     own = (variants or {}).get(line.name) if line else None
     if line is None or own is None:
@@ -183,7 +182,7 @@ def scan_release(
         patches=states,
         wheel=content.wheel,
         wheel_sha256=content.wheel_sha256,
-        flashinfer=flashinfer_pin(content.metadata),
+        flashinfer=safe.wheel_flashinfer_pin(metadata, content.wheel),
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,
@@ -227,10 +226,6 @@ def classify_patches(
 
 
 # ---------------------------------------------------------------- reporting
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def human_bytes(count: int) -> str:

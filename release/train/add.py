@@ -7,6 +7,7 @@ entry; train.toml is written in one rename.
 
 from __future__ import annotations
 
+from release.core import log
 from release.core.errors import SourceError, TrainRefusedError
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
@@ -86,7 +87,7 @@ def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
     verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
-    print(
+    log.out(
         f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}"
     )
     return train.with_entry(entry)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypedDict
 
+from release.core import log
 from release.core.errors import (
     EXIT_OK,
     BadInputError,
@@ -24,6 +24,7 @@ from release.core.errors import (
     TrainDriftError,
     UnknownTrainTagError,
 )
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
@@ -184,7 +185,7 @@ def run_remove(layout: Layout, tag: str) -> int:
             hint="rebase vendor/ onto another train tag first (`python -m release rebase TAG`), then remove it",
         )
     save(layout, train.without(tag))
-    print(f"removed {tag}; the train is {', '.join(train.without(tag).tags)}")
+    log.out(f"removed {tag}; the train is {', '.join(train.without(tag).tags)}")
     return EXIT_OK
 
 
@@ -241,9 +242,9 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
 def run_list(layout: Layout, as_json: bool) -> int:
     if as_json:
         head, table = rows(layout)
-        print(json.dumps({"head": head, "releases": table}, indent=2, sort_keys=True))
+        log.out(json.dumps({"head": head, "releases": table}, indent=2, sort_keys=True))
     else:
-        print(table_text(layout), end="")
+        log.out(table_text(layout), end="")
     return EXIT_OK
 
 
@@ -277,16 +278,16 @@ def run_check(layout: Layout, tags: list[str]) -> int:
     results = check_train(layout, tags or None)
     for result in results:
         if result.ok:
-            print(f"ok    {result.tag}  ({result.seconds:.2f} s)")
+            log.out(f"ok    {result.tag}  ({result.seconds:.2f} s)")
         for finding in result.findings:
-            print(f"FAIL  {finding.line()}")
+            log.out(f"FAIL  {finding.line()}")
     bad = [r for r in results if not r.ok]
     if bad:
         named = "; ".join(f"{r.tag} ({', '.join(sorted({f.file for f in r.findings}))})" for r in bad)
         raise TrainDriftError(
             f"train check: {len(bad)} of {len(results)} tags do not reproduce their recorded hashes: {named}"
         )
-    print(f"train check: all {len(results)} tags reproduce their recorded pristine and patched sha256")
+    log.out(f"train check: all {len(results)} tags reproduce their recorded pristine and patched sha256")
     return EXIT_OK
 
 
@@ -296,13 +297,13 @@ def run_check(layout: Layout, tags: list[str]) -> int:
 def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: Source) -> int:
     report = watch(layout, load_scan(scan_path), source)
     for line in report.lines:
-        print(line)
+        log.out(line)
     if not report.lines:
-        print(f"nothing newer than {report.newest_before} in {scan_path}")
+        log.out(f"nothing newer than {report.newest_before} in {scan_path}")
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(report.to_markdown(table_text(layout)), encoding="utf-8")
+        write_atomic(report_path, report.to_markdown(table_text(layout)).encode("utf-8"))
         # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
-        report_path.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
-        print(f"report: {report_path}", file=sys.stderr)
+        write_atomic(report_path.with_suffix(".json"), report.to_json().encode("utf-8"))
+        log.note(f"report: {report_path}")
     return EXIT_OK

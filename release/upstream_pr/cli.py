@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import tempfile
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import (
     EXIT_OK,
     AlreadyUpstreamError,
@@ -24,6 +24,7 @@ from release.core.errors import (
     PatchDoesNotApplyError,
     UnknownPatchError,
 )
+from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -150,25 +151,25 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     pr = PullRequest(patch, mail, pin.tag, args.title_prefix, pr_evidence.collect(reports, layout.root))
     out.mkdir(parents=True, exist_ok=True)
     mail_path, pr_path = out / patch.name, out / "PR.md"
-    mail_path.write_text(mail.text, encoding="utf-8")
-    pr_path.write_text(render(pr), encoding="utf-8")
+    write_atomic(mail_path, mail.text.encode("utf-8"))
+    write_atomic(pr_path, render(pr).encode("utf-8"))
 
-    print(f"title: {pr.title}")
-    print(f"patch: {mail_path}")
-    print(f"body:  {pr_path}")
+    log.out(f"title: {pr.title}")
+    log.out(f"patch: {mail_path}")
+    log.out(f"body:  {pr_path}")
     if args.vllm is not None:
         commit = make_branch(clone, pin.tag, branch, mail_path)
-        print(f"branch: {branch} at {commit[:12]} in {clone.path} (based on {pin.tag}, signed off)")
-        print(
+        log.out(f"branch: {branch} at {commit[:12]} in {clone.path} (based on {pin.tag}, signed off)")
+        log.out(
             "next: rebase onto vLLM main if needed, push to your fork, then "
             f"`gh pr create --repo vllm-project/vllm --head <you>:{branch} --title '{pr.title}' --body-file {pr_path}`"
         )
     else:
-        print(
+        log.out(
             f"next: in a vLLM clone at {pin.tag}: `git switch -c fused-moe/{patch.slug} {pin.tag} && "
             f"git am --signoff --keep-non-patch {mail_path}` (or rerun with --vllm PATH)"
         )
     missing = [e.title for e in pr.evidence if not e.ran]
     if missing:
-        print("not run yet (PR.md gives the commands): " + "; ".join(missing), file=sys.stderr)
+        log.note("not run yet (PR.md gives the commands): " + "; ".join(missing))
     return EXIT_OK

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from release.core.errors import ConfigError, MalformedPatchError, MalformedSerie
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
+from release.model.train import Train
 
 REPO = Path(__file__).resolve().parents[2]
 PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
@@ -86,8 +89,55 @@ def test_pin_round_trips_byte_for_byte() -> None:
     assert Pin.load(path).dumps() == path.read_text()
 
 
+# Every character TOML forbids raw in a basic string: the control characters (tab aside), DEL, the
+# quote and the backslash. The hand-written writer this replaced escaped only the last two, so a
+# `source` or a file name holding any other wrote a file tomllib then refused to read.
+AWKWARD = "".join(chr(c) for c in [*range(0x20), 0x7F]) + '"\\ é'
+
+
+def test_the_pin_writes_any_string_as_toml_that_reads_back_the_same(tmp_path: Path) -> None:
+    pin = Pin.load(REPO / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml")
+    odd = replace(pin, source=f"dir:{AWKWARD}", files={f"a{AWKWARD}.py": "0" * 64, **pin.files})
+    path = tmp_path / "UPSTREAM.toml"
+    path.write_text(odd.dumps(), encoding="utf-8")
+    assert Pin.load(path) == odd
+    assert Pin.load(path).dumps() == odd.dumps()
+
+
+def test_the_train_writes_any_string_as_toml_that_reads_back_the_same() -> None:
+    train = Train.load(REPO / "patches" / "train.toml")
+    entry = replace(train.entries[0], source=f"dir:{AWKWARD}", pristine={f"a{AWKWARD}.py": "0" * 64})
+    written = tomllib.loads(Train((entry,)).dumps())
+    assert written["release"][0]["source"] == entry.source
+    assert written["release"][0]["pristine"] == entry.pristine
+    # The file's own comments survive every write: tomli-w writes none, they are a fixed header.
+    assert Train((entry,)).dumps().startswith("# The release train: every vLLM release we ship an overlay for")
+
+
 def test_pin_with_a_bad_digest_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "UPSTREAM.toml"
     path.write_text((REPO / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml").read_text().replace('"2800', '"zz00', 1))
     with pytest.raises(ConfigError, match="sha256"):
         Pin.load(path)
+
+
+def test_a_patch_mails_headers_are_read_as_git_am_reads_them() -> None:
+    """Folded lines joined, RFC 2047 words decoded: `git format-patch` encodes a non-ASCII subject or
+    author so. The regexes this replaced returned `=?UTF-8?q?...?=` as the subject, which then matched
+    no commit's subject in `pq export` (git log gives it decoded)."""
+    real = REPO / "patches" / "lines" / "flashinfer_nvlink" / "0001-flashinfer-nvlink-output-is-reduced.patch"
+    patch = Patch(real.name, real.read_text())
+    assert patch.subject == "fused_moe: FlashInfer NVLink combine output is already reduced (0.18.x)"
+    assert patch.author == "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
+    mail = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: =?UTF-8?q?J=C3=B6rg=20M=C3=BCller?= <jm@example.org>\n"
+        "Date: Thu, 3 Dec 2026 00:00:00 +0000\n"
+        "Subject: =?UTF-8?q?fused=5Fmoe:=20caf=C3=A9=20combine=20output=20is=20alr?=\n"
+        " =?UTF-8?q?eady=20reduced?=\n"
+        "\n"
+        "Why: because.\n"
+    )
+    odd = Patch("0002-x.patch", mail)
+    assert odd.subject == "fused_moe: café combine output is already reduced"
+    assert odd.author == "Jörg Müller <jm@example.org>"
