@@ -27,7 +27,8 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
-KEYS = (*TEXT_KEYS, "pristine", "patched")
+KEYS = (*TEXT_KEYS, "patches", "pristine", "patched")
+PATCH_NAME_RE = re.compile(r"[0-9]{4}-[A-Za-z0-9._-]+\.patch")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class TrainEntry:
     wheel_sha256: str = ""
     commit: str = ""
     flashinfer: str = ""  # the tag's own pin, e.g. "flashinfer-python==0.6.6"
+    # The patches its replay applied, in order (a line's variants by their own names): what its overlay carries.
+    patches: tuple[str, ...] = ()
     pristine: dict[str, str] = field(default_factory=dict)  # path in the line's subtree -> sha256
     patched: dict[str, str] = field(default_factory=dict)  # the same after the series
 
@@ -48,7 +51,12 @@ class TrainEntry:
 
     @classmethod
     def of(
-        cls, upstream: UpstreamTree, patched: dict[str, str], line: str = DEFAULT_LINE, source: str = ""
+        cls,
+        upstream: UpstreamTree,
+        patched: dict[str, str],
+        line: str = DEFAULT_LINE,
+        source: str = "",
+        patches: tuple[str, ...] = (),
     ) -> TrainEntry:
         """The entry for `upstream` (its provenance and pristine hashes) with the hashes after the series."""
         return cls(
@@ -59,6 +67,7 @@ class TrainEntry:
             wheel_sha256=upstream.wheel_sha256,
             commit=upstream.commit,
             flashinfer=upstream.flashinfer,
+            patches=patches,
             pristine=upstream.file_hashes(),
             patched=patched,
         )
@@ -140,6 +149,7 @@ class Train:
                 f"wheel_sha256 = {_toml_str(e.wheel_sha256)}",
                 f"commit = {_toml_str(e.commit)}",
                 f"flashinfer = {_toml_str(e.flashinfer)}",
+                f"patches = [{', '.join(_toml_str(name) for name in e.patches)}]",
                 "",
                 "[release.pristine]",
                 *(f"{_toml_str(name)} = {_toml_str(digest)}" for name, digest in sorted(e.pristine.items())),
@@ -209,6 +219,9 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         raise TrainFileError(f"{where}: wheel_sha256 {texts['wheel_sha256']!r} is not a sha256 hex digest")
     if texts["commit"] and not COMMIT_RE.fullmatch(texts["commit"]):
         raise TrainFileError(f"{where}: commit {texts['commit']!r} is not a git commit id")
+    patches = item.get("patches", [])
+    if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
+        raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
     tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
@@ -228,6 +241,7 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         wheel_sha256=texts["wheel_sha256"],
         commit=texts["commit"],
         flashinfer=texts["flashinfer"],
+        patches=tuple(patches),
         pristine=tables["pristine"],
         patched=tables["patched"],
     )

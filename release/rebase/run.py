@@ -38,11 +38,11 @@ from release.model.train import Train
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.load import Queue, rebase_patches
 from release.queue.replay import Replay, replay_series
 from release.queue.verified import verified_versions_text
 from release.rebase.head import move_head
-from release.rebase.report import RebaseReport, upstream_changes
+from release.rebase.report import RebaseReport, retirements, upstream_changes
 from release.rebase.swap import Outputs, install
 
 STATE = "state.json"
@@ -125,10 +125,12 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
         base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
         replay = Replay()
-        stopped = replay_series(repo, work, queue.patches, replay, upstream)
+        # The series as the new tag takes it: a retired patch too where the tag is older than its upstream release.
+        patches = rebase_patches(layout, queue, options.tag)
+        stopped = replay_series(repo, work, patches, replay, upstream)
         if stopped is not None:
-            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
-        return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
+            return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base, patches)
+        return finish(options, queue, upstream, old_pristine, repo, base, replay, work, patches)
     except BaseException:
         # Keep the work dir only when it holds a conflict to continue from.
         if not (work / STATE).exists():
@@ -198,7 +200,13 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
 def _queue_fingerprint(layout: Layout) -> str:
     digest = hashlib.sha256()
     for path in sorted(
-        [layout.upstream_toml, layout.series, *layout.patches.glob("*.patch"), *layout.subtree.rglob("*.py")]
+        [
+            layout.upstream_toml,
+            layout.series,
+            *layout.patches.glob("*.patch"),
+            *layout.retired.glob("*.patch"),
+            *layout.subtree.rglob("*.py"),
+        ]
     ):
         digest.update(str(path.relative_to(layout.root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -213,8 +221,9 @@ def stop_on_conflict(
     replay: Replay,
     stopped: Patch,
     base: str,
+    patches: list[Patch],
 ) -> RebaseReport:
-    names = [p.name for p in queue.patches]
+    names = [p.name for p in patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
@@ -273,6 +282,7 @@ def finish(
     base: str,
     replay: Replay,
     work: Path,
+    patches: list[Patch],
 ) -> RebaseReport:
     exported = repo.export(base, work / "export")
     if len(exported) != len(replay.applied):
@@ -281,7 +291,7 @@ def finish(
     refreshed = {name: path.read_bytes().decode("utf-8") for name, path in zip(replay.applied, exported, strict=True)}
     for name, text in refreshed.items():
         refuse_carriage_returns(name, text)
-    by_name = {p.name: p for p in queue.patches}
+    by_name = {p.name: p for p in patches}
     for outcome in replay.outcomes:
         if outcome.status == PatchStatus.APPLIES:
             outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
@@ -290,18 +300,24 @@ def finish(
     retired = {name: by_name[name].with_trailer("Applied-Upstream", options.tag).text for name in replay.retired}
     series = queue.series
     for name in replay.retired:
-        series = series.without(name)
+        series = series.retire(name)  # kept in its place: every tag older than options.tag still replays it
+    # A retired patch that applies on the new tag (older than its upstream release) is back in the series.
+    unretired = [name for name in replay.applied if name in queue.series.retired]
+    for name in unretired:
+        series = series.unretire(name)
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
     upstream = replace(upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
-    head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.applied)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
+        and not unretired
         and not any(o.refreshed for o in replay.outcomes)
         and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(options, queue, upstream, old_pristine, replay, "nothing-to-do" if nothing else "done")
+    report.retirements = retirements(options.layout, options.tag, replay.retired, unretired)
     if options.dry_run:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -309,6 +325,7 @@ def finish(
             vendor=repo.subtree_files(),
             refreshed=refreshed,
             retired=retired,
+            unretired=unretired,
             series=series.dumps(),
             pin=pin.dumps(),
             train=head.text,
@@ -316,13 +333,8 @@ def finish(
         # The work dir goes with the swap (the journal discards it), so no state outlives the change.
         install(options.layout, outputs, f"rebase {queue.pin.tag} -> {options.tag}", discard=[work])
         fault_point("rebase:swapped")
-    if head.stranded:
-        print(
-            f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
-            f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
-            "until they are removed (`train remove TAG`) or the patch returns to the series",
-            file=sys.stderr,
-        )
+    for retirement in report.retirements:
+        print(f"train: {retirement.sentence()}", file=sys.stderr)
     try:
         write_report(options, report)
     except OSError as exc:
@@ -470,17 +482,18 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
         replay.outcomes.append(
             PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
         )
-    remaining = [p for p in queue.patches if p.name in state["remaining"]]
+    remaining = [p for p in rebase_patches(layout, queue, state["tag"]) if p.name in state["remaining"]]
     # The new tag's pristine tree: recorded at the stop (older states: the commit below the applied patches).
     base = state.get("base") or repo.run("rev-parse", f"HEAD~{len(replay.applied)}").out.strip()
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
     old_pristine = require_clean_vendor(layout, queue)
+    patches = rebase_patches(layout, queue, state["tag"])
     stopped = replay_series(repo, work, remaining, replay, upstream)
     if stopped is not None:
-        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base)
-    return finish(options, queue, upstream, old_pristine, repo, base, replay, work)
+        return stop_on_conflict(options, queue, upstream, old_pristine, work, replay, stopped, base, patches)
+    return finish(options, queue, upstream, old_pristine, repo, base, replay, work, patches)
 
 
 def resolve_conflict(repo: WorkRepo, state: RebaseState) -> Resolved:

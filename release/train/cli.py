@@ -27,10 +27,11 @@ from release.core.errors import (
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
+from release.model.lines import read_lines
 from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.load import Queue, named_patch, require_accounted
 from release.queue.verified import read_verified
 from release.train.add import DEFAULT_TRAIN_SOURCE, record, replay_for_add, save
 from release.train.check import check_train
@@ -139,6 +140,7 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     if len(set(tags)) != len(tags):
         raise BadInputError(f"a tag is named twice: {' '.join(tags)}")
     queue = Queue.load(layout)
+    require_accounted(layout, queue)
     train = Train.load(layout.train)
     sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
@@ -200,6 +202,9 @@ class TrainRow(TypedDict):
     flashinfer_pin: str
     flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
     files: int
+    patches: list[str]  # what its replay applies, in order (train.toml `patches`)
+    bugs: list[str]  # the bugs those patches fix (their Bug: ids); empty: it carries downstream changes only
+    carries: str  # "bug" (there for a bug) or "downstream" (only downstream changes)
     patched_files: list[str]
     pristine: dict[str, str]
     patched: dict[str, str]
@@ -209,8 +214,11 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
     train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
     verified = read_verified(layout.verified_toml)
+    lines = read_lines(layout.lines)
     out: list[TrainRow] = []
     for e in train.entries:
+        found = [named_patch(layout, lines.get(e.line), name) for name in e.patches]
+        bugs = sorted({p.purpose.bug for p in found if p is not None and p.purpose.bug})
         out.append(
             {
                 "tag": e.tag,
@@ -225,6 +233,9 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
                 # What the tag's wheel will require; null: no verified version fits, the tag does not build.
                 "flashinfer_range": verified.range_for(e.flashinfer),
                 "files": len(e.pristine),
+                "patches": list(e.patches),
+                "bugs": bugs,
+                "carries": "bug" if bugs else "downstream",
                 "patched_files": sorted(n for n, d in e.patched.items() if e.pristine.get(n) != d),
                 "pristine": e.pristine,
                 "patched": e.patched,
@@ -244,7 +255,7 @@ def run_list(layout: Layout, as_json: bool) -> int:
 
 def table_text(layout: Layout) -> str:
     head, table = rows(layout)
-    header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files")
+    header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files", "carries")
     lines = [
         (
             f"{r['tag']}{' *' if r['head'] else ''}",
@@ -253,6 +264,7 @@ def table_text(layout: Layout) -> str:
             (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
             r["flashinfer_range"] or "none verified: not built",
             f"{len(r['patched_files'])} of {r['files']}",
+            carries(r),
         )
         for r in table
     ]
@@ -263,6 +275,14 @@ def table_text(layout: Layout) -> str:
     ]
     out.append(f"* the head: vendor/ holds {head}; {len(table)} tags in patches/train.toml")
     return "\n".join(out) + "\n"
+
+
+def carries(row: TrainRow) -> str:
+    """What a tag's overlay is there for: the bugs it fixes (by their patches' numbers), or downstream only."""
+    numbers = ", ".join(name.split("-", 1)[0] for name in row["patches"])
+    if row["carries"] == "bug":
+        return f"bug fix ({numbers})"
+    return f"downstream only ({numbers})" if numbers else "nothing"
 
 
 # ------------------------------------------------------------------------- check
