@@ -162,3 +162,22 @@ def demo_wheel(directory: Path, version: str) -> Path:
         archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{info}/RECORD", "")
     return path
+
+
+SHAPE_CHECK_PATCH = "0002-shape-check.patch"
+SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
+
+
+def add_shape_check(project: Path) -> str:
+    """The issue's downstream 0002: a shape check as the first statement of the two-sided `finalize`, added to
+    the project's series and vendor/ (a test's own patch, never committed to the series)."""
+    import re
+
+    two_sided = "flashinfer_nvlink_two_sided.py"
+    text = (project / "vendor" / "vllm_fused_moe" / "prepare_finalize" / two_sided).read_text()
+    match = re.search(r"    def finalize\(.*?\n\s*\) -> None:\n", text, re.S)
+    assert match is not None, "the two-sided class has no finalize"
+    anchor = match.group(0)
+    return add_patch(
+        project, SHAPE_CHECK_PATCH, two_sided, anchor, anchor + SHAPE_CHECK, "fused_moe: shape check in finalize"
+    )
