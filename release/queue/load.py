@@ -125,12 +125,10 @@ def account(layout: Layout, line: Line) -> dict[str, Entry]:
     (by the variant's `Varies:`), keyed by the common patch's name."""
     said: dict[str, Entry] = {}
     for entry in line_series(layout, line).entries:
-        if entry.kind in (EntryKind.TAKE, EntryKind.SKIP):
-            said[entry.name] = entry
-        elif entry.kind == EntryKind.PATCH:
-            patch = entry_patch(layout, line, entry)
-            common = varies(patch) if patch is not None else None
-            said[common or entry.name] = entry
+        # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
+        patch = entry_patch(layout, line, entry)
+        common = varies(patch) if patch is not None and entry.kind == EntryKind.PATCH else None
+        said[common or entry.name] = entry
     return said
 
 

@@ -1,10 +1,12 @@
 """`python -m release train add|remove|list|check`: the vLLM releases we ship an overlay for.
 
-patches/train.toml is the data; vendor/ is its head. `add` replays patches/series on a
-tag's pristine subtree in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
-records where the code came from and the sha256 of every file before and after; it
-refuses, with exit 2, a tag where a patch conflicts or is already upstream. `check`
-proves every tag still reproduces what is recorded.
+patches/train.toml is the data; vendor/ is its head. `add` replays the series a tag takes
+(its release line's; a retired patch where the tag is older than its Applied-Upstream) on the
+tag's pristine modules in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
+records where the code came from, the patches it carries and the sha256 of every file before
+and after; it refuses, with exit 2, a tag where a patch conflicts, one with nothing to carry,
+and one the scan data calls affected by a bug none of its patches fixes. `check` proves every
+tag still reproduces what is recorded. Both refuse a release line silent about a common patch.
 """
 
 from __future__ import annotations
@@ -38,14 +40,19 @@ from release.train.check import check_train
 from release.train.watch import load_scan, watch
 
 EPILOG = """actions:
-  add TAG...      replay its line's series on each TAG's pristine modules (scratch dir, no fuzz,
-                  3-way) and record it with its release line (--line NAME, or the first line of
-                  patches/lines.toml whose markers the release has); an existing tag is
-                  re-recorded. Refused with exit 2, and nothing written, when a patch conflicts or is already upstream.
+  add TAG...      replay the series each TAG takes on its pristine modules (scratch dir, no fuzz,
+                  3-way; its line's series, a retired patch where TAG is older than its
+                  Applied-Upstream) and record it with its release line (--line NAME, or the first
+                  line of patches/lines.toml whose markers the release has) and the patches it
+                  carries; an existing tag is re-recorded. Refused with exit 2, and nothing written,
+                  when a patch conflicts, when nothing is left to carry (a patch already upstream
+                  there is just not replayed), or when the scan data says TAG has a bug none of its
+                  patches fixes.
   add --all       re-record every tag from its recorded source (after a change to patches/)
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
-                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml
+                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
+                  its overlay carries: a bug fix, or downstream changes only
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
                   sha256, byte for byte; offline when the release wheels are cached
                   (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
