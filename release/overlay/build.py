@@ -133,6 +133,12 @@ def build(plan: BuildPlan) -> BuildResult:
         dirty = _checked_inputs(plan)
         pin = Pin.load(plan.layout.upstream_toml)
         patches = active_patches(plan.layout)
+        if not patches:
+            raise BadInputError(
+                f"not building {pin.tag}: patches/series applies nothing at the head (every patch retired); "
+                "an overlay would ship vLLM's own files",
+                hint="build the tags that carry something: `python -m release build --all`",
+            )
         refuse_missing_fixes(
             f"not building {pin.tag}", pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches]
         )

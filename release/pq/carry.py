@@ -23,8 +23,10 @@ it), the job as its steps:
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,8 +115,10 @@ def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: 
         train = Train.load(layout.train)
         report = CarryReport(patch.name, [])
         outputs = []
-        for line in lines:
-            done, files = carry_line(layout, queue, patch, line, head_before, train)
+        # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.
+        with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(len(lines), 1))) as pool:
+            carried = list(pool.map(lambda line: carry_line(layout, queue, patch, line, head_before, train), lines))
+        for line, (done, files) in zip(lines, carried, strict=True):
             report.lines.append(done)
             if files is not None:
                 folder = line.patch_dir(layout.root)
