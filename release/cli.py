@@ -87,7 +87,7 @@ COMMANDS: tuple[Command, ...] = (
             (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
-    Command("pq", "release.pq.cli", "edit the patch queue as git commits: import, new, export", _COMMON,
+    Command("pq", "release.pq.cli", "edit the patch queue as git commits, carry a patch to the lines", _COMMON,
             exit_texts=((EXIT_FAILED, "`export --check`: patches/ or vendor/ differ from the export; or a tool failed"),
                         (EXIT_BAD_INPUT, "bad input: no or a foreign work tree, work not exported, a commit that is "
                          "no patch (merge, empty, message without the template's answers), dirty vendor/; "

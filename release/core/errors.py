@@ -87,6 +87,24 @@ class MalformedSeriesError(BadInputError):
     default_hint = "patches/series names one patch file a line; `#` starts a comment"
 
 
+class SilentLineError(MalformedSeriesError):
+    """A release line's series says nothing about a common patch of patches/series."""
+
+    default_hint = (
+        "a line's series accounts for every common patch: its own variant (Varies: NAME), `take NAME` or "
+        "`skip NAME: why`; `python -m release pq carry NAME` makes the variants that apply (docs/patch-queue.md)"
+    )
+
+
+class MissingFixError(BadInputError):
+    """A tag is affected by a bug (the scan data), but what would be shipped for it carries no patch for it."""
+
+    default_hint = (
+        "a tag older than a retired patch's Applied-Upstream replays it (patches/series `retired NAME`); a line "
+        "that skips a bug's patch needs a variant of it (`python -m release pq carry NAME`); nothing was changed"
+    )
+
+
 class DirtyVendorError(BadInputError):
     """vendor/ is not pristine + series, so a rebase or a PR would lose hand edits."""
 

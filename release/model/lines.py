@@ -8,6 +8,9 @@ patches (patches/NNNN-*.patch) and the line's own variants (patches/lines/<line>
 whose `Varies:` trailer names the common patch they stand in for); a variant is looked up in
 the line's folder first. Files of a line are keyed by their path below the line's `root`,
 the deepest directory holding all its modules, so the head line keeps the keys it always had.
+A line's optional `maps` ([line.maps]) says which of its files holds the code of a head file
+(an upstream path of the head line -> one of the line's): `pq carry` moves a common patch onto
+the line along it; a head path inside the line's own modules maps to itself.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from release.core.errors import ConfigError
 
 HINT = (
     "patches/lines.toml holds [[line]] tables with `name`, `modules`, `markers` (paths in the wheel), "
-    "optional [line.contains] and `series` (a path in the checkout)"
+    "optional [line.contains] and [line.maps], and `series` (a path in the checkout)"
 )
 HEAD_LINE = "prepare_finalize"
 
@@ -40,6 +43,15 @@ class Line:
     # the line's fix makes return output_is_reduced() True (shipped in the scan data, read by doctor.py).
     live_module: str = ""
     live_classes: tuple[str, ...] = ()
+    # {head line's upstream path: the line's path holding that code} (`pq carry`); see map_path().
+    maps: tuple[tuple[str, str], ...] = ()
+
+    def map_path(self, head_path: str) -> str | None:
+        """The line's file that holds the code of the head's `head_path`, or None: it has no counterpart."""
+        mapped = dict(self.maps).get(head_path)
+        if mapped is not None:
+            return mapped
+        return head_path if any(_matches(head_path, module) for module in self.modules) else None
 
     def wants(self, member: str) -> bool:
         """Is this wheel member one of the line's modules (bytecode left out)?"""
@@ -166,8 +178,33 @@ def _line(path: Path, index: int, item: object) -> Line:
         raise ConfigError(f"{path}: line {name!r}: `backends` is a list of --all2all-backend names", hint=HINT)
     live_module, live_classes = _live(path, name, item.get("live"))
     return Line(
-        name, modules, markers, series, tuple(contains), note, fires, tuple(backends), live_module, live_classes
+        name,
+        modules,
+        markers,
+        series,
+        tuple(contains),
+        note,
+        fires,
+        tuple(backends),
+        live_module,
+        live_classes,
+        _maps(path, name, modules, item.get("maps", {})),
     )
+
+
+def _maps(path: Path, name: str, modules: tuple[str, ...], raw: object) -> tuple[tuple[str, str], ...]:
+    why = f"{path}: line {name!r}: [line.maps] maps a head file's upstream path to one of the line's module files"
+    if not isinstance(raw, dict):
+        raise ConfigError(why, hint=HINT)
+    out = []
+    for head, mine in raw.items():
+        if not isinstance(mine, str) or not any(_matches(mine, module) for module in modules):
+            raise ConfigError(f"{why}: {mine!r} is not in the line's modules", hint=HINT)
+        for value in (head, mine):
+            if value.startswith("/") or ".." in value.split("/") or not value.endswith(".py"):
+                raise ConfigError(f"{why}: {value!r} is not a module file's path inside the wheel", hint=HINT)
+        out.append((head, mine))
+    return tuple(sorted(out))
 
 
 def _live(path: Path, name: str, raw: object) -> tuple[str, tuple[str, ...]]:

@@ -18,12 +18,14 @@ class PatchStatus(StrEnum):
     CONFLICT = "conflict"  # neither: the code moved
     ABSENT = "absent"  # the files it changes are not in the tree (scan)
     NOT_REACHED = "not-reached"  # after a conflict: never tried (rebase)
+    SKIPPED = "skipped"  # the release's line does without it (`skip NAME: why` in its series; scan)
 
 
 class ReleaseStatus(StrEnum):
-    """A release, for the bugs the patches fix (scan, from its patches' statuses; doctor reads it)."""
+    """A release, for one bug our patches fix, or for all of them (scan, from the statuses of the bugs'
+    patches; a downstream patch, with no bug behind it, never counts; doctor reads it)."""
 
-    AFFECTED = "affected"  # a patch applies, or would once a variant resolves its conflict
+    AFFECTED = "affected"  # a bug's patch applies, or would once a variant resolves its conflict
     FIXED = "fixed"  # none applies and upstream has their change
     NOT_AFFECTED = "not-affected"  # none of their code is there
 

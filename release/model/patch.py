@@ -335,6 +335,14 @@ class Patch:
         new_message = "\n\n".join([*paragraphs[:-1], "\n".join(replaced)])
         return replace(self, text=self.text.replace(message, new_message, 1))
 
+    def without_trailer(self, key: str) -> Patch:
+        """The same mail without its `key:` trailer line(s): what `with_trailer` added, taken away again."""
+        message = self.message
+        paragraphs = message.split("\n\n")
+        kept = [t for t in paragraphs[-1].splitlines() if not (TRAILER_RE.match(t) and t.split(":", 1)[0] == key)]
+        new_message = "\n\n".join([*paragraphs[:-1], "\n".join(kept)])
+        return replace(self, text=self.text.replace(message, new_message, 1))
+
     @property
     def slug(self) -> str:
         return re.sub(r"^\d{4}-", "", self.name.removesuffix(".patch"))

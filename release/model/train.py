@@ -29,7 +29,8 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
-KEYS = (*TEXT_KEYS, "pristine", "patched")
+KEYS = (*TEXT_KEYS, "patches", "pristine", "patched")
+PATCH_NAME_RE = re.compile(r"[0-9]{4}-[A-Za-z0-9._-]+\.patch")
 HEADER = (
     "# The release train: every vLLM release we ship an overlay for, oldest first.\n"
     "# Written by `python -m release train add|remove` and `rebase`; `train check` proves\n"
@@ -46,6 +47,8 @@ class TrainEntry:
     wheel_sha256: str = ""
     commit: str = ""
     flashinfer: str = ""  # the tag's own pin, e.g. "flashinfer-python==0.6.6"
+    # The patches its replay applied, in order (a line's variants by their own names): what its overlay carries.
+    patches: tuple[str, ...] = ()
     pristine: dict[str, str] = field(default_factory=dict)  # path in the line's subtree -> sha256
     patched: dict[str, str] = field(default_factory=dict)  # the same after the series
 
@@ -55,7 +58,12 @@ class TrainEntry:
 
     @classmethod
     def of(
-        cls, upstream: UpstreamTree, patched: dict[str, str], line: str = DEFAULT_LINE, source: str = ""
+        cls,
+        upstream: UpstreamTree,
+        patched: dict[str, str],
+        line: str = DEFAULT_LINE,
+        source: str = "",
+        patches: tuple[str, ...] = (),
     ) -> TrainEntry:
         """The entry for `upstream` (its provenance and pristine hashes) with the hashes after the series."""
         return cls(
@@ -66,6 +74,7 @@ class TrainEntry:
             wheel_sha256=upstream.wheel_sha256,
             commit=upstream.commit,
             flashinfer=upstream.flashinfer,
+            patches=patches,
             pristine=upstream.file_hashes(),
             patched=patched,
         )
@@ -135,6 +144,7 @@ class Train:
         releases = [
             {
                 **{key: getattr(e, key) for key in TEXT_KEYS},
+                "patches": list(e.patches),
                 "pristine": dict(sorted(e.pristine.items())),
                 "patched": dict(sorted(e.patched.items())),
             }
@@ -202,6 +212,9 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         raise TrainFileError(f"{where}: wheel_sha256 {texts['wheel_sha256']!r} is not a sha256 hex digest")
     if texts["commit"] and not COMMIT_RE.fullmatch(texts["commit"]):
         raise TrainFileError(f"{where}: commit {texts['commit']!r} is not a git commit id")
+    patches = item.get("patches", [])
+    if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
+        raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
     tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
@@ -221,6 +234,7 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         wheel_sha256=texts["wheel_sha256"],
         commit=texts["commit"],
         flashinfer=texts["flashinfer"],
+        patches=tuple(patches),
         pristine=tables["pristine"],
         patched=tables["patched"],
     )

@@ -51,8 +51,9 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.train import Train
+from release.queue.bugs import missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import drift
-from release.queue.load import Queue, line_patches
+from release.queue.load import Queue, tag_patches
 from release.queue.verified import flashinfer_range, read_verified
 
 if TYPE_CHECKING:
@@ -134,6 +135,16 @@ def build(plan: BuildPlan) -> BuildResult:
     with repo_lock(plan.layout, "build"):
         dirty = _checked_inputs(plan)
         pin = Pin.load(plan.layout.upstream_toml)
+        patches = active_patches(plan.layout)
+        if not patches:
+            raise BadInputError(
+                f"not building {pin.tag}: patches/series applies nothing at the head (every patch retired); "
+                "an overlay would ship vLLM's own files",
+                hint="build the tags that carry something: `python -m release build --all`",
+            )
+        refuse_missing_fixes(
+            f"not building {pin.tag}", pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches]
+        )
         target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer))
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
@@ -191,6 +202,14 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             + f": no verified FlashInfer satisfies {'it' if len(refused) == 1 else 'them'} "
             f"(verified: {', '.join(verified.versions)}); nothing was built"
         )
+    # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
+    # anything is replayed: its wheel would tell users the fix is there.
+    lines = read_lines(layout.lines)
+    data = scan_data(layout)
+    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    for e in entries:
+        missing = missing_fixes(layout, e.tag, series[e.tag], data)
+        refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]])
     checks = check_train(layout, [e.tag for e in entries])
     bad = [finding for c in checks for finding in c.findings]
     if bad:
@@ -199,10 +218,19 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             hint="`python -m release train check` lists every tag and file that differ",
         )
     head = Pin.load(layout.upstream_toml).tag
-    lines = read_lines(layout.lines)
+    empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied]
+    if empty and tags is not None:
+        raise BadInputError(
+            f"not building {', '.join(empty)}: its series carries nothing there (every patch upstream or skipped); "
+            "an overlay would ship vLLM's own files"
+        )
+    for tag in empty:
+        print(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
+            if entry.tag in empty:
+                continue
             if entry.tag == head:
                 # vendor/ is the head; check_train just proved it holds exactly the recorded files.
                 target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]))
@@ -210,9 +238,9 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
-                target = BuildTarget(
-                    pin, str(ranges[entry.tag]), checked.replay.files, line, tuple(line_patches(layout, line))
-                )
+                # What the replay applied: a patch already upstream on this tag is not in its wheel.
+                applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
+                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files, line, applied)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
         return [_deliver(result, plan.out) for result in results]
 
@@ -431,7 +459,11 @@ def build_info(
         "flashinfer_specifier": target.flashinfer,
         "commit": head_commit(layout.root),
         "source_date_epoch": epoch,
-        "patches": [{"name": p.name, "subject": p.subject, "trailers": p.trailers} for p in patches],
+        # What the wheel carries, each with the bug it fixes ("" for a downstream change): doctor compares these
+        # with the bugs its vLLM release has (the scan data), so a wheel missing a fix is never "fixed-live".
+        "patches": [
+            {"name": p.name, "subject": p.subject, "bug": p.purpose.bug, "trailers": p.trailers} for p in patches
+        ],
     }
 
 

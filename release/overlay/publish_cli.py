@@ -9,6 +9,7 @@ from release.core import log
 from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.overlay.build import PROJECT
+from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, publish
 
 
@@ -24,7 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "skipped and said so; a file of the same name with other contents is refused and the index is "
         "left unchanged. What an interrupted publish left (temporary files, a page or requirements "
         "file that misses a renamed wheel or is truncated) is repaired first and reported; what no "
-        "publish leaves (a listed file gone or changed, a stray file) is refused. One publish at a "
+        "publish leaves (a listed file gone or changed, a stray file) is refused. A wheel for a vLLM release "
+        "the scan data (affected-releases.json) calls affected by a bug none of its patches fixes is refused "
+        "(exit 2): it would be installed as the newest patch level. One publish at a "
         "time per index (a lock in INDEX_DIR). Serve INDEX_DIR over HTTPS (or "
         "`python -m http.server --bind 127.0.0.1 --directory INDEX_DIR` on one machine); install with "
         f"pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt"
@@ -39,6 +42,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if not wheels or not wheels[0].exists():
         raise BadInputError(f"no wheel in {dist}", hint="build one with `python -m release build` (nox -s build)")
     index: Path = args.index.resolve()
+    # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
+    refuse_wheels_missing_fixes(layout, wheels)
     outcome = publish(wheels, index, project=PROJECT)
     for line in outcome.repaired:
         log.note(f"note: {line}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.layout import Layout
+from release.pq.carry import carry, skip
 from release.pq.export import export_queue
 from release.pq.importer import import_queue
 from release.pq.new import new_patch
@@ -25,12 +26,19 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        edit, add, reorder (`rebase -i pristine`), drop: plain git
   python -m release pq export          patches/ (the patches, series) and vendor/, in one swap
   python -m release pq export --check  exit 1 if patches/ or vendor/ differ from that export
+  python -m release pq carry NAME      carry a new or changed common patch onto every older release line:
+                                       writes each line's variant where it applies (3-way, never fuzz),
+                                       names each line that needs one made by hand
+  python -m release pq skip NAME --line LINE --reason WHY
+                                       a line does without the patch: `skip NAME: WHY` in its series
 
 A commit keeps its patch's file name by the `Patch-Name:` line import adds to its message (the
 export strips it); without one it takes the name of the old patch with its subject, or the next
 free number. Export refuses, changing nothing: a git command half-done, uncommitted or untracked
 files, a merge or an empty commit, a message without Why / How / Related PR / Future plan and
-Origin, Bug or Downstream, Depends-On, Risk, and dropping a patch a release line's series takes."""
+Origin, Bug or Downstream, Depends-On, Risk, and dropping a patch a release line's series takes.
+Every release line's series must then say something about each common patch (check refuses a
+silent line): its variant, `take NAME`, or `skip NAME: why` (docs/patch-queue.md)."""
 
 
 def wrapped(text: str) -> str:
@@ -86,9 +94,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--check", action="store_true", help="write nothing; exit 1 if patches/ or vendor/ would change")
     exp.add_argument("--json", action="store_true", help="print the result as JSON")
 
+    car = actions.add_parser(
+        "carry",
+        help="carry a common patch onto every older release line",
+        description=wrapped(
+            "For each release line that is silent about PATCH (or whose variant pq carry made from an older "
+            "version of it): map the patch's head paths onto the line's files (patches/lines.toml [line.maps]), "
+            "apply it 3-way (never fuzz) on the newest train tag of the line after the line's own earlier "
+            "entries, check the line's new series on every train tag of the line, and write the variant "
+            "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
+            "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
+            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why."
+        ),
+    )
+    car.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    car.add_argument("--line", action="append", default=None, metavar="LINE", help="only this line (repeatable)")
+    car.add_argument("--json", action="store_true", help="print the report as JSON")
+    car.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where carry-report.md and .json go (reports/pq-carry/)",
+    )
+
+    skp = actions.add_parser(
+        "skip",
+        help="a release line does without a common patch, and says why",
+        description=wrapped(
+            "Write `skip PATCH: WHY` into the line's series (patches/lines/<line>/series), where the patch's "
+            "entry belongs. Refused when the line already says something about PATCH."
+        ),
+    )
+    skp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number")
+    skp.add_argument("--line", required=True, metavar="LINE", help="the release line (patches/lines.toml)")
+    skp.add_argument("--reason", required=True, metavar="WHY", help="why the line does without it, in words")
+
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
 
+    if args.action == "carry":
+        return run_carry(layout, args.patch, args.line, args.json, args.report)
+    if args.action == "skip":
+        where = skip(layout, args.patch, args.line, args.reason)
+        print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
+        return EXIT_OK
     path = args.dir.absolute() if args.dir else default_dir(layout)
     if args.action == "import":
         return run_import(layout, path, args.force)
@@ -149,9 +199,22 @@ def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> i
     if check_only:  # not reached: a difference is PatchQueueStaleError
         return EXIT_OK
     log.out(f"wrote in one swap: {', '.join(result.changed_paths)}")
-    if any(not p.startswith("patches/") for p in result.changed_paths):
+    moved = [p.name for p in result.patches if p.status != "unchanged"]
+    if moved:
+        log.out(
+            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry NAME`), then "
+            "`python -m release check` and re-record the train: `python -m release train add --all` and "
+            "`python -m release train check` (every tag's patched files follow the series)"
+        )
+    elif any(not p.startswith("patches/") for p in result.changed_paths):
         log.out(
             "next: `python -m release check`, then re-record the train: `python -m release train add --all` "
             "and `python -m release train check` (every tag's patched files follow the series)"
         )
+    return EXIT_OK
+
+
+def run_carry(layout: Layout, patch: str, lines: list[str] | None, as_json: bool, report: Path | None) -> int:
+    done = carry(layout, patch, lines, report.absolute() if report else None)
+    print(done.to_json() if as_json else done.to_markdown(), end="")
     return EXIT_OK

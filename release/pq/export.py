@@ -28,11 +28,13 @@ from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
 from release.core.lock import repo_lock
 from release.model.lines import read_lines
 from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
-from release.model.series import Series
+from release.model.series import EntryKind, Series, parse_entry
 from release.pq.importer import clean_pristine
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqTree
 from release.queue.load import Queue
+
+CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
     notes = refuse_dropping_what_a_line_takes(layout, dropped)
 
     patch_files = read_tree(layout.patches)
+    drop_from_lines(layout, dropped, patch_files)
     for name in dropped:
         patch_files.pop(name, None)
     for patch in patches:
@@ -267,8 +270,8 @@ def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]
 def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> list[str]:
     """Refuse to drop (or rename) a common patch that a release line's series takes as it is.
 
-    Returns notes for the variants whose `Varies:` names a dropped patch: the line keeps its own
-    variant, but the reference no longer leads anywhere.
+    Returns notes for the variants made by hand whose `Varies:` names a dropped patch: the line keeps
+    its own variant, but the reference no longer leads anywhere.
     """
     if not dropped or not layout.lines.is_file():
         return []
@@ -277,9 +280,8 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
         series_path = line.series_path(layout.root)
         if series_path == layout.series or not series_path.is_file():
             continue
-        own = line.patch_dir(layout.root)
-        names = Series.load(series_path, common=layout.patches).names
-        taken = [name for name in names if name in dropped and not (own / name).is_file()]
+        series = Series.load(series_path, common=layout.patches)
+        taken = [e.name for e in series.entries if e.kind == EntryKind.TAKE and e.name in dropped]
         if taken:
             where = series_path.relative_to(layout.root).as_posix()
             raise PatchQueueTreeError(
@@ -288,31 +290,64 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
                 hint=f"keep the commit and its {NAME_TRAILER}: line, or change {where} first (a variant of the line's "
                 "own, or another patch)",
             )
-        for name in names:
-            variant = own / name
-            if variant.is_file():
-                varies = re.search(r"^Varies: (\S+)", variant.read_text(encoding="utf-8"), re.M)
-                if varies and varies.group(1) in dropped:
-                    notes.append(
-                        f"{variant.relative_to(layout.root).as_posix()} says Varies: {varies.group(1)}, "
-                        "which is no longer in patches/series"
-                    )
+        for entry in series.entries:
+            variant = line.patch_dir(layout.root) / entry.name
+            if entry.kind != EntryKind.PATCH or not variant.is_file():
+                continue
+            text = variant.read_text(encoding="utf-8")
+            varies = re.search(r"^Varies: (\S+)", text, re.M)
+            if varies and varies.group(1) in dropped and not re.search(rf"^{CARRIED_FROM}: ", text, re.M):
+                notes.append(
+                    f"{variant.relative_to(layout.root).as_posix()} says Varies: {varies.group(1)}, "
+                    "which is no longer in patches/series"
+                )
     return notes
+
+
+def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
+    """What the tool wrote into the release lines about a dropped patch goes with it: each line's `skip` of it
+    and the variants `pq carry` made of it (`Carried-From:`), file and series entry. Returns the paths."""
+    if not dropped or not layout.lines.is_file():
+        return []
+    removed: list[str] = []
+    for line in read_lines(layout.lines).lines:
+        series_path = line.series_path(layout.root)
+        if series_path == layout.series or not series_path.is_file():
+            continue
+        series = Series.load(series_path, common=layout.patches)
+        folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        for entry in series.entries:
+            key = f"{folder}/{entry.name}"
+            text = patch_files.get(key, b"").decode("utf-8", "replace")
+            varies = re.search(r"^Varies: (\S+)", text, re.M)
+            carried = entry.kind == EntryKind.PATCH and re.search(rf"^{CARRIED_FROM}: ", text, re.M)
+            if (entry.kind == EntryKind.SKIP and entry.name in dropped) or (
+                carried and varies and varies.group(1) in dropped
+            ):
+                series = series.without(entry.name)
+                if entry.kind == EntryKind.PATCH:
+                    patch_files.pop(key, None)
+                    removed.append(f"patches/{key}")
+        patch_files[f"{folder}/series"] = series.dumps().encode("utf-8")
+    return removed
 
 
 def rewrite_series(old: Series, names: list[str]) -> Series:
     """The series naming `names` in order, keeping its comments: the header before the first entry,
-    each comment block above the entry it precedes, each entry's own line (with a comment after it)."""
+    each comment block above the entry it precedes, each entry's own line (with a comment after it).
+    A `retired NAME` line stays with the entry it precedes, as a comment does: the place where older
+    tags replay it."""
     header: list[str] = []
     above: dict[str, list[str]] = {}
     own: dict[str, str] = {}
     pending: list[str] = []
     seen = False
     for line in old.lines:
-        entry = line.split("#", 1)[0].strip()
-        if not entry:
+        parsed = parse_entry(line)
+        if parsed is None or parsed.kind == EntryKind.RETIRED:
             pending.append(line)
             continue
+        entry = parsed.name
         if seen:
             above[entry] = pending
         else:

@@ -1,22 +1,35 @@
-"""The patch queue on disk: pin, series and patches, loaded and validated together."""
+"""The patch queue on disk: pin, series and patches, loaded and validated together; each line's series
+and each tag's.
+
+What a tag replays (`tag_patches`): on the head line, patches/series in order, a `retired` entry only
+on a tag older than the patch's `Applied-Upstream:` (upstream has it from there on, so retiring it at
+the head takes it from no older tag); on another line, its own series: its variants and the common
+patches it `take`s (a retired one likewise only before its upstream release), none it `skip`s.
+Every line's series accounts for every common patch (`require_accounted`): silence is refused.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from release.core.errors import MalformedSeriesError
+from release.core.errors import MalformedSeriesError, SilentLineError
 from release.core.layout import Layout
-from release.model.lines import Line
+from release.core.versions import canonical_tag, parse_version
+from release.model.lines import Line, read_lines
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.series import Series
+from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
+
+APPLIED_UPSTREAM = "Applied-Upstream"
+VARIES = "Varies"
 
 
 @dataclass(frozen=True)
 class Queue:
     pin: Pin
     series: Series
-    patches: list[Patch]
+    patches: list[Patch]  # the series' patches as the head applies them (its `retired` entries left out)
 
     @classmethod
     def load(cls, layout: Layout) -> Queue:
@@ -31,17 +44,139 @@ class Queue:
         return cls(pin, series, patches)
 
 
-def line_patches(layout: Layout, line: Line) -> list[Patch]:
-    """The series a line takes: its own variants (patches/lines/<line>/) first, else the common patch.
+def applied_upstream(patch: Patch) -> str | None:
+    """The first vLLM tag that has the patch's change (its `Applied-Upstream:` trailer), or None."""
+    value = patch.trailers.get(APPLIED_UPSTREAM, "").strip()
+    return canonical_tag(value.split()[0]) if value else None
 
-    The head line's series is patches/series itself, so it is exactly `Queue.load(layout).patches`.
-    """
-    if line.series_path(layout.root) == layout.series:
-        return Queue.load(layout).patches
-    own = line.patch_dir(layout.root)
-    series = Series.load(line.series_path(layout.root), common=layout.patches)
-    patches = []
-    for name in series.names:
-        path = own / name if (own / name).is_file() else layout.patches / name
-        patches.append(Patch.load(path, line.prefixes))
-    return patches
+
+def older(tag: str, than: str) -> bool:
+    a, b = parse_version(tag), parse_version(than)
+    if a is None or b is None:
+        raise MalformedSeriesError(f"cannot order the tags {tag!r} and {than!r}")
+    return a[0].key < b[0].key
+
+
+def replays_on(patch: Patch, tag: str | None) -> bool:
+    """Does `tag` replay this patch? Always, unless it is upstream from a tag at or before `tag`
+    (None: the head as vendor/ holds it, which replays only what is not retired)."""
+    upstream = applied_upstream(patch)
+    if upstream is None:
+        return True
+    return tag is not None and older(tag, upstream)
+
+
+def varies(patch: Patch) -> str | None:
+    """The common patch a line's variant stands in for (its `Varies:` trailer)."""
+    value = patch.trailers.get(VARIES, "").strip()
+    return value.split()[0] if value else None
+
+
+def line_of(layout: Layout, name: str) -> Line:
+    """A release line by name, from patches/lines.toml."""
+    return read_lines(layout.lines).get(name)
+
+
+def is_head(layout: Layout, line: Line) -> bool:
+    """The head line takes patches/series itself (vendor/ holds it)."""
+    return line.series_path(layout.root) == layout.series
+
+
+def line_series(layout: Layout, line: Line) -> Series:
+    if is_head(layout, line):
+        return Series.load(layout.series)
+    return Series.load(line.series_path(layout.root), common=layout.patches)
+
+
+def entry_patch(layout: Layout, line: Line, entry: Entry) -> Patch | None:
+    """The patch file an entry names (None for a `skip`): a variant in the line's folder, a common patch
+    in patches/ (or, once retired, in patches/retired/)."""
+    if entry.kind == EntryKind.SKIP:
+        return None
+    prefixes = line.prefixes
+    if is_head(layout, line):
+        folder = layout.retired if entry.kind == EntryKind.RETIRED else layout.patches
+        return Patch.load(folder / entry.name, prefixes)
+    if entry.kind == EntryKind.PATCH:
+        return Patch.load(line.patch_dir(layout.root) / entry.name, prefixes)
+    common = layout.patches / entry.name
+    return Patch.load(common if common.is_file() else layout.patches / RETIRED_DIR / entry.name, prefixes)
+
+
+def tag_patches(layout: Layout, line: Line, tag: str | None) -> list[Patch]:
+    """The patches `tag` of `line` replays, in series order (None: what vendor/ holds, on the head line)."""
+    out = []
+    for entry in line_series(layout, line).entries:
+        patch = entry_patch(layout, line, entry)
+        if patch is not None and replays_on(patch, tag):
+            out.append(patch)
+    return out
+
+
+def line_patches(layout: Layout, line: Line) -> list[Patch]:
+    """The series a line takes, whatever the tag: its variants and takes; the head's active patches."""
+    return tag_patches(layout, line, None) if is_head(layout, line) else [
+        patch for entry in line_series(layout, line).entries if (patch := entry_patch(layout, line, entry))
+    ]  # fmt: skip
+
+
+def account(layout: Layout, line: Line) -> dict[str, Entry]:
+    """What a line's series says about each common patch it names: a `take`, a `skip`, or its variant
+    (by the variant's `Varies:`), keyed by the common patch's name."""
+    said: dict[str, Entry] = {}
+    for entry in line_series(layout, line).entries:
+        # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
+        patch = entry_patch(layout, line, entry)
+        common = varies(patch) if patch is not None and entry.kind == EntryKind.PATCH else None
+        said[common or entry.name] = entry
+    return said
+
+
+def silent_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[Line, Path, str]]:
+    """(line, its series file, common patch) for every common patch a line's series says nothing about."""
+    queue = queue or Queue.load(layout)
+    if not layout.lines.is_file():
+        return []
+    found = []
+    for line in read_lines(layout.lines).lines:
+        if is_head(layout, line):
+            continue
+        said = account(layout, line)
+        found += [(line, line.series_path(layout.root), p.name) for p in queue.patches if p.name not in said]
+    return found
+
+
+def require_accounted(layout: Layout, queue: Queue | None = None) -> None:
+    """Refuse a release line that is silent about a common patch (exit 2, naming both)."""
+    silent = silent_lines(layout, queue)
+    if silent:
+        shown = "; ".join(
+            f"line {line.name} ({path.relative_to(layout.root).as_posix()}) is silent about {name}"
+            for line, path, name in silent
+        )
+        raise SilentLineError(
+            f"{shown}: a line's series takes each common patch as it is, takes a variant, or skips it with a reason"
+        )
+
+
+def named_patch(layout: Layout, line: Line, name: str) -> Patch | None:
+    """A patch a train entry records by name: the line's variant, a common patch, or a retired one."""
+    places = [] if is_head(layout, line) else [line.patch_dir(layout.root)]
+    for folder in [*places, layout.patches, layout.retired]:
+        if (folder / name).is_file():
+            return Patch.load(folder / name, line.prefixes)
+    return None
+
+
+def rebase_patches(layout: Layout, queue: Queue, tag: str) -> list[Patch]:
+    """What a rebase onto `tag` replays: patches/series in order, and a retired patch where `tag` is older
+    than its Applied-Upstream, without that trailer (if it applies there, it returns to the series as it was)."""
+    out = []
+    for entry in queue.series.entries:
+        if entry.kind == EntryKind.RETIRED:
+            patch = Patch.load(layout.retired / entry.name)
+            if replays_on(patch, tag):
+                out.append(patch.without_trailer(APPLIED_UPSTREAM))
+        else:
+            out.append(next(p for p in queue.patches if p.name == entry.name))
+    return out

@@ -5,11 +5,14 @@ from __future__ import annotations
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.queue.drift import Drift, drift
-from release.queue.load import Queue
+from release.queue.load import Queue, require_accounted
 
 
 def check(layout: Layout) -> list[Drift]:
-    found, _ = drift(layout, Queue.load(layout))
+    """How vendor/ differs from pristine + series; first, a release line silent about a common patch is refused."""
+    queue = Queue.load(layout)
+    require_accounted(layout, queue)
+    found, _ = drift(layout, queue)
     return found
 
 

@@ -1,7 +1,9 @@
 """The head's entry moves with `rebase`: the new head is recorded in the same swap as vendor/.
 
 The old head's entry stays (it is still a release we ship); the new head's entry is
-written, or replaced, from exactly what the rebase installs into vendor/.
+written, or replaced, from exactly what the rebase installs into vendor/. A patch the rebase
+retires strands no other tag: each tag older than its Applied-Upstream still replays it
+(release/queue/load.py), so the train's other entries stay true.
 """
 
 from __future__ import annotations
@@ -17,14 +19,12 @@ from release.model.tree import UpstreamTree
 @dataclass(frozen=True)
 class MovedHead:
     text: str | None  # the new patches/train.toml; None: this checkout keeps no train
-    stranded: list[str]  # other tags that still record a patch this rebase retired
 
 
-def move_head(layout: Layout, upstream: UpstreamTree, vendor: dict[str, bytes], retired: list[str]) -> MovedHead:
+def move_head(layout: Layout, upstream: UpstreamTree, vendor: dict[str, bytes], applied: list[str]) -> MovedHead:
     if not layout.train.is_file():
-        return MovedHead(None, [])
+        return MovedHead(None)
     train = Train.load(layout.train)
-    entry = TrainEntry.of(upstream, {name: sha256_hex(data) for name, data in sorted(vendor.items())})
-    # A retired patch leaves the series, but the other tags' trees were recorded with it.
-    stranded = [tag for tag in train.tags if tag != upstream.tag] if retired else []
-    return MovedHead(train.with_entry(entry).dumps(), stranded)
+    hashes = {name: sha256_hex(data) for name, data in sorted(vendor.items())}
+    entry = TrainEntry.of(upstream, hashes, patches=tuple(applied))
+    return MovedHead(train.with_entry(entry).dumps())

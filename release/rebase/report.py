@@ -12,7 +12,11 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from release.core.journal import write_atomic
+from release.core.layout import Layout
+from release.model.lines import read_lines
 from release.model.outcome import PatchOutcome
+from release.model.train import Train
+from release.queue.load import named_patch, older, varies
 
 MARKDOWN, JSON = "rebase-report.md", "rebase-report.json"
 RUNS = "runs"  # each run's report, numbered, never overwritten; the directory's own pair is the newest
@@ -25,6 +29,70 @@ class FileChange:
     change: str  # added | removed | modified
     added_lines: int
     removed_lines: int
+
+
+@dataclass
+class Retirement:
+    """What a patch leaving (or coming back to) the head's series means for the train."""
+
+    patch: str
+    applied_upstream: str  # the first vLLM tag that has its change
+    change: str  # "retired": upstream from applied_upstream; "returned": the new head is older than that
+    keeps_replaying: list[str]  # train tags older than applied_upstream: they replay it (or their line's variant)
+    no_longer: list[str]  # train tags at or after applied_upstream whose entry still records it: re-record them
+
+    def sentence(self) -> str:
+        keeps = ", ".join(self.keeps_replaying) or "no tag of the train"
+        if self.change == "returned":
+            return (
+                f"{self.patch} is back in patches/series: the new head is older than {self.applied_upstream}, "
+                f"its first release with the change; the train's {keeps} replay it as before"
+            )
+        text = (
+            f"{self.patch} retired as upstream in {self.applied_upstream} (patches/series keeps it as `retired`); "
+            f"every train tag older than {self.applied_upstream} still replays it: {keeps}"
+        )
+        if self.no_longer:
+            text += (
+                f"; {', '.join(self.no_longer)} recorded it and no longer replay it: re-record them "
+                "(`python -m release train add TAG`)"
+            )
+        return text
+
+
+def retirements(layout: Layout, tag: str, retired: list[str], returned: list[str]) -> list[Retirement]:
+    """Per patch this rebase retired or brought back: which train tags replay it from here on."""
+    if not layout.train.is_file() or not (retired or returned):
+        return []
+    train = Train.load(layout.train)
+    lines = read_lines(layout.lines)
+    out = []
+    for name in [*retired, *returned]:
+        upstream = tag if name in retired else _applied_upstream(layout, name) or tag
+        carrying = []
+        for entry in train.entries:
+            line = lines.get(entry.line)
+            found = [named_patch(layout, line, recorded) for recorded in entry.patches]
+            if any(p is not None and (p.name == name or varies(p) == name) for p in found):
+                carrying.append(entry.tag)
+        out.append(
+            Retirement(
+                name,
+                upstream,
+                "retired" if name in retired else "returned",
+                [e.tag for e in train.entries if older(e.tag, upstream)],
+                [t for t in carrying if not older(t, upstream)],
+            )
+        )
+    return out
+
+
+def _applied_upstream(layout: Layout, name: str) -> str | None:
+    path = layout.retired / name
+    if not path.is_file():
+        return None
+    match = re.search(r"^Applied-Upstream: (\S+)", path.read_text(encoding="utf-8"), re.M)
+    return match.group(1) if match else None
 
 
 @dataclass
@@ -49,6 +117,8 @@ class RebaseReport:
     abort_command: str = ""
     run: str = ""  # this run's own copy, relative to the report directory (runs/NNNN)
     earlier_runs: list[str] = field(default_factory=list)
+    # What each patch retired (or brought back) here means for the train: who keeps replaying it.
+    retirements: list[Retirement] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False) + "\n"
@@ -94,6 +164,9 @@ class RebaseReport:
                     c.theirs.rstrip("\n"),
                     "```",
                 ]
+        if self.retirements:
+            lines += ["", "## What the retirement means for the train", ""]
+            lines += [f"- {r.sentence()}." for r in self.retirements]
         if self.work_dir:
             lines += [
                 "",

@@ -38,11 +38,11 @@ from release.model.train import Train
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.load import Queue, rebase_patches
 from release.queue.replay import Replay, replay_series
 from release.queue.verified import verified_versions_text
 from release.rebase.head import move_head
-from release.rebase.report import RebaseReport, upstream_changes
+from release.rebase.report import RebaseReport, retirements, upstream_changes
 from release.rebase.swap import Outputs, install
 
 STATE = "state.json"
@@ -129,6 +129,8 @@ class RebaseRun:
     work: Path  # .work/rebase-TAG/: the scratch repo, and state.json once it stops at a conflict
     base: str  # the new tag's pristine commit in the scratch repo
     replay: Replay
+    # The series as the new tag takes it: a retired patch too where the tag is older than its upstream release.
+    patches: list[Patch]
 
     @property
     def repo(self) -> WorkRepo:
@@ -156,8 +158,9 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         # The old pristine goes in first so that `am --3way` finds each patch's pre-image blobs.
         repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
         base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
-        run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay())
-        return replay_then_stop_or_finish(run, queue.patches)
+        patches = rebase_patches(layout, queue, options.tag)
+        run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay(), patches)
+        return replay_then_stop_or_finish(run, patches)
     except BaseException:
         # Keep the work dir only when it holds a conflict to continue from.
         if not (work / STATE).exists():
@@ -233,7 +236,13 @@ def open_work_dir(layout: Layout, tag: str) -> Path:
 def _queue_fingerprint(layout: Layout) -> str:
     digest = hashlib.sha256()
     for path in sorted(
-        [layout.upstream_toml, layout.series, *layout.patches.glob("*.patch"), *layout.subtree.rglob("*.py")]
+        [
+            layout.upstream_toml,
+            layout.series,
+            *layout.patches.glob("*.patch"),
+            *layout.retired.glob("*.patch"),
+            *layout.subtree.rglob("*.py"),
+        ]
     ):
         digest.update(str(path.relative_to(layout.root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -242,7 +251,7 @@ def _queue_fingerprint(layout: Layout) -> str:
 def stop_on_conflict(run: RebaseRun, stopped: Patch) -> RebaseReport:
     """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict."""
     options, replay, upstream = run.options, run.replay, run.upstream
-    names = [p.name for p in run.queue.patches]
+    names = [p.name for p in run.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
@@ -295,22 +304,28 @@ def finish(run: RebaseRun) -> RebaseReport:
     """Every patch applied or retired: export the refreshed series and install it all in one swap."""
     options, queue, replay, repo, work = run.options, run.queue, run.replay, run.repo, run.work
     refreshed = export_refreshed(run)
-    by_name = {p.name: p for p in queue.patches}
+    by_name = {p.name: p for p in run.patches}
     retired = {name: by_name[name].with_trailer("Applied-Upstream", options.tag).text for name in replay.retired}
     series = queue.series
     for name in replay.retired:
-        series = series.without(name)
+        series = series.retire(name)  # kept in its place: every tag older than options.tag still replays it
+    # A retired patch that applies on the new tag (older than its upstream release) is back in the series.
+    unretired = [name for name in replay.applied if name in queue.series.retired]
+    for name in unretired:
+        series = series.unretire(name)
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
     upstream = replace(run.upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
-    head = move_head(options.layout, upstream, repo.subtree_files(), replay.retired)
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.applied)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
+        and not unretired
         and not any(o.refreshed for o in replay.outcomes)
         and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(run, "nothing-to-do" if nothing else "done")
+    report.retirements = retirements(options.layout, options.tag, replay.retired, unretired)
     if options.dry_run:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -318,6 +333,7 @@ def finish(run: RebaseRun) -> RebaseReport:
             vendor=repo.subtree_files(),
             refreshed=refreshed,
             retired=retired,
+            unretired=unretired,
             series=series.dumps(),
             pin=pin.dumps(),
             train=head.text,
@@ -325,12 +341,8 @@ def finish(run: RebaseRun) -> RebaseReport:
         # The work dir goes with the swap (the journal discards it), so no state outlives the change.
         install(options.layout, outputs, f"rebase {queue.pin.tag} -> {options.tag}", discard=[work])
         fault_point("rebase:swapped")
-    if head.stranded:
-        log.warn(
-            f"train: {', '.join(replay.retired)} retired as upstream in {options.tag}, but the train's "
-            f"{', '.join(head.stranded)} were recorded with it: `python -m release train check` fails for them "
-            "until they are removed (`train remove TAG`) or the patch returns to the series"
-        )
+    for retirement in report.retirements:
+        log.warn(f"train: {retirement.sentence()}")
     try:
         write_report(options, report)
     except OSError as exc:
@@ -353,7 +365,7 @@ def export_refreshed(run: RebaseRun) -> dict[str, str]:
     refreshed = {name: path.read_bytes().decode("utf-8") for name, path in zip(replay.applied, exported, strict=True)}
     for name, text in refreshed.items():
         refuse_carriage_returns(name, text)
-    by_name = {p.name: p for p in run.queue.patches}
+    by_name = {p.name: p for p in run.patches}
     for outcome in replay.outcomes:
         if outcome.status == PatchStatus.APPLIES:
             outcome.refreshed = refreshed[outcome.name] != by_name[outcome.name].text
@@ -487,13 +499,14 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
         replay.outcomes.append(
             PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
         )
-    remaining = [p for p in queue.patches if p.name in state["remaining"]]
+    patches = rebase_patches(layout, queue, state["tag"])
+    remaining = [p for p in patches if p.name in state["remaining"]]
     base = state["base"]  # the new tag's pristine commit, recorded at the stop
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
     old_pristine = require_clean_vendor(layout, queue)
-    run = RebaseRun(options, queue, upstream, old_pristine, work, base, replay)
+    run = RebaseRun(options, queue, upstream, old_pristine, work, base, replay, patches)
     return replay_then_stop_or_finish(run, remaining)
 
 

@@ -20,6 +20,7 @@ class Outputs:
     vendor: dict[str, bytes]
     refreshed: dict[str, str]  # patch name -> text
     retired: dict[str, str]  # patch name -> text with Applied-Upstream set
+    unretired: list[str]  # retired patches back in the series (their text is in `refreshed`)
     series: str
     pin: str
     train: str | None = None  # patches/train.toml with the head's entry moved; None: no train here
@@ -34,6 +35,8 @@ def plan(layout: Layout, outputs: Outputs) -> list[Output]:
     for name, text in outputs.retired.items():
         patches[f"retired/{name}"] = text.encode("utf-8")
         patches.pop(name, None)
+    for name in outputs.unretired:
+        patches.pop(f"retired/{name}", None)
     patches["series"] = outputs.series.encode("utf-8")
     if outputs.train is not None:
         # train.toml lives in patches/, so it changes in the same journaled output as the series.

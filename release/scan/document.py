@@ -1,8 +1,10 @@
 """The scan's outputs: affected-releases.json (shipped in the wheel; doctor reads it) and its Markdown form.
 
 The JSON's keys are a contract (docs/affected-releases.schema.json, schema 1): doctor reads
-`releases[<version>].status`, `in_train` and `line`, `fixed_in`, and per line `live`, `builds`
-and `serve` (how the line's releases read a `vllm serve` command line). No timestamps: the same
+`releases[<version>].status`, `bugs`, `in_train` and `line`, `fixed_in`, `bugs` (per bug: its
+title, its patches, where upstream fixed it) and per line `live`, `builds` and `serve` (how the
+line's releases read a `vllm serve` command line). Status is per bug; a release's `status` is
+the worst of its bugs' (a downstream patch never makes it `affected`). No timestamps: the same
 scan gives the same bytes, so the overlay wheel stays reproducible.
 
 A scan of a range (--since/--until) updates that range and keeps the releases outside it from
@@ -20,7 +22,8 @@ from packaging.version import Version
 from release.core.errors import ConfigError
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
-from release.scan.run import ScanOptions, ScanResult, in_range, release_status
+from release.queue.load import applied_upstream
+from release.scan.run import ScanOptions, ScanResult, bug_map, bug_statuses, in_range, release_status
 from release.scan.serve import read_serve
 
 SCHEMA = 1
@@ -67,6 +70,7 @@ def build_document(
     for r in result.results:
         releases[r.version] = {
             "status": r.status,
+            "bugs": dict(r.bugs),
             "line": r.line,
             "patches": dict(r.patches),
             "in_train": False,
@@ -76,10 +80,13 @@ def build_document(
         }
     skipped |= result.skipped
     ordered = sorted(releases, key=Version)
+    bug_of = bug_map(result.patches)
     for version in ordered:
         entry = releases[version]
-        entry["status"] = release_status(entry["patches"])
+        entry["bugs"] = bug_statuses(entry["patches"], bug_of)
+        entry["status"] = release_status(entry["bugs"])
         entry["in_train"] = Version(version) in train
+        releases[version] = {key: entry[key] for key in RELEASE_KEYS if key in entry}
     document = {
         "schema": SCHEMA,
         "generated_by": GENERATED_BY,
@@ -87,8 +94,15 @@ def build_document(
         "scanned": ordered,
         "newest_scanned": ordered[-1] if ordered else None,
         "fixed_in": fixed_in(ordered, releases),
+        "bugs": bugs_of(result.patches, ordered, releases),
         "patches": {
-            p.name: {"subject": p.subject, "first_upstream": first_upstream(p, ordered, releases)}
+            p.name: {
+                "subject": p.subject,
+                "purpose": "bug" if p.purpose.bug else "downstream",
+                "bug": p.purpose.bug or None,
+                "title": p.purpose.title,
+                "first_upstream": first_upstream(p, ordered, releases),
+            }
             for p in result.patches
         },
         "releases": {version: releases[version] for version in ordered},
@@ -112,15 +126,42 @@ def build_document(
     return document, dropped
 
 
+# The order of a release's keys in the document (the schema's `release`).
+RELEASE_KEYS = ("status", "bugs", "line", "patches", "in_train", "wheel", "wheel_sha256", "flashinfer")
+
+
 def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
+    """The first release with the patch's change: its `Applied-Upstream:` (what rebase recorded when it retired
+    it), else the oldest scanned release where the classifier finds it upstream."""
+    recorded = applied_upstream(patch)
+    if recorded is not None:
+        return recorded.removeprefix("v")
     return next((v for v in ordered if releases[v]["patches"].get(patch.name) == PatchStatus.UPSTREAM), None)
 
 
-def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
-    """The oldest `fixed` release after which no release is `affected` again."""
+def bugs_of(patches: list[Patch], ordered: list[str], releases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per bug: its title, its patches, the first release with any of their changes, and `fixed_in`."""
+    out: dict[str, Any] = {}
+    for patch in patches:
+        bug = patch.purpose.bug
+        if not bug:
+            continue
+        info = out.setdefault(bug, {"title": patch.purpose.title, "patches": [], "first_fixed": None})
+        info["patches"].append(patch.name)
+        first = first_upstream(patch, ordered, releases)
+        if first is not None and (info["first_fixed"] is None or Version(first) < Version(info["first_fixed"])):
+            info["first_fixed"] = first
+    for bug, info in out.items():
+        info["fixed_in"] = fixed_in(ordered, releases, bug)
+    return out
+
+
+def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]], bug: str | None = None) -> str | None:
+    """The oldest `fixed` release after which no release is `affected` again (by `bug`, or by any)."""
     candidate = None
     for version in ordered:
-        status = releases[version]["status"]
+        entry = releases[version]
+        status = entry["status"] if bug is None else entry["bugs"].get(bug, ReleaseStatus.NOT_AFFECTED)
         if status == ReleaseStatus.AFFECTED:
             candidate = None
         elif status == ReleaseStatus.FIXED and candidate is None:
@@ -147,6 +188,8 @@ def to_markdown(document: dict[str, Any]) -> str:
     affected = [v for v, e in releases.items() if e["status"] == ReleaseStatus.AFFECTED]
     covered = [v for v in affected if releases[v]["in_train"]]
     uncovered = [v for v in affected if not releases[v]["in_train"]]
+    downstream = [v for v, e in releases.items() if e["in_train"] and e["status"] != ReleaseStatus.AFFECTED]
+    bugs = document.get("bugs") or {}
     out = [
         "# Affected vLLM releases",
         "",
@@ -155,9 +198,12 @@ def to_markdown(document: dict[str, Any]) -> str:
         "release's own modules with the classifier `rebase` uses. The same data ships in the overlay",
         "wheel as `vllm_fused_moe/affected-releases.json` (schema: `docs/affected-releases.schema.json`).",
         "",
-        "- **affected**: a patch applies (the bug is there); **fixed upstream**: the patches' changes",
-        "  are in the release; **not affected**: the code the patches change is not in it (`absent`).",
-        "- **train**: we ship an overlay for it (`patches/train.toml`).",
+        "- Status is per bug. **affected**: the bug's patch applies (the bug is there); **fixed upstream**: its",
+        "  change is in the release; **not affected**: the code it changes is not there (`absent`). A release's",
+        "  status is its worst bug's. A downstream patch (no bug behind it) is listed, never makes a release",
+        "  affected; `skipped`: the release's line does without that patch (its series says why).",
+        "- **train**: we ship an overlay for it (`patches/train.toml`): for a bug, or with downstream changes",
+        "  only (optional for its users).",
         "- **read**: " + str(document.get("read") or READ).replace("wheel_sha256", "`wheel_sha256`") + ".",
         "",
         f"Scanned {len(releases)} releases, {document['scanned'][0] if releases else '-'} to "
@@ -165,12 +211,20 @@ def to_markdown(document: dict[str, Any]) -> str:
         f"Fixed upstream from: {document['fixed_in'] or 'not yet'}.",
         f"Affected and covered by the train: {', '.join(covered) or 'none'}; "
         f"affected without an overlay: {', '.join(uncovered) or 'none'}.",
+        f"In the train for downstream changes only: {', '.join(downstream) or 'none'}.",
         "",
-        "| patch | subject | first upstream in |",
-        "| --- | --- | --- |",
+        "| bug | title | patches | first fixed upstream in | fixed upstream from |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    for bug, info in bugs.items():
+        listed = ", ".join(name.split("-", 1)[0] for name in info["patches"])
+        out.append(
+            f"| {bug} | {info['title']} | {listed} | {info['first_fixed'] or '-'} | {info['fixed_in'] or 'not yet'} |"
+        )
+    out += ["", "| patch | subject | for | first upstream in |", "| --- | --- | --- | --- |"]
     for name, info in patches.items():
-        out.append(f"| `{name}` | {info['subject']} | {info['first_upstream'] or '-'} |")
+        purpose = f"bug {info['bug']}" if info.get("bug") else f"downstream: {info.get('title') or '-'}"
+        out.append(f"| `{name}` | {info['subject']} | {purpose} | {info['first_upstream'] or '-'} |")
     numbers = {name: name.split("-", 1)[0] for name in patches}
     out += [
         "",
@@ -180,9 +234,10 @@ def to_markdown(document: dict[str, Any]) -> str:
     for version in reversed(document["scanned"]):
         e = releases[version]
         cells = " | ".join(e["patches"].get(name, "-") for name in numbers)
+        train = "-" if not e["in_train"] else "yes" if e["status"] == ReleaseStatus.AFFECTED else "downstream only"
         out.append(
             f"| {version} | {STATUS_TEXT[e['status']]} | {e['line'] or '-'} | {cells} | "
-            f"{'yes' if e['in_train'] else '-'} | {e['flashinfer'] or '-'} | `{e['wheel']}` |"
+            f"{train} | {e['flashinfer'] or '-'} | `{e['wheel']}` |"
         )
     out += lines_markdown(document)
     skipped = document.get("skipped") or {}

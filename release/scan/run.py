@@ -3,11 +3,16 @@
 The job, step by step: list every final release on the package index (build-tagged wheels
 and post releases included, pre-releases left out); for each, read only the modules of our
 release lines out of its wheel (range requests, or the cache); put it on a line; then
-classify each patch (the series and the retired ones) exactly as `rebase` does
+classify each patch (the series, its retired ones in their places) exactly as `rebase` does
 (release/queue/upstreamed.classify: `git apply`, reverse apply, the semantic check, `git am
 --3way`) on a scratch repository holding that release's modules; and finally merge the
 result into the document we ship (release/overlay/runtime/vllm_fused_moe/affected-releases.json,
 beside the doctor) and its human form (docs/affected-releases.md).
+
+Status is per bug: a release is affected by a bug where that bug's patch (the `Bug:` of its message;
+on an older line, the line's variant in its place) applies or conflicts, fixed where it is upstream;
+a downstream patch (`Downstream:`, no bug behind it) is classified like any other and never makes
+a release affected.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from release.core.versions import version_of_tag
 from release.model.lines import Line, Lines, load_lines, read_lines
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
+from release.model.series import EntryKind
 from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
-from release.queue.load import Queue, line_patches
+from release.queue.load import Queue, entry_patch, is_head, line_series, varies
 from release.queue.upstreamed import classify
 
 
@@ -57,10 +63,11 @@ class ReleaseResult:
     how: str = ""
     transfer: Transfer = field(default_factory=Transfer)
     seconds: float = 0.0
+    bugs: dict[str, ReleaseStatus] = field(default_factory=dict)  # per bug id, from its patches' statuses
 
     @property
     def status(self) -> ReleaseStatus:
-        return release_status(self.patches)
+        return release_status(self.bugs)
 
 
 @dataclass
@@ -79,15 +86,37 @@ class ScanResult:
         return total
 
 
-def release_status(patches: Mapping[str, str]) -> ReleaseStatus:
-    """affected: a patch applies (or would, once a variant resolves its conflict); fixed: upstream has
-    them; not-affected: none of their code is there. `patches` may come from a previous document (JSON)."""
-    states = {PatchStatus(state) for state in patches.values()}
-    if states & {PatchStatus.APPLIES, PatchStatus.CONFLICT}:
+def bug_status(states: list[str]) -> ReleaseStatus:
+    """One bug on one release, from the statuses of its patches there: affected where one applies (or would,
+    once a variant resolves its conflict); fixed where upstream has it; not-affected: its code is not there."""
+    found = {PatchStatus(state) for state in states}
+    if found & {PatchStatus.APPLIES, PatchStatus.CONFLICT}:
         return ReleaseStatus.AFFECTED
-    if PatchStatus.UPSTREAM in states:
+    if PatchStatus.UPSTREAM in found:
         return ReleaseStatus.FIXED
     return ReleaseStatus.NOT_AFFECTED
+
+
+def bug_statuses(patches: Mapping[str, str], bug_of: Mapping[str, str]) -> dict[str, ReleaseStatus]:
+    """{bug id: status} of one release, from `patches` ({name: status}, maybe from a previous document)
+    and `bug_of` ({patch name: its bug id}; a downstream patch is not in it)."""
+    bugs = dict.fromkeys(bug_of.values())
+    return {bug: bug_status([s for n, s in patches.items() if bug_of.get(n) == bug]) for bug in bugs}
+
+
+def release_status(bugs: Mapping[str, str]) -> ReleaseStatus:
+    """A release for all our bugs: affected by any, else fixed where upstream has one, else not-affected."""
+    found = {ReleaseStatus(state) for state in bugs.values()}
+    if ReleaseStatus.AFFECTED in found:
+        return ReleaseStatus.AFFECTED
+    if ReleaseStatus.FIXED in found:
+        return ReleaseStatus.FIXED
+    return ReleaseStatus.NOT_AFFECTED
+
+
+def bug_map(patches: list[Patch]) -> dict[str, str]:
+    """{patch name: the id of the bug it fixes}; downstream patches left out."""
+    return {p.name: p.purpose.bug for p in patches if p.purpose.bug}
 
 
 def parse_bound(text: str) -> Version:
@@ -101,11 +130,14 @@ def parse_bound(text: str) -> Version:
 
 
 def scan_patches(layout: Layout) -> tuple[Queue, list[Patch]]:
-    """The series, then the retired patches: a retired patch still says who was affected."""
+    """The series in order, its retired patches in their places (a retired patch still says who was affected),
+    any other file of patches/retired/ first."""
     queue = Queue.load(layout)
+    head = next(line for line in read_lines(layout.lines).lines if is_head(layout, line))
+    ordered = [p for e in queue.series.entries if (p := entry_patch(layout, head, e)) is not None]
+    names = {p.name for p in ordered}
     retired = [Patch.load(path) for path in sorted(layout.retired.glob("*.patch"))] if layout.retired.is_dir() else []
-    names = {p.name for p in queue.patches}
-    return queue, [*[p for p in retired if p.name not in names], *queue.patches]
+    return queue, [*[p for p in retired if p.name not in names], *ordered]
 
 
 def in_range(version: Version, options: ScanOptions) -> bool:
@@ -137,18 +169,18 @@ def scan(options: ScanOptions) -> ScanResult:
     return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
 
 
-def is_head(layout: Layout, line: Line) -> bool:
-    """The head line takes patches/series itself (vendor/ holds it)."""
-    return line.series_path(layout.root) == layout.series
-
-
-def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str, Patch]:
-    """{common patch name: the patch this line applies in its place} (a variant, or the patch itself)."""
+def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str, Patch | None]:
+    """{common patch name: the patch this line applies in its place (a variant, or the patch itself), or
+    None where the line skips it}."""
     known = {p.name for p in patches}
-    out: dict[str, Patch] = {}
-    for patch in line_patches(layout, line):
-        varies = patch.trailers.get("Varies", patch.name)
-        out[varies if varies in known else patch.name] = patch
+    out: dict[str, Patch | None] = {}
+    for entry in line_series(layout, line).entries:
+        patch = entry_patch(layout, line, entry)
+        if patch is None:
+            out[entry.name] = None
+            continue
+        common = varies(patch) if entry.kind == EntryKind.PATCH else patch.name
+        out[common if common in known else patch.name] = patch
     return out
 
 
@@ -158,7 +190,7 @@ def scan_release(
     patches: list[Patch],
     pinned: dict[str, bytes],
     tmp: Path,
-    variants: dict[str, dict[str, Patch]] | None = None,
+    variants: dict[str, dict[str, Patch | None]] | None = None,
 ) -> ReleaseResult:
     started = time.monotonic()
     version = str(release.version)
@@ -173,9 +205,12 @@ def scan_release(
         states = classify_patches(patches, subtree if line else {}, pinned, tmp / version)
     else:
         # An older line: each common patch is judged by the variant the line takes in its place.
-        found = classify_patches(list(own.values()), line.relative(content.files), {}, tmp / version, line.root)
-        by_variant = {variant.name: found[variant.name] for variant in own.values()}
-        states = {p.name: by_variant[own[p.name].name] if p.name in own else PatchStatus.ABSENT for p in patches}
+        taken = [variant for variant in own.values() if variant is not None]
+        found = classify_patches(taken, line.relative(content.files), {}, tmp / version, line.root)
+        states = {}
+        for p in patches:
+            variant = own.get(p.name, p)
+            states[p.name] = PatchStatus.SKIPPED if variant is None else found.get(variant.name, PatchStatus.ABSENT)
     return ReleaseResult(
         version=version,
         line=line.name if line else None,
@@ -186,6 +221,7 @@ def scan_release(
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,
+        bugs=bug_statuses(states, bug_map(patches)),
     )
 
 

@@ -1,8 +1,10 @@
 """`train add`: replay a tag's line series on its pristine modules and record it in patches/train.toml.
 
-What `train add` and `train watch` share: find the release line a tag is on, replay that line's
-series on the tag (refused when a patch conflicts or is already upstream), and record the
-entry; train.toml is written in one rename.
+What `train add` and `train watch` share: find the release line a tag is on, replay the series
+that tag takes (its line's; on the head line a retired patch too where the tag is older than its
+Applied-Upstream), refused when a patch conflicts, when nothing is left to carry, or when the
+scan data says the tag has a bug none of the applied patches fixes; and record the entry, with
+the patches it carries; train.toml is written in one rename.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from release.model.source import Source
 from release.model.train import DEFAULT_LINE, Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.load import Queue, line_patches
+from release.queue.bugs import missing_fixes, refuse_missing_fixes
+from release.queue.load import Queue, is_head, tag_patches
 from release.train.replay import TagReplay, replay_tag
 
 DEFAULT_TRAIN_SOURCE = "pypi"
@@ -49,15 +52,18 @@ def replay_for_add(
     layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source, line_name: str | None = None
 ) -> tuple[str, TagReplay]:
     line, upstream = fetch_on_line(layout, tag, source, line_name)
-    if line.series_path(layout.root) == layout.series:
-        replay = replay_tag(upstream, base, queue.patches)
+    patches = tag_patches(layout, line, tag)
+    if is_head(layout, line):
+        replay = replay_tag(upstream, base, patches)
     else:
         # Another line: its own series, and its files keyed below its own root; no head blobs needed.
-        replay = replay_tag(upstream, {}, line_patches(layout, line), line.root)
-    if replay.refusal:
-        fixed = any(o.status == PatchStatus.UPSTREAM for o in replay.outcomes)
+        replay = replay_tag(upstream, {}, patches, line.root)
+    refusal = replay.refusal(head=tag == queue.pin.tag)
+    if refusal:
+        statuses = {o.status for o in replay.outcomes}
+        fixed = PatchStatus.UPSTREAM in statuses and PatchStatus.CONFLICT not in statuses
         raise TrainRefusedError(
-            f"not adding {tag}: {replay.refusal}",
+            f"not adding {tag}: {refusal}",
             hint=(
                 f"users of vLLM {tag} get the fix from vLLM itself; the train is unchanged"
                 if fixed
@@ -65,6 +71,8 @@ def replay_for_add(
                 "reports the conflict hunk by hunk (docs/patch-queue.md: release lines)"
             ),
         )
+    applied = [p for p in patches if p.name in replay.applied]
+    refuse_missing_fixes(f"not adding {tag}", tag, missing_fixes(layout, tag, applied), list(replay.applied))
     if tag == queue.pin.tag:
         vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
         if replay.patched_hashes() != vendor:
@@ -88,7 +96,8 @@ def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
     verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
     log.out(
-        f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; {how}"
+        f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; "
+        f"{how or 'no patch'}"
     )
     return train.with_entry(entry)
 

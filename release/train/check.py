@@ -2,9 +2,11 @@
 
 Per tag: read its pristine subtree from the recorded source (offline when the release
 wheel is cached), compare the source's identity (wheel sha256, commit) and every pristine
-file's sha256, replay patches/series on it in a scratch directory and compare every
-patched file's sha256. For the head (the tag of UPSTREAM.toml) the entry must also agree
-with UPSTREAM.toml and with vendor/ itself. Every finding names the tag and the file.
+file's sha256, replay the series that tag takes (its line's; a retired patch where the tag is
+older than its Applied-Upstream) in a scratch directory and compare every patched file's sha256
+and the patches applied. For the head (the tag of UPSTREAM.toml) the entry must also agree
+with UPSTREAM.toml and with vendor/ itself. Every finding names the tag and the file. A release
+line whose series is silent about a common patch is refused first (exit 2).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from release.model.patch import Patch
 from release.model.source import Source
 from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
-from release.queue.load import Queue, line_patches
+from release.queue.load import Queue, is_head, require_accounted, tag_patches
 from release.train.replay import TagReplay, head_pristine, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"
@@ -69,15 +71,16 @@ def check_train(layout: Layout, tags: list[str] | None = None, jobs: int | None 
     """Check the chosen tags (all by default), several at a time; results in train order."""
     train = Train.load(layout.train)
     queue = Queue.load(layout)
+    require_accounted(layout, queue)
     entries = select(train, tags)
     base = head_pristine(layout, queue)
     lines = read_lines(layout.lines)
-    # Each line's series, once: the head line's is patches/series, the others' their own.
-    series = {name: line_patches(layout, lines.get(name)) for name in {e.line for e in entries}}
+    # Each tag's series, read once here: its line's, with the retired patches it is older than.
+    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
     workers = jobs or min(4, os.cpu_count() or 1, max(len(entries), 1))
     with ThreadPoolExecutor(workers) as pool:
         results = list(
-            pool.map(lambda e: check_entry(layout, queue, e, base, lines.get(e.line), series[e.line]), entries)
+            pool.map(lambda e: check_entry(layout, queue, e, base, lines.get(e.line), series[e.tag]), entries)
         )
     if not tags and queue.pin.tag not in train.tags:
         results.insert(
@@ -98,10 +101,10 @@ def check_entry(
     line: Line | None = None,
     patches: list[Patch] | None = None,
 ) -> TagCheck:
-    """One tag: its line's modules from the recorded source, replayed with its line's series."""
+    """One tag: its line's modules from the recorded source, replayed with the series it takes."""
     started = time.perf_counter()
     result = TagCheck(entry.tag)
-    head_line = line is None or patches is None or patches == queue.patches
+    head_line = line is None or is_head(layout, line)
     patches = queue.patches if patches is None else patches
     try:
         # Lazy: only compared, file by file, with the sha256s recorded from verified bytes at `train add`.
@@ -129,12 +132,24 @@ def check_entry(
     else:
         assert line is not None
         replay = replay_tag(upstream, {}, patches, line.root)
-    if replay.refusal:
-        bad = next(o for o in replay.outcomes if o.status in (PatchStatus.CONFLICT, PatchStatus.UPSTREAM))
-        result.findings.append(Finding(tag, f"patches/{bad.name}", "replay", replay.refusal))
+    refusal = replay.refusal(head=tag == queue.pin.tag)
+    if refusal:
+        bad = [o for o in replay.outcomes if o.status in (PatchStatus.CONFLICT, PatchStatus.UPSTREAM)]
+        where = f"patches/{bad[0].name}" if bad else (line.series if line else "patches/series")
+        result.findings.append(Finding(tag, where, "replay", refusal))
     else:
         result.replay = replay
         result.findings += compare(tag, "patched", entry.patched, replay.patched_hashes(), patches)
+        if replay.applied != entry.patches:
+            recorded = ", ".join(entry.patches) or "none"
+            result.findings.append(
+                Finding(
+                    tag,
+                    "patches/train.toml",
+                    "replay",
+                    f"applies {', '.join(replay.applied) or 'no patch'}; the train records {recorded}",
+                )
+            )
     if tag == queue.pin.tag:
         result.findings += check_head(layout, queue, entry)
     result.seconds = time.perf_counter() - started

@@ -1,10 +1,12 @@
 """`python -m release train add|remove|list|check`: the vLLM releases we ship an overlay for.
 
-patches/train.toml is the data; vendor/ is its head. `add` replays patches/series on a
-tag's pristine subtree in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
-records where the code came from and the sha256 of every file before and after; it
-refuses, with exit 2, a tag where a patch conflicts or is already upstream. `check`
-proves every tag still reproduces what is recorded.
+patches/train.toml is the data; vendor/ is its head. `add` replays the series a tag takes
+(its release line's; a retired patch where the tag is older than its Applied-Upstream) on the
+tag's pristine modules in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
+records where the code came from, the patches it carries and the sha256 of every file before
+and after; it refuses, with exit 2, a tag where a patch conflicts, one with nothing to carry,
+and one the scan data calls affected by a bug none of its patches fixes. `check` proves every
+tag still reproduces what is recorded. Both refuse a release line silent about a common patch.
 """
 
 from __future__ import annotations
@@ -28,24 +30,30 @@ from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
+from release.model.lines import read_lines
 from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.load import Queue, named_patch, require_accounted
 from release.queue.verified import read_verified
 from release.train.add import DEFAULT_TRAIN_SOURCE, record, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
 
 EPILOG = """actions:
-  add TAG...      replay its line's series on each TAG's pristine modules (scratch dir, no fuzz,
-                  3-way) and record it with its release line (--line NAME, or the first line of
-                  patches/lines.toml whose markers the release has); an existing tag is
-                  re-recorded. Refused with exit 2, and nothing written, when a patch conflicts or is already upstream.
+  add TAG...      replay the series each TAG takes on its pristine modules (scratch dir, no fuzz,
+                  3-way; its line's series, a retired patch where TAG is older than its
+                  Applied-Upstream) and record it with its release line (--line NAME, or the first
+                  line of patches/lines.toml whose markers the release has) and the patches it
+                  carries; an existing tag is re-recorded. Refused with exit 2, and nothing written,
+                  when a patch conflicts, when nothing is left to carry (a patch already upstream
+                  there is just not replayed), or when the scan data says TAG has a bug none of its
+                  patches fixes.
   add --all       re-record every tag from its recorded source (after a change to patches/)
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
-                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml
+                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
+                  its overlay carries: a bug fix, or downstream changes only
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
                   sha256, byte for byte; offline when the release wheels are cached
                   (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
@@ -145,6 +153,7 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
             hint=f"name each tag once: `python -m release train add {' '.join(dict.fromkeys(tags))}`",
         )
     queue = Queue.load(layout)
+    require_accounted(layout, queue)
     train = Train.load(layout.train)
     sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
@@ -206,6 +215,9 @@ class TrainRow(TypedDict):
     flashinfer_pin: str
     flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
     files: int
+    patches: list[str]  # what its replay applies, in order (train.toml `patches`)
+    bugs: list[str]  # the bugs those patches fix (their Bug: ids); empty: it carries downstream changes only
+    carries: str  # "bug" (there for a bug) or "downstream" (only downstream changes)
     patched_files: list[str]
     pristine: dict[str, str]
     patched: dict[str, str]
@@ -215,8 +227,11 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
     train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
     verified = read_verified(layout.verified_toml)
+    lines = read_lines(layout.lines)
     out: list[TrainRow] = []
     for e in train.entries:
+        found = [named_patch(layout, lines.get(e.line), name) for name in e.patches]
+        bugs = sorted({p.purpose.bug for p in found if p is not None and p.purpose.bug})
         out.append(
             {
                 "tag": e.tag,
@@ -231,6 +246,9 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
                 # What the tag's wheel will require; null: no verified version fits, the tag does not build.
                 "flashinfer_range": verified.range_for(e.flashinfer),
                 "files": len(e.pristine),
+                "patches": list(e.patches),
+                "bugs": bugs,
+                "carries": "bug" if bugs else "downstream",
                 "patched_files": sorted(n for n, d in e.patched.items() if e.pristine.get(n) != d),
                 "pristine": e.pristine,
                 "patched": e.patched,
@@ -250,7 +268,7 @@ def run_list(layout: Layout, as_json: bool) -> int:
 
 def table_text(layout: Layout) -> str:
     head, table = rows(layout)
-    header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files")
+    header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files", "carries")
     lines = [
         (
             f"{r['tag']}{' *' if r['head'] else ''}",
@@ -259,6 +277,7 @@ def table_text(layout: Layout) -> str:
             (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
             r["flashinfer_range"] or "none verified: not built",
             f"{len(r['patched_files'])} of {r['files']}",
+            carries(r),
         )
         for r in table
     ]
@@ -269,6 +288,14 @@ def table_text(layout: Layout) -> str:
     ]
     out.append(f"* the head: vendor/ holds {head}; {len(table)} tags in patches/train.toml")
     return "\n".join(out) + "\n"
+
+
+def carries(row: TrainRow) -> str:
+    """What a tag's overlay is there for: the bugs it fixes (by their patches' numbers), or downstream only."""
+    numbers = ", ".join(name.split("-", 1)[0] for name in row["patches"])
+    if row["carries"] == "bug":
+        return f"bug fix ({numbers})"
+    return f"downstream only ({numbers})" if numbers else "nothing"
 
 
 # ------------------------------------------------------------------------- check

@@ -36,34 +36,50 @@ class TagReplay:
         return self.upstream.tag
 
     @property
-    def refusal(self) -> str | None:
-        """Why this tag cannot carry the series as it stands, or None when every patch applied."""
+    def applied(self) -> tuple[str, ...]:
+        """The patches the replay applied, in order: what this tag's overlay carries."""
+        return tuple(o.name for o in self.outcomes if o.status == PatchStatus.APPLIES)
+
+    @property
+    def upstream_here(self) -> list[str]:
+        """The patches whose change this tag already has (not replayed here; rebase retires them at the head)."""
+        return [o.name for o in self.outcomes if o.status == PatchStatus.UPSTREAM]
+
+    @property
+    def conflict(self) -> str | None:
+        """Why the series does not replay on this tag (a patch conflicts), or None."""
         conflicts = [o for o in self.outcomes if o.status == PatchStatus.CONFLICT]
-        if conflicts:
-            first = conflicts[0]
-            where = ", ".join(c.file.rsplit("/", 1)[-1] for c in first.conflicts) or "its files"
-            return (
-                f"{first.name} conflicts on {self.tag} in {where}: it neither applies nor 3-way merges "
-                "cleanly (never with fuzz)"
-            )
+        if not conflicts:
+            return None
+        first = conflicts[0]
+        where = ", ".join(c.file.rsplit("/", 1)[-1] for c in first.conflicts) or "its files"
+        return (
+            f"{first.name} conflicts on {self.tag} in {where}: it neither applies nor 3-way merges "
+            "cleanly (never with fuzz)"
+        )
+
+    @property
+    def nothing(self) -> str | None:
+        """Why this tag carries nothing (no patch applied), or None. Only the head may: rebase moves it anywhere."""
+        if self.applied or self.conflict:
+            return None
         upstream = [o for o in self.outcomes if o.status == PatchStatus.UPSTREAM]
-        if upstream and len(upstream) == self.patch_count:
-            names = ", ".join(o.name for o in upstream)
-            return f"fixed upstream in {self.tag}; no overlay needed ({names}: {upstream[0].how})"
         if upstream:
             names = ", ".join(o.name for o in upstream)
-            return (
-                f"{names} is already upstream in {self.tag} (fixed upstream in {self.tag}); a train tag carries "
-                "the whole series, so this tag needs a release line of its own"
-            )
-        return None
+            return f"fixed upstream in {self.tag}; no overlay needed ({names}: {upstream[0].how})"
+        return f"its series carries nothing to {self.tag} (every patch is skipped there, or retired before it)"
+
+    def refusal(self, head: bool = False) -> str | None:
+        """Why this tag cannot be a train tag as its series stands: a conflict, or (but for the head)
+        nothing to carry. A patch whose change the tag already has is no reason: it is not replayed there."""
+        return self.conflict or (None if head else self.nothing)
 
     def patched_hashes(self) -> dict[str, str]:
         return {name: sha256_hex(data) for name, data in sorted(self.files.items())}
 
     def entry(self, source: str, line: str = DEFAULT_LINE) -> TrainEntry:
         """The train entry this replay proves: where the pristine code came from and both sets of hashes."""
-        return TrainEntry.of(self.upstream, self.patched_hashes(), line, source)
+        return TrainEntry.of(self.upstream, self.patched_hashes(), line, source, self.applied)
 
 
 def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:

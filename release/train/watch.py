@@ -2,9 +2,10 @@
 
 Reads the document `python -m release scan --json` prints (schema 1,
 docs/affected-releases.schema.json) and, for each release newer than the newest train tag:
-- affected, every patch of the series `applies`: `train add` it (the replay decides, as always);
-- fixed (its patches' changes are upstream): reported as `upstream`, no overlay needed;
-- affected but a patch conflicts (the code moved): reported, it needs a release line of its own;
+- a patch conflicts (the code moved): reported, it needs a release line of its own;
+- a patch applies, for a bug or a downstream change (the train covers every release where the series
+  has something to carry): `train add` it (the replay decides, as always);
+- fixed (its patches' changes are upstream), nothing else to carry: reported as `upstream`, no overlay;
 - not affected (the patched files are absent): reported.
 Each add is its own all-or-nothing `train add`, so one refusal does not hold back the others.
 Writes a Markdown report (the pull request's body) and prints one line per release.
@@ -101,25 +102,28 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
         tag = f"v{version}"
         status = release.get("status")
         patches = {name: release.get("patches", {}).get(name, PatchStatus.ABSENT) for name in series}
-        if status == ReleaseStatus.FIXED or (patches and all(s == PatchStatus.UPSTREAM for s in patches.values())):
-            report.upstream.append(tag)
-            report.lines.append(f"{tag}: upstream (fixed upstream in {tag}; no overlay needed)")
-        elif status == ReleaseStatus.NOT_AFFECTED or all(s == PatchStatus.ABSENT for s in patches.values()):
-            report.absent.append(tag)
-            report.lines.append(f"{tag}: absent (the files the series patches are not in it)")
-        elif all(s == PatchStatus.APPLIES for s in patches.values()):
+        states = set(patches.values())
+        if PatchStatus.CONFLICT in states:
+            listed = ", ".join(f"{name} {state}" for name, state in patches.items())
+            report.refused[tag] = f"the series does not apply as it stands: {listed}"
+            report.lines.append(f"{tag}: affected, not added: {listed}; it needs a release line of its own")
+        elif PatchStatus.APPLIES in states:
+            # Something to carry: a bug's fix, or downstream changes only (the train covers both).
+            what = "affected" if status == ReleaseStatus.AFFECTED else "downstream changes only"
             try:
                 add_one(layout, queue, base, tag, source)
             except TrainRefusedError as exc:
                 report.refused[tag] = str(exc)
-                report.lines.append(f"{tag}: affected, not added: {exc}")
+                report.lines.append(f"{tag}: {what}, not added: {exc}")
             else:
                 report.added.append(tag)
-                report.lines.append(f"{tag}: affected; added to the train (every patch applies)")
+                report.lines.append(f"{tag}: {what}; added to the train (its patches apply)")
+        elif status == ReleaseStatus.FIXED or PatchStatus.UPSTREAM in states:
+            report.upstream.append(tag)
+            report.lines.append(f"{tag}: upstream (fixed upstream in {tag}; no overlay needed)")
         else:
-            states = ", ".join(f"{name} {state}" for name, state in patches.items())
-            report.refused[tag] = f"the series does not apply as it stands: {states}"
-            report.lines.append(f"{tag}: affected, not added: {states}; it needs a release line of its own")
+            report.absent.append(tag)
+            report.lines.append(f"{tag}: absent (the files the series patches are not in it)")
     return report
 
 

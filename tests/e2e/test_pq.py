@@ -24,10 +24,13 @@ import pytest
 from helpers import REPO, run_release, snapshot
 from release.core.git import files_at
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_SUBTREE
+from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.series import Series
+from release.model.series import EntryKind, Series
+from release.model.train import Train
+from release.queue.load import account, is_head, varies
 
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
 NEW = "0002-shape-check.patch"
@@ -223,6 +226,24 @@ def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: P
     assert "Patch-Name" not in patch.text and patch.author == "A Maintainer <maintainer@example.com>"
     assert SHAPE_CHECK in (project / VENDOR_TWO_SIDED).read_text()
     assert (project / "patches" / PATCH_0001).read_bytes() == original[f"patches/{PATCH_0001}"]
+    # pq carry wrote a variant where the line has the class, pq skip answered for the rest: no line is silent.
+    layout = Layout(project)
+    carried = json.loads((project / "reports/pq-carry/carry-report.json").read_text())
+    older = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
+    assert {c["line"] for c in carried["lines"]} == {line.name for line in older}
+    written = [c["line"] for c in carried["lines"] if c["result"] == "written"]
+    assert written and carried["silent"] == [c["line"] for c in carried["lines"] if c["result"] == "needs-variant"]
+    for line in older:
+        said = account(layout, line)[NEW]
+        if line.name in written:
+            variant = Patch.load(line.patch_dir(project) / said.name, line.prefixes)
+            assert varies(variant) == NEW and "Carried-From: " + NEW in variant.text and SHAPE_CHECK in variant.text
+        else:
+            assert said.kind == EntryKind.SKIP and line.name in carried["silent"]
+    entries = Train.load(layout.train).entries
+    assert all(
+        any(n.startswith("0002-") for n in e.patches) for e in entries if e.line in [*written, "prepare_finalize"]
+    )
     train = (project / "patches" / "train.toml").read_text()
     assert train != train_before  # re-recorded: the head line's patched hashes moved
     two_patches = snapshot(project)
@@ -342,7 +363,7 @@ def test_export_refuses_to_drop_a_patch_a_line_takes_as_it_is(project: Path, tmp
     new_commit(project, env)
     assert run_release(project, "pq", "export").returncode == 0
     line_series = project / "patches/lines/flashinfer_nvlink/series"
-    line_series.write_text(line_series.read_text() + f"{NEW}\n")  # the line takes the common patch as it is
+    line_series.write_text(line_series.read_text() + f"take {NEW}\n")  # the line takes the common patch as it is
     git(project, env, "-C", ".work/pq", "reset", "-q", "--hard", "HEAD~1")  # drop it with plain git
     before = snapshot(project)
     exported = run_release(project, "pq", "export")

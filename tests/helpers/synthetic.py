@@ -123,10 +123,12 @@ def patch_message(subject: str) -> str:
     )
 
 
-def add_patch(project: Path, name: str, file: str, old: str, new: str, message: str) -> str:
+def add_patch(project: Path, name: str, file: str, old: str, new: str, message: str, lines_skip: bool = True) -> str:
     """Add a patch to the project's queue (format-patch mail, series line) and apply it to vendor/.
 
     `old` is replaced by `new` in `file` (relative to the subtree); `old == ""` creates `file` as `new`.
+    `lines_skip`: every older release line's series says `skip NAME: ...` (a line silent about a common
+    patch is refused by check); False leaves them silent.
     """
     from release.core.layout import read_tree
 
@@ -146,6 +148,10 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
     (project / "patches" / name).write_text(mail.read_text())
     with (project / "patches" / "series").open("a") as series:
         series.write(name + "\n")
+    if lines_skip:
+        for line_series in sorted((project / "patches" / "lines").glob("*/series")):
+            with line_series.open("a") as series:
+                series.write(f"skip {name}: a test's patch of the head line only\n")
     (vendor / file).write_bytes(target.read_bytes())
     return name
 
@@ -162,3 +168,29 @@ def demo_wheel(directory: Path, version: str) -> Path:
         archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         archive.writestr(f"{info}/RECORD", "")
     return path
+
+
+SHAPE_CHECK_PATCH = "0002-shape-check.patch"
+SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
+
+
+def add_shape_check(project: Path, lines_skip: bool = False) -> str:
+    """The issue's downstream 0002: a shape check as the first statement of the two-sided `finalize`, added to
+    the project's series and vendor/ (a test's own patch, never committed to the series); the older release
+    lines stay silent about it unless `lines_skip`."""
+    import re
+
+    two_sided = "flashinfer_nvlink_two_sided.py"
+    text = (project / "vendor" / "vllm_fused_moe" / "prepare_finalize" / two_sided).read_text()
+    match = re.search(r"    def finalize\(.*?\n\s*\) -> None:\n", text, re.S)
+    assert match is not None, "the two-sided class has no finalize"
+    anchor = match.group(0)
+    return add_patch(
+        project,
+        SHAPE_CHECK_PATCH,
+        two_sided,
+        anchor,
+        anchor + SHAPE_CHECK,
+        "fused_moe: shape check in finalize",
+        lines_skip,
+    )

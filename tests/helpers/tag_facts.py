@@ -95,6 +95,11 @@ def fixed_upstream() -> str:
     return _releases()["fixed"]["tag"]
 
 
+def first_fixed() -> str:
+    """The first release upstream fixed every bug of our patches in (the scan data's `fixed_in`)."""
+    return "v" + str(json.loads(layout().affected_json.read_text(encoding="utf-8"))["fixed_in"])
+
+
 def other_than_head() -> str:
     """A real release other than the head: one end of the rebase scenario."""
     return rebase_to() if head().tag != rebase_to() else rebase_from()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from helpers import tag_facts
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.series import Series
+from release.model.series import Entry, EntryKind, Series
 from release.model.train import Train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +83,55 @@ def test_bad_series_is_rejected(tmp_path: Path, content: str, message: str) -> N
     (tmp_path / "series").write_text(content)
     with pytest.raises(MalformedSeriesError, match=message):
         Series.load(tmp_path / "series")
+
+
+def test_a_line_series_says_take_its_variant_or_skip_and_patches_series_keeps_retired_in_place(tmp_path: Path) -> None:
+    common, line = tmp_path / "patches", tmp_path / "patches" / "lines" / "l"
+    (common / "retired").mkdir(parents=True)
+    line.mkdir(parents=True)
+    for path in (common / "0002-b.patch", common / "retired" / "0001-a.patch", line / "0001-a-here.patch"):
+        path.write_text("")
+    (common / "series").write_text("# the queue\nretired 0001-a.patch\n0002-b.patch  # b\n")
+    head = Series.load(common / "series")
+    assert (head.names, head.retired) == (["0002-b.patch"], ["0001-a.patch"])
+    assert head.unretire("0001-a.patch").dumps() == "# the queue\n0001-a.patch\n0002-b.patch  # b\n"
+    assert head.retire("0002-b.patch").dumps() == "# the queue\nretired 0001-a.patch\nretired 0002-b.patch  # b\n"
+    (line / "series").write_text("0001-a-here.patch\ntake 0001-a.patch\nskip 0002-b.patch: no such class here # why\n")
+    own = Series.load(line / "series", common=common)
+    assert [(e.kind, e.name, e.reason) for e in own.entries] == [
+        (EntryKind.PATCH, "0001-a-here.patch", ""),
+        (EntryKind.TAKE, "0001-a.patch", ""),  # a retired common patch may still be taken
+        (EntryKind.SKIP, "0002-b.patch", "no such class here"),
+    ]
+    assert own.names == ["0001-a-here.patch", "0001-a.patch"]
+    inserted = own.insert(Entry(EntryKind.SKIP, "0003-c.patch", "later"), before="0002-b.patch").dumps()
+    assert inserted.splitlines()[2] == "skip 0003-c.patch: later"
+
+
+@pytest.mark.parametrize(
+    "content, common, message",
+    [
+        ("skip 0002-b.patch:\n", True, "gives no reason"),
+        ("take 0009-gone.patch\n", True, "takes '0009-gone.patch', which is not in"),
+        ("0002-b.patch\n", True, "is a common patch, not a variant of this line"),
+        ("take 0002-b.patch\n", False, "`take` is no entry of patches/series"),
+        ("retired 0002-b.patch\n", False, "which is not in"),
+        ("skip 0002-b.patch: a\n0002-b.patch\n", False, "`skip` is no entry of patches/series"),
+    ],
+)
+def test_a_series_entry_in_the_wrong_file_or_without_its_patch_is_refused(
+    tmp_path: Path, content: str, common: bool, message: str
+) -> None:
+    (tmp_path / "0002-b.patch").write_text("")
+    folder = tmp_path / "lines" / "l"
+    folder.mkdir(parents=True)
+    (folder / "series").write_text(content)
+    (tmp_path / "series").write_text(content)
+    with pytest.raises(MalformedSeriesError, match=re.escape(message)):
+        if common:
+            Series.load(folder / "series", common=tmp_path)
+        else:
+            Series.load(tmp_path / "series")
 
 
 def test_pin_round_trips_byte_for_byte() -> None:

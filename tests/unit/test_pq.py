@@ -107,6 +107,14 @@ def test_the_series_is_rewritten_in_the_new_order_with_its_comments() -> None:
     assert rewrite(Series(("# only a header",)), ["0001-a.patch"]) == "# only a header\n0001-a.patch\n"
 
 
+def test_a_retired_line_stays_where_it_was_when_the_series_is_rewritten() -> None:
+    old = Series(("# header", "retired 0001-a.patch", "0002-b.patch", "retired 0003-c.patch"))
+    assert rewrite(old, ["0002-b.patch"]) == old.dumps()
+    assert rewrite(old, ["0002-b.patch", "0004-d.patch"]) == (
+        "# header\nretired 0001-a.patch\n0002-b.patch\n0004-d.patch\nretired 0003-c.patch\n"
+    )
+
+
 def rewrite(old: Series, names: list[str]) -> str:
     from release.pq.export import rewrite_series
 

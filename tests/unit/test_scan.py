@@ -15,7 +15,7 @@ from release.core.layout import Layout
 from release.model.patch import Patch
 from release.pristine.lazy_wheel import Transfer
 from release.scan.document import build_document, dumps, load_document, to_markdown
-from release.scan.run import ReleaseResult, ScanOptions, ScanResult
+from release.scan.run import ReleaseResult, ScanOptions, ScanResult, bug_map, bug_statuses
 
 
 def test_the_shipped_document_is_valid_and_agrees_with_the_train_and_the_docs() -> None:
@@ -52,14 +52,20 @@ def test_the_schema_rejects_a_document_doctor_could_not_read(tmp_path: Path, spo
 # ----------------------------------------------------------- the document alone
 
 
-def _result(version: str, state: str, patch: str = PATCH_0001) -> ReleaseResult:
-    return ReleaseResult(
-        version, "prepare_finalize", {patch: state}, f"vllm-{version}-x.whl", "0" * 64, "", "", Transfer()
-    )
+BUG = "https://example.com/bugs/1"
+DOWNSTREAM = "0002-shape-check.patch"
 
 
-def _patch(name: str = PATCH_0001) -> Patch:
-    return Patch(name, "From 0 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] a fix\n\n")
+def _patch(name: str = PATCH_0001, purpose: str = f"Bug: {BUG} the output is reduced twice") -> Patch:
+    """A patch as the scan's document sees it: a name, a subject, and what it is for (its trailer)."""
+    return Patch(name, f"From 0 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] a fix\n\nWhy: a test.\n\n{purpose}\n")
+
+
+def _result(version: str, state: str, patch: str = PATCH_0001, more: dict[str, str] | None = None) -> ReleaseResult:
+    patches = {patch: state, **(more or {})}
+    result = ReleaseResult(version, "prepare_finalize", patches, f"vllm-{version}-x.whl", "0" * 64, "", "", Transfer())
+    result.bugs = bug_statuses(patches, bug_map([_patch(), _patch(DOWNSTREAM, "Downstream: a check we keep")]))
+    return result
 
 
 def test_fixed_in_is_the_first_fixed_release_after_the_last_affected_one() -> None:
@@ -89,3 +95,35 @@ def test_a_ranged_scan_keeps_releases_classified_for_the_same_patches_only() -> 
     assert document["scanned"] == ["0.2.0", "0.3.0"]
     assert document["releases"]["0.2.0"]["in_train"] is True  # recomputed from the train, not kept
     assert document["releases"]["0.3.0"]["status"] == "fixed" and document["fixed_in"] == "0.3.0"
+
+
+def test_status_is_per_bug_and_a_downstream_patch_never_makes_a_release_affected(tmp_path: Path) -> None:
+    """Two patches: 0001 fixes a bug, 0002 is downstream. Where 0001 is upstream and 0002 still applies, the
+    release is fixed (not affected by 0002), and a train tag there carries downstream changes only."""
+    two = [_patch(), _patch(DOWNSTREAM, "Downstream: a check we keep")]
+    results = [
+        _result("0.1.0", "applies", more={DOWNSTREAM: "applies"}),
+        _result("0.2.0", "upstream", more={DOWNSTREAM: "applies"}),
+        _result("0.3.0", "upstream", more={DOWNSTREAM: "skipped"}),
+    ]
+    train = {Version("0.1.0"), Version("0.2.0")}
+    document, _ = build_document(ScanResult(results, {}, two, 0.0), ScanOptions(Layout(REPO)), None, train)
+    releases = document["releases"]
+    assert [releases[v]["status"] for v in document["scanned"]] == ["affected", "fixed", "fixed"]
+    assert [releases[v]["bugs"] for v in document["scanned"]] == [{BUG: "affected"}, {BUG: "fixed"}, {BUG: "fixed"}]
+    assert document["fixed_in"] == "0.2.0" and document["bugs"][BUG]["fixed_in"] == "0.2.0"
+    assert document["bugs"][BUG] == {
+        "title": "the output is reduced twice",
+        "patches": [PATCH_0001],
+        "first_fixed": "0.2.0",
+        "fixed_in": "0.2.0",
+    }
+    assert document["patches"][DOWNSTREAM]["purpose"] == "downstream" and document["patches"][DOWNSTREAM]["bug"] is None
+    assert document["patches"][DOWNSTREAM]["first_upstream"] is None
+    markdown = to_markdown(document)
+    assert "Fixed upstream from: 0.2.0." in markdown
+    assert "In the train for downstream changes only: 0.2.0." in markdown
+    assert "| 0.2.0 | fixed upstream | prepare_finalize | upstream | applies | downstream only |" in markdown
+    written = tmp_path / "affected-releases.json"
+    written.write_text(dumps(document))
+    assert schema_errors(written) == []

@@ -19,9 +19,10 @@ class BuildInfoError(RuntimeError):
     """_build_info.json (or, in a source checkout, UPSTREAM.toml) cannot be read: the install is damaged."""
 
 
-class PatchInfo(TypedDict):
+class PatchInfo(TypedDict, total=False):
     name: str
     subject: str
+    bug: str  # the id or URL of the bug it fixes, "" for a downstream change (builds before it: see trailers)
     trailers: dict[str, str]
 
 

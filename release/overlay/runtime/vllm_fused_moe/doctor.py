@@ -140,6 +140,10 @@ def release_facts(scan: dict[str, Any] | None, scan_problem: str | None, vllm: s
         "wheel": None,
         "flashinfer": None,
         "fixed_in": scan.get("fixed_in") if scan else None,
+        # Per bug our patches fix: {id: {"status", "title", "patches"}} (scan data from before bugs: {}).
+        "bugs": {},
+        "needs": [],  # the bugs this release is affected by: what an overlay for it must carry
+        "optional_overlay": False,  # not affected, yet an overlay with downstream changes is published for it
     }
     if vllm is None:
         facts["why"] = "vLLM is not installed in this environment"
@@ -164,6 +168,23 @@ def release_facts(scan: dict[str, Any] | None, scan_problem: str | None, vllm: s
             "fixed": "this release has the fix upstream",
             "not-affected": "this release does not have the affected code",
         }[entry["status"]]
+        known: dict[str, Any] = scan["bugs"] if isinstance(scan.get("bugs"), dict) else {}
+        statuses: dict[str, Any] = entry["bugs"] if isinstance(entry.get("bugs"), dict) else {}
+        for bug, state in statuses.items():
+            info: dict[str, Any] = known[bug] if isinstance(known.get(bug), dict) else {}
+            facts["bugs"][str(bug)] = {
+                "status": str(state),
+                "title": str(info.get("title") or ""),
+                "patches": [str(name) for name in info.get("patches") or []],
+            }
+        facts["needs"] = [bug for bug, info in facts["bugs"].items() if info["status"] == "affected"]
+        if facts["in_train"] and entry["status"] != "affected":
+            # The train carries downstream changes for it too (a patch that applies here for no bug).
+            facts["optional_overlay"] = True
+            facts["why"] += (
+                f"; an overlay for it is published with downstream changes only (optional: `pip install "
+                f"{PROJECT}=={version}` from our index)"
+            )
         return facts
     scanned = [str(v) for v in scan["scanned"]]
     newest = str(scan.get("newest_scanned") or (scanned[-1] if scanned else ""))
@@ -196,6 +217,8 @@ def blank_overlay() -> dict[str, Any]:
         "reason": None,
         "flashinfer_specifier": None,
         "patches": [],
+        "bugs": [],  # the bugs its patches fix (their `bug`, or the Bug: trailer of older builds)
+        "missing_fixes": [],  # the release's bugs (release.needs) none of its patches fixes
     }
 
 
@@ -225,6 +248,7 @@ def overlay_state() -> dict[str, Any]:
             hook_installed=finder.installed_finder() is not None,
             flashinfer_specifier=info.get("flashinfer_specifier"),
             patches=[p.get("name") for p in info.get("patches", [])],
+            patch_info=[p for p in info.get("patches", []) if isinstance(p, dict)],
         )
         decision = getattr(activate, "activation", None)
         if decision is None:
@@ -245,6 +269,33 @@ def overlay_state() -> dict[str, Any]:
         state["activates"] = None
         state["reason"] = f"the installed overlay could not be read: {type(exc).__name__}: {exc}"
     return state
+
+
+def carried_bugs(patches: list[dict[str, Any]], release: dict[str, Any]) -> list[str]:
+    """The release's bugs the installed overlay's patches fix: by each patch's `bug` (or its Bug: trailer),
+    or by its name or `Varies:` being one of the bug's patches in the scan data."""
+    found = []
+    for bug, info in release.get("bugs", {}).items():
+        names = set(info.get("patches") or [])
+        for patch in patches:
+            trailers: dict[str, Any] = patch["trailers"] if isinstance(patch.get("trailers"), dict) else {}
+            said = patch.get("bug")
+            if said is None:
+                said = str(trailers.get("Bug", "")).split(" ", 1)[0]
+            if said == bug or patch.get("name") in names or trailers.get("Varies") in names:
+                found.append(bug)
+                break
+    return found
+
+
+def compare_fixes(overlay: dict[str, Any], release: dict[str, Any]) -> None:
+    """What the installed overlay carries against what its release needs (overlay `bugs`, `missing_fixes`)."""
+    patches = overlay.pop("patch_info", None) or []
+    if not overlay["installed"] or not overlay["for_this_vllm"]:
+        return
+    carried = carried_bugs(patches, release)
+    overlay["bugs"] = sorted({*carried, *(str(p["bug"]) for p in patches if p.get("bug"))})
+    overlay["missing_fixes"] = [bug for bug in release.get("needs") or [] if bug not in carried]
 
 
 # ----------------------------------------------------------------------------- --live
@@ -630,7 +681,7 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
     vllm = public_version(report["vllm"]["version"])
     if release["status"] != "affected":  # fixed upstream, yet overridden (--live): nothing of ours to install
         return _fix(None, "find what serves vLLM's prepare_finalize modules here (see live.classes)")
-    if overlay["for_this_vllm"]:
+    if overlay["for_this_vllm"] and not overlay.get("missing_fixes"):
         reason = overlay["reason"] or ""
         if overlay["mode"] == "off":
             return {
@@ -701,6 +752,15 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
         return "not-affected", release["why"]
     # Affected: is our fix for this very release in place, and will vLLM run it?
     ours = overlay["for_this_vllm"]
+    missing = overlay.get("missing_fixes") or []
+    if ours and missing:
+        bugs = release.get("bugs") or {}
+        named = "; ".join(f"{bug} ({bugs[bug]['title']})" if bugs.get(bug, {}).get("title") else bug for bug in missing)
+        carried = ", ".join(str(p) for p in overlay.get("patches") or []) or "no patch"
+        return "affected", (
+            f"{release['why']}; the installed overlay {overlay['version']} carries no fix for {named} "
+            f"(its patches: {carried})"
+        )
     if ours and overlay["activates"] and overlay["hook_installed"] and reduced is not False:
         how = "the classes vLLM resolves say so (--live)" if reduced else "the import hook's own decision"
         return "fixed-live", f"{release['why']}; our fix is live here: {how}"
@@ -733,6 +793,7 @@ def report(
     path, source = find_scan(scan_path, Path(overlay["location"]) if overlay["location"] else None)
     scan, problem = load_scan(path) if path else (None, "no scan data (affected-releases.json) found")
     release = release_facts(scan, problem, vllm)
+    compare_fixes(overlay, release)
     data: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "doctor": str(Path(__file__).resolve()),
@@ -786,6 +847,8 @@ def format_report(data: dict[str, Any]) -> str:
         ),
         ("release", f"{release['status'].replace('unknown', 'cannot tell')}: {release['why']}"),
     ]
+    for bug, info in (release.get("bugs") or {}).items():
+        rows.append(("bug", f"{bug}: {info['status']}" + (f" ({info['title']})" if info["title"] else "")))
     if release["fixed_in"]:
         rows.append(("fixed upstream in", release["fixed_in"]))
     if not overlay["installed"]:
@@ -794,6 +857,8 @@ def format_report(data: dict[str, Any]) -> str:
         rows.append(
             ("overlay", f"{PROJECT} {overlay['version']} for vLLM {overlay['vllm_tag']}, {overlay['location']}")
         )
+        if overlay.get("missing_fixes"):
+            rows.append(("overlay lacks", ", ".join(overlay["missing_fixes"])))
         if overlay["activates"]:
             hook = "" if overlay["hook_installed"] else ", but its hook is not installed in this interpreter"
             warning = f"; warning: {overlay['reason']}" if overlay["reason"] else ""

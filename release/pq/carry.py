@@ -1,0 +1,330 @@
+"""`pq carry PATCH`: a new or changed common patch, carried onto every older release line.
+
+Per line that is silent about the patch (or whose variant `pq carry` made from an older version of
+it), the job as its steps:
+1. map the patch's head paths onto the line's files (lines.toml `[line.maps]`; a head path inside the
+   line's own modules maps to itself); a file with no counterpart on the line cannot be carried;
+2. in a scratch repository: the head's tree just before the patch (the pinned pristine tree, recovered
+   from vendor/, with the patches before it), so that `git am --3way` finds the pre-image blobs the
+   patch names; then the newest train tag of the line (its modules read from the recorded source and
+   held to the recorded sha256), with the line's own entries that come before the patch replayed;
+3. classify the mapped patch as `rebase` does (apply, reverse-apply, the semantic check, `git am
+   --3way`; never fuzz): it applies (the variant is its `git format-patch`, with `Varies:` and
+   `Carried-From:` added to the common patch's message), its change is already there, or it conflicts;
+4. replay the line's whole new series on every train tag of the line: a variant that does not hold on
+   each of them is not written;
+5. write each line's variant and series entry (before the line's entry of the next common patch) in
+   one journaled change, and report every line: written, updated, up to date, taken or skipped as its
+   series says, a hand-made variant left as it is, or one that needs a hand-made variant (and why).
+
+`pq skip PATCH --line LINE --reason WHY` writes the other answer a line may give: it does without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from release.core.errors import BadInputError, UnknownPatchError
+from release.core.git import WorkRepo
+from release.core.hashing import sha256_hex
+from release.core.journal import Output, commit, write_atomic
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree
+from release.core.lock import repo_lock
+from release.model.lines import Line, read_lines
+from release.model.outcome import PatchStatus
+from release.model.patch import Patch
+from release.model.series import Entry, EntryKind, Series
+from release.model.source import Source
+from release.model.train import Train, TrainEntry
+from release.model.tree import UpstreamTree
+from release.pq.export import CARRIED_FROM
+from release.pq.export import replay as apply_all
+from release.pq.importer import clean_pristine
+from release.pristine.sources import fetch
+from release.queue.load import Queue, account, entry_patch, is_head, line_series, varies
+from release.queue.replay import Replay, replay_series
+from release.queue.upstreamed import classify
+
+REPORT_DIR = "reports/pq-carry"
+MARKDOWN, JSON = "carry-report.md", "carry-report.json"
+
+
+@dataclass
+class LineCarry:
+    line: str
+    result: str  # written | updated | up-to-date | takes | skips | hand-made | needs-variant
+    detail: str
+    variant: str = ""  # the variant's path in the checkout, where there is one
+    tags: list[str] = field(default_factory=list)  # the train tags it was tried on
+
+
+@dataclass
+class CarryReport:
+    patch: str
+    lines: list[LineCarry]
+    written: list[str] = field(default_factory=list)  # paths the run changed
+
+    @property
+    def silent(self) -> list[str]:
+        """The lines that still say nothing about the patch."""
+        return [c.line for c in self.lines if c.result == "needs-variant"]
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "silent": self.silent}, indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        out = [f"# Carry {self.patch} onto the release lines", "", "| line | result | tags | detail |"]
+        out += ["| --- | --- | --- | --- |"]
+        for c in self.lines:
+            out.append(f"| `{c.line}` | **{c.result}** | {', '.join(c.tags) or '-'} | {c.detail} |")
+        out.append("")
+        out.append(f"Written: {', '.join(f'`{p}`' for p in self.written) or 'nothing'}.")
+        if self.silent:
+            out += [
+                "",
+                f"Needs a hand-made variant: {', '.join(self.silent)}. Until each says something about "
+                f"{self.patch}, `check` and `train check` refuse (exit 2): put a variant of the line's own in "
+                f"patches/lines/<line>/ (its message with `Varies: {self.patch}`) and name it in the line's "
+                f"series, or `python -m release pq skip {self.patch} --line LINE --reason WHY`.",
+            ]
+        return "\n".join(out) + "\n"
+
+
+def fingerprint(patch: Patch) -> str:
+    """What a carried variant remembers of the common patch it was made from: its name and digest."""
+    return f"{patch.name} sha256:{sha256_hex(patch.text.encode('utf-8'))[:16]}"
+
+
+def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: Path | None = None) -> CarryReport:
+    with repo_lock(layout, "pq carry"):
+        queue = Queue.load(layout)
+        patch = common_patch(queue, name)
+        lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
+        if only:
+            unknown = sorted(set(only) - {line.name for line in lines})
+            if unknown:
+                raise BadInputError(f"no release line {', '.join(unknown)} besides the head's in patches/lines.toml")
+            lines = [line for line in lines if line.name in only]
+        head_before = head_tree_before(layout, queue, patch)
+        train = Train.load(layout.train)
+        report = CarryReport(patch.name, [])
+        outputs = []
+        # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.
+        with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(len(lines), 1))) as pool:
+            carried = list(pool.map(lambda line: carry_line(layout, queue, patch, line, head_before, train), lines))
+        for line, (done, files) in zip(lines, carried, strict=True):
+            report.lines.append(done)
+            if files is not None:
+                folder = line.patch_dir(layout.root)
+                outputs.append(Output(folder.relative_to(layout.root).as_posix(), files=files))
+                report.written += [f"{folder.relative_to(layout.root).as_posix()}/{n}" for n in (patch.name, "series")]
+        if outputs:
+            commit(layout, outputs, f"pq carry {patch.name}")
+        write_report(layout, report, report_dir)
+        return report
+
+
+def common_patch(queue: Queue, name: str) -> Patch:
+    found = [p for p in queue.patches if p.name == name or p.name.split("-", 1)[0] == name]
+    if len(found) != 1:
+        raise UnknownPatchError(
+            f"{name!r} is not one patch of patches/series ({', '.join(p.name for p in queue.patches) or 'none'})"
+        )
+    return found[0]
+
+
+def head_tree_before(layout: Layout, queue: Queue, patch: Patch) -> dict[str, bytes]:
+    """The head's subtree as the patch was made against: pristine (from vendor/) + the patches before it."""
+    before = queue.patches[: [p.name for p in queue.patches].index(patch.name)]
+    return apply_all(clean_pristine(layout, queue), before)
+
+
+def carry_line(
+    layout: Layout, queue: Queue, patch: Patch, line: Line, head_before: dict[str, bytes], train: Train
+) -> tuple[LineCarry, dict[str, bytes] | None]:
+    """One line: what it says about the patch, or its carried variant (and the line folder's new files)."""
+    said = account(layout, line).get(patch.name)
+    existing: Patch | None = None
+    if said is not None and said.kind == EntryKind.SKIP:
+        return LineCarry(line.name, "skips", f"its series: skip {patch.name}: {said.reason}"), None
+    if said is not None and said.kind == EntryKind.TAKE:
+        return LineCarry(line.name, "takes", "its series takes the common patch as it is"), None
+    if said is not None:
+        existing = entry_patch(layout, line, said)
+        where = f"patches/lines/{line.name}/{said.name}"
+        assert existing is not None
+        made_from = existing.trailers.get(CARRIED_FROM, "").strip()
+        if not made_from:
+            return LineCarry(line.name, "hand-made", f"{where} varies it, made by hand: left as it is", where), None
+        if made_from == fingerprint(patch):
+            return LineCarry(line.name, "up-to-date", f"{where} was carried from this very patch", where), None
+    tags = [e for e in train.entries if e.line == line.name]
+    if not tags:
+        return LineCarry(line.name, "needs-variant", "no train tag of the line to carry it onto"), None
+    mapped, unmapped = map_patch(patch, line)
+    if unmapped:
+        listed = ", ".join(unmapped)
+        detail = f"the line has no counterpart of {listed} (patches/lines.toml [line.maps])"
+        return LineCarry(line.name, "needs-variant", detail, tags=[e.tag for e in tags]), None
+    series = line_series(layout, line)
+    if existing is not None:
+        series = series.without(existing.name)
+    before = insertion_point(layout, queue, line, series, patch.name)
+    entries = series.entries
+    cut = next((i for i, e in enumerate(entries) if e.name == before), len(entries))
+    preceding = [p for e in entries[:cut] if (p := entry_patch(layout, line, e)) is not None]
+    newest = tags[-1]
+    made = make_variant(layout, line, newest, preceding, mapped, head_before)
+    if isinstance(made, str):
+        return LineCarry(line.name, "needs-variant", made, tags=[newest.tag]), None
+    variant = made.with_trailer("Varies", patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
+    variant.validate(line.prefixes)
+    new_series = series.insert(Entry(EntryKind.PATCH, variant.name), before)
+    following = [p for e in entries[cut:] if (p := entry_patch(layout, line, e)) is not None]
+    replayed = [*preceding, variant, *following]
+    for entry in tags:
+        problem = holds_on(layout, line, entry, replayed)
+        if problem:
+            return LineCarry(line.name, "needs-variant", problem, tags=[e.tag for e in tags]), None
+    files = read_tree(line.patch_dir(layout.root))
+    if existing is not None:
+        files.pop(existing.name, None)
+    files[variant.name] = variant.text.encode("utf-8")
+    files["series"] = new_series.dumps().encode("utf-8")
+    where = f"patches/lines/{line.name}/{variant.name}"
+    what = "updated" if existing is not None else "written"
+    detail = f"{where}: applies on every train tag of the line ({len(tags)})"
+    return LineCarry(line.name, what, detail, where, [e.tag for e in tags]), files
+
+
+DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+
+
+def map_patch(patch: Patch, line: Line) -> tuple[Patch, list[str]]:
+    """The patch with each file header's head path replaced by the line's file; and the paths with none."""
+    unmapped = sorted({path for path in patch.files if line.map_path(path) is None})
+    if unmapped:
+        return patch, unmapped
+    out: list[str] = []
+    in_header = False
+    lines = patch.text.split("\n")
+    start = next(i for i, text in enumerate(lines) if text.startswith("diff --git "))
+    for text in lines[start:]:
+        match = DIFF_GIT_RE.match(text)
+        if match:
+            in_header = True
+            text = f"diff --git a/{line.map_path(match.group(1))} b/{line.map_path(match.group(2))}"
+        elif text.startswith("@@"):
+            in_header = False
+        elif in_header and text.startswith(("--- a/", "+++ b/")):
+            text = f"{text[:6]}{line.map_path(text[6:])}"
+        out.append(text)
+    return Patch(patch.name, "\n".join([*lines[:start], *out])), []
+
+
+def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, name: str) -> str | None:
+    """The entry of `series` the patch's entry goes before: the first that accounts for a later common patch."""
+    order = [e.name for e in queue.series.entries]
+    later = set(order[order.index(name) + 1 :])
+    for entry in series.entries:
+        patch = entry_patch(layout, line, entry) if entry.kind == EntryKind.PATCH else None
+        common = (varies(patch) if patch is not None else None) or entry.name
+        if common in later:
+            return entry.name
+    return None
+
+
+def line_tree(layout: Layout, line: Line, entry: TrainEntry) -> UpstreamTree | str:
+    """A train tag's pristine modules of the line, held to the sha256 the train recorded (or why not)."""
+    tree = fetch(entry.tag, Source.parse(entry.source), line, lazy=True)
+    if tree.file_hashes() != entry.pristine:
+        return f"{entry.tag}'s modules are not what patches/train.toml records (`python -m release train check`)"
+    return tree
+
+
+def make_variant(
+    layout: Layout, line: Line, entry: TrainEntry, preceding: list[Patch], mapped: Patch, head_before: dict[str, bytes]
+) -> Patch | str:
+    """The mapped patch as it applies on `entry`'s modules after the line's preceding entries, or why not."""
+    tree = line_tree(layout, line, entry)
+    if isinstance(tree, str):
+        return tree
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
+        work = Path(tmp)
+        # The head's blobs first (under the head's paths), so that --3way finds the pre-image the patch names.
+        WorkRepo.create(work / "repo", UPSTREAM_SUBTREE).commit_subtree(head_before, "head: the patch's pre-image")
+        repo = WorkRepo(work / "repo", line.root)
+        repo.commit_subtree(tree.files, f"vllm {entry.tag} (pristine)")
+        stopped = replay_series(repo, work, preceding, Replay(), tree)
+        if stopped is not None:
+            return f"the line's {stopped.name} does not replay on {entry.tag} (`python -m release train check`)"
+        base = repo.head()
+        mail = work / "patches" / mapped.name
+        mail.write_text(mapped.text, encoding="utf-8")
+        decided = classify(repo, mapped, mail)
+        if decided.status == PatchStatus.CONFLICT:
+            conflicted = ", ".join(repo.unmerged_paths()) or ", ".join(line.map_path(f) or f for f in mapped.files)
+            repo.run("am", "--abort", check=False)
+            return f"conflicts on {entry.tag} in {conflicted}: it neither applies nor 3-way merges (never fuzz)"
+        if decided.status == PatchStatus.UPSTREAM:
+            return f"its change is already in {entry.tag}'s modules ({decided.how}): skip it with that reason"
+        [exported] = repo.export(base, work / "out")
+        return Patch(mapped.name, exported.read_bytes().decode("utf-8"))
+
+
+def holds_on(layout: Layout, line: Line, entry: TrainEntry, patches: list[Patch]) -> str | None:
+    """Why the line's new series does not replay on this train tag, or None."""
+    tree = line_tree(layout, line, entry)
+    if isinstance(tree, str):
+        return tree
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
+        repo = WorkRepo.create(Path(tmp) / "repo", line.root)
+        repo.commit_subtree(tree.files, f"vllm {entry.tag} (pristine)")
+        replay = Replay()
+        stopped = replay_series(repo, Path(tmp), patches, replay, tree)
+    if stopped is not None:
+        return f"applies on the newest tag of the line, but {stopped.name} conflicts on {entry.tag}"
+    return None
+
+
+def write_report(layout: Layout, report: CarryReport, report_dir: Path | None) -> tuple[Path, Path]:
+    directory = report_dir or layout.root / REPORT_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    md, js = directory / MARKDOWN, directory / JSON
+    write_atomic(md, report.to_markdown().encode("utf-8"))
+    write_atomic(js, report.to_json().encode("utf-8"))
+    return md, js
+
+
+# ---------------------------------------------------------------------------- skip
+
+
+def skip(layout: Layout, name: str, line_name: str, reason: str) -> Path:
+    """Write `skip NAME: REASON` into the line's series, where the patch's entry belongs; returns the series file."""
+    reason = " ".join(reason.split())
+    if not reason or "#" in reason:
+        raise BadInputError("a skip needs a reason in words, without `#` (it would start a comment)")
+    with repo_lock(layout, "pq skip"):
+        queue = Queue.load(layout)
+        patch = common_patch(queue, name)
+        line = read_lines(layout.lines).get(line_name)
+        if is_head(layout, line):
+            raise BadInputError(f"{line.name} is the head line: patches/series is the common queue itself")
+        said = account(layout, line).get(patch.name)
+        if said is not None:
+            raise BadInputError(
+                f"line {line.name} already says `{said.text()}` about {patch.name}",
+                hint="edit the line's series by hand to change its answer",
+            )
+        series = line_series(layout, line)
+        before = insertion_point(layout, queue, line, series, patch.name)
+        new = series.insert(Entry(EntryKind.SKIP, patch.name, reason), before)
+        path = line.series_path(layout.root)
+        commit(layout, [Output(path.relative_to(layout.root).as_posix(), data=new.dumps().encode("utf-8"))], "pq skip")
+        return path

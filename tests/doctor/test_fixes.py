@@ -1,0 +1,116 @@
+"""The doctor compares what the installed overlay carries with the bugs its vLLM release has, per bug.
+
+In process, on the shipped scan data (release/overlay/runtime/vllm_fused_moe/affected-releases.json):
+an overlay for the installed release that activates but carries no patch for a bug the release is
+affected by is `affected` (exit 1), never `fixed-live`, and the fix is its newest patch level; a
+release fixed upstream whose train tag carries only a downstream patch is `not-affected` (exit 0)
+and the report says an optional overlay is published for it. No release is named here: each comes
+from the data.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+from helpers.doctor import doctor_module, scan_data, validate
+from release.scan.run import bug_statuses, release_status
+
+doctor = doctor_module()
+DATA = scan_data()
+DOWNSTREAM = "0002-shape-check.patch"
+
+
+def _bug() -> tuple[str, dict[str, Any]]:
+    [(bug, info)] = DATA["bugs"].items()  # one bug today; the test holds for each
+    return bug, info
+
+
+def _affected_train_tag() -> str:
+    """A release that is affected and in the train (as 0.19.1 is in the issue's story)."""
+    return next(v for v, e in DATA["releases"].items() if e["status"] == "affected" and e["in_train"])
+
+
+def _report(data: dict[str, Any], vllm: str, **overlay: Any) -> dict[str, Any]:
+    """report() as the doctor makes it in an environment with vLLM `vllm` and our overlay as given."""
+    state = {**doctor.blank_overlay(), **overlay}
+    release = doctor.release_facts(data, None, vllm)
+    doctor.compare_fixes(state, release)
+    report = {
+        "schema": doctor.REPORT_SCHEMA,
+        "doctor": str(doctor.__file__),
+        "python": sys.executable,
+        "vllm": {"version": vllm},
+        "flashinfer": {"version": None},
+        "scan": {"path": None, "source": "given with --scan", "problem": None, "oldest_scanned": None,
+                 "newest_scanned": None},
+        "release": release,
+        "overlay": state,
+        "live": None,
+        "serve": None,
+    }  # fmt: skip
+    return validate(doctor.conclude(report, "https://index.example/simple"))
+
+
+def _ours(version: str, patches: list[dict[str, Any]]) -> dict[str, Any]:
+    """Our overlay for `version`, installed, activating, its hook in place, carrying `patches` (build info)."""
+    return {
+        "installed": True,
+        "version": f"{version}+fm.2",
+        "vllm_tag": f"v{version}",
+        "for_this_vllm": True,
+        "location": "/site-packages/vllm_fused_moe",
+        "mode": None,
+        "hook_installed": True,
+        "activates": True,
+        "flashinfer_specifier": "==0.6.8.post1",
+        "patches": [p["name"] for p in patches],
+        "patch_info": patches,
+    }
+
+
+def test_an_overlay_without_the_patch_its_release_needs_is_affected_never_fixed_live() -> None:
+    bug, info = _bug()
+    version = _affected_train_tag()
+    empty = _report(DATA, version, **_ours(version, []))  # `patches: []`, as the issue's 0.19.1+fm.2 had
+    assert (empty["verdict"], empty["exit_code"]) == ("affected", 1)
+    assert empty["release"]["needs"] == [bug] and empty["overlay"]["missing_fixes"] == [bug]
+    assert f"the installed overlay {version}+fm.2 carries no fix for {bug} ({info['title']})" in empty["summary"]
+    assert empty["fix"]["argv"][-1] == f"vllm-fused-moe=={version}"  # its newest patch level, replacing it
+    assert "overlay lacks" in doctor.format_report(empty)
+    downstream_only = [{"name": DOWNSTREAM, "subject": "a check", "bug": "", "trailers": {"Downstream": "a check"}}]
+    assert _report(DATA, version, **_ours(version, downstream_only))["verdict"] == "affected"
+
+    common = info["patches"][0]
+    for carrying in (
+        [{"name": common, "subject": "the fix", "bug": bug, "trailers": {}}],  # recorded by this build
+        [{"name": common, "subject": "the fix", "trailers": {"Bug": f"{bug} {info['title']}"}}],  # older builds
+        [{"name": "0001-a-line-variant.patch", "subject": "the fix", "trailers": {"Varies": common}}],  # a variant
+    ):
+        fixed = _report(DATA, version, **_ours(version, carrying))
+        assert (fixed["verdict"], fixed["exit_code"]) == ("fixed-live", 0), carrying
+        assert fixed["overlay"]["missing_fixes"] == [] and fixed["overlay"]["bugs"] == [bug]
+
+
+def test_a_release_fixed_upstream_with_a_downstream_only_overlay_is_not_affected_and_says_it_is_optional() -> None:
+    bug, _ = _bug()
+    fixed = DATA["fixed_in"]
+    data = copy.deepcopy(DATA)
+    # What the scan writes once a downstream 0002 applies there and the train carries it (tests/unit/test_scan.py).
+    data["patches"][DOWNSTREAM] = {"subject": "a check", "purpose": "downstream", "bug": None, "title": "a check",
+                                   "first_upstream": None}  # fmt: skip
+    entry = data["releases"][fixed]
+    entry["patches"][DOWNSTREAM] = "applies"
+    entry["in_train"] = True
+    bug_of = {name: p["bug"] for name, p in data["patches"].items() if p["bug"]}
+    entry["bugs"] = bug_statuses(entry["patches"], bug_of)
+    entry["status"] = release_status(entry["bugs"])
+    assert entry["status"] == "fixed" and entry["bugs"] == {bug: "fixed"}
+
+    report = _report(data, fixed)
+    assert (report["verdict"], report["exit_code"]) == ("not-affected", 0)
+    assert report["release"]["optional_overlay"] is True and report["release"]["needs"] == []
+    assert "published with downstream changes only (optional" in report["summary"]
+    assert report["fix"] is None
+    assert _report(DATA, fixed)["release"]["optional_overlay"] is False  # the shipped data: nothing downstream yet
