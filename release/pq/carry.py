@@ -45,8 +45,8 @@ from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pq.export import CARRIED_FROM
 from release.pq.export import replay as apply_all
-from release.pq.importer import clean_pristine
 from release.pristine.sources import fetch
+from release.queue.drift import require_pristine
 from release.queue.load import Queue, account, entry_patch, is_head, line_series, varies
 from release.queue.replay import Replay, replay_series
 from release.queue.upstreamed import classify
@@ -142,7 +142,7 @@ def common_patch(queue: Queue, name: str) -> Patch:
 def head_tree_before(layout: Layout, queue: Queue, patch: Patch) -> dict[str, bytes]:
     """The head's subtree as the patch was made against: pristine (from vendor/) + the patches before it."""
     before = queue.patches[: [p.name for p in queue.patches].index(patch.name)]
-    return apply_all(clean_pristine(layout, queue), before)
+    return apply_all(require_pristine(layout, queue), before)
 
 
 def carry_line(

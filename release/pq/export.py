@@ -29,9 +29,9 @@ from release.core.lock import repo_lock
 from release.model.lines import read_lines
 from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import EntryKind, Series, parse_entry
-from release.pq.importer import clean_pristine
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqTree
+from release.queue.drift import require_pristine
 from release.queue.load import Queue
 
 CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
@@ -84,7 +84,7 @@ def export_queue(layout: Layout, path: Path, check_only: bool = False) -> Export
                 hint="export before a rebase; now make a new tree (`python -m release pq import --dir NEW`) and "
                 f"`git cherry-pick` your commits from {path} into it",
             )
-        pristine = clean_pristine(layout, queue)
+        pristine = require_pristine(layout, queue)
         if tree.repo.subtree_files_at(state.base) != pristine:
             raise PatchQueueTreeError(
                 f"the pristine commit {state.base[:12]} of {path} is not vllm {state.tag}'s pristine subtree any more",

@@ -12,14 +12,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import DirtyVendorError, PatchQueueTreeError
+from release.core.errors import PatchQueueTreeError
 from release.core.git import WorkRepo
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.model.patch import Patch
 from release.pq.names import mark
 from release.pq.tree import BASE_TAG, BRANCH, PqState, PqTree
-from release.queue.drift import drift
+from release.queue.drift import require_pristine
 from release.queue.load import Queue
 
 
@@ -29,15 +29,6 @@ class Imported:
     tag: str
     patches: list[Patch]
     replaced: bool  # an older work tree was there
-
-
-def clean_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
-    """The pinned tag's pristine subtree, recovered from vendor/; refused when vendor/ has hand edits."""
-    found, pristine = drift(layout, queue)
-    if found:
-        listing = "; ".join(f"{d.path} ({d.kind})" for d in found)
-        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: {listing}")
-    return pristine
 
 
 def refuse_to_lose_work(path: Path, force: bool) -> None:
@@ -65,7 +56,7 @@ def refuse_to_lose_work(path: Path, force: bool) -> None:
 def import_queue(layout: Layout, path: Path, force: bool = False) -> Imported:
     with repo_lock(layout, "pq import"):
         queue = Queue.load(layout)
-        pristine = clean_pristine(layout, queue)
+        pristine = require_pristine(layout, queue)
         refuse_to_lose_work(path, force)
         replaced = path.exists()
         staging = path.parent / f".{path.name}.importing"

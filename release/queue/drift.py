@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from release.core.errors import DirtyVendorError
 from release.core.git import apply_ok
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
@@ -132,3 +133,13 @@ def odd_entries(subtree: Path) -> dict[str, Drift]:
                     mode = oct(stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode))
                     found[name] = Drift(name, DriftKind.MODE, f"mode {mode}: executable, vendored files are not")
     return found
+
+
+def require_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
+    """The pinned tag's pristine subtree, recovered from vendor/; refused when vendor/ has hand edits
+    (a rebase, an import or an export of the queue would lose them)."""
+    found, pristine = drift(layout, queue)
+    if found:
+        listing = "; ".join(f"{d.path} ({d.kind})" for d in found)
+        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: {listing}")
+    return pristine

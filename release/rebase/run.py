@@ -19,7 +19,6 @@ from release.core import log
 from release.core.errors import (
     AfterSwapError,
     ConflictError,
-    DirtyVendorError,
     OlderTagError,
     OutputNotWritableError,
     WorkDirError,
@@ -37,7 +36,7 @@ from release.model.source import Source
 from release.model.train import Train
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.drift import drift
+from release.queue.drift import require_pristine
 from release.queue.load import Queue, rebase_patches
 from release.queue.replay import Replay, replay_series
 from release.queue.verified import verified_versions_text
@@ -149,7 +148,7 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     if layout.train.is_file():
         Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
     refuse_backwards(options, queue.pin.tag)
-    old_pristine = require_clean_vendor(layout, queue)
+    old_pristine = require_pristine(layout, queue)
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
     try:
@@ -204,14 +203,6 @@ def check_report_dir(options: RebaseOptions) -> None:
     problem = writable_dir_problem(options.reports)
     if problem:
         raise OutputNotWritableError(f"cannot write the report to {options.reports}: {problem}")
-
-
-def require_clean_vendor(layout: Layout, queue: Queue) -> dict[str, bytes]:
-    found, pristine = drift(layout, queue)
-    if found:
-        listing = "; ".join(f"{d.path} ({d.kind})" for d in found)
-        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: {listing}")
-    return pristine
 
 
 def open_work_dir(layout: Layout, tag: str) -> Path:
@@ -505,7 +496,7 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
-    old_pristine = require_clean_vendor(layout, queue)
+    old_pristine = require_pristine(layout, queue)
     run = RebaseRun(options, queue, upstream, old_pristine, work, base, replay, patches)
     return replay_then_stop_or_finish(run, remaining)
 
