@@ -64,8 +64,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set an environment variable for `vllm serve` (repeatable); before vLLM 0.20 the double reduce "
-        "shows only with VLLM_ENABLE_MOE_DP_CHUNK=0 (docs/gsm8k.md)",
+        help="set an environment variable for `vllm serve` (repeatable); before vLLM 0.20, "
+        "VLLM_ENABLE_MOE_DP_CHUNK=0 takes the MoE layer's own reduce path (docs/gsm8k.md)",
     )
 
     which = parser.add_argument_group("which vLLM")
