@@ -77,7 +77,8 @@ def test_an_overlay_without_the_patch_its_release_needs_is_affected_never_fixed_
     assert (empty["verdict"], empty["exit_code"]) == ("affected", 1)
     assert empty["release"]["needs"] == [bug] and empty["overlay"]["missing_fixes"] == [bug]
     assert f"the installed overlay {version}+fm.2 carries no fix for {bug} ({info['title']})" in empty["summary"]
-    assert empty["fix"]["argv"][-1] == f"vllm-fused-moe=={version}"  # its newest patch level, replacing it
+    # The documented install of its release's requirements file: our newest patch level, replacing it.
+    assert empty["fix"]["argv"][-2:] == ["-r", f"https://index.example/requirements/vllm-{version}.txt"]
     assert "overlay lacks" in doctor.format_report(empty)
     downstream_only = [{"name": DOWNSTREAM, "subject": "a check", "bug": "", "trailers": {"Downstream": "a check"}}]
     assert _report(DATA, version, **_ours(version, downstream_only))["verdict"] == "affected"
