@@ -1,7 +1,9 @@
 """The maintainer's machine is not ours: under a hostile HOME every command writes the same bytes.
 
-One run of the real commands as processes (`upstream-pr` with a vLLM clone, `rebase`, `check`,
-`train remove`/`add`/`check`, `build`) under an empty HOME and one under a hostile one: a
+One run of the real commands as processes (the patch queue two patches deep: `pq import`,
+`pq export --check`, `pq carry` and `pq skip` of a downstream-only 0002; then `upstream-pr` with a
+vLLM clone, `rebase`, `check`, `train remove`/`add`/`check`, `build`) under an empty HOME and one
+under a hostile one: a
 ~/.gitconfig with the settings people really have (`diff.noprefix`, `format.signOff`,
 `apply.whitespace=fix`, a histogram diff, copy detection, `core.autocrlf`, signing, a global
 excludes and attributes file, a template directory) and hooks that all fail, git variables
@@ -17,16 +19,20 @@ the checkout and the clone here runs apart from the code under test (its own iso
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import copy_project, private_cache, run_release, tag_facts
+from helpers import REPO, copy_project, private_cache, run_release, tag_facts
+from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.pin import Pin
+from release.model.series import Series
 from release.model.source import Source
 from release.model.train import Train
 from release.pristine.sources import fetch
@@ -189,6 +195,7 @@ def record(outputs: dict[str, bytes], step: str, result: subprocess.CompletedPro
     """A command's exit status and words, with this run's directory written as <base>."""
     text = f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
     text = re.sub(r"\b\d+\.\d+ s\b", "<seconds> s", text.replace(str(base), "<base>"))
+    text = re.sub(r"(?m)^\S+\.whl: .*\]$", "<progress>", text)  # a download's progress bar: its rates and times
     outputs[f"{step}: exit and output"] = text.encode()
 
 
@@ -196,6 +203,23 @@ def files_under(outputs: dict[str, bytes], step: str, root: Path, top: Path) -> 
     for path in sorted(top.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             outputs[f"{step}: {path.relative_to(root)}"] = path.read_bytes()
+
+
+def queue_two_deep(outputs: dict[str, bytes], project: Path, env: dict[str, str], base: Path) -> None:
+    """The patch queue with a downstream-only 0002 behind the fix: the work tree made and exported again
+    (git am, git format-patch), the new patch carried onto the older lines or skipped where it cannot be."""
+    add_shape_check(project)  # made by the test's own isolated git; every older line is silent about it
+    record(outputs, "pq import", run_release(project, "pq", "import", env=env), base)
+    record(outputs, "pq export --check", run_release(project, "pq", "export", "--check", env=env), base)
+    carried = run_release(project, "pq", "carry", SHAPE_CHECK_PATCH, "--json", env=env)
+    record(outputs, "pq carry", carried, base)
+    for line in json.loads(carried.stdout)["silent"] if carried.returncode == 0 else []:
+        why = "the test's shape check: this line's two-sided class differs"
+        skipped = run_release(project, "pq", "skip", SHAPE_CHECK_PATCH, "--line", line, "--reason", why, env=env)
+        record(outputs, f"pq skip {line}", skipped, base)
+    record(outputs, "pq check", run_release(project, "check", env=env), base)
+    files_under(outputs, "pq", project, project / "patches")
+    files_under(outputs, "pq", project, project / "reports")
 
 
 def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -> dict[str, bytes]:
@@ -206,6 +230,8 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
     if Pin.load(Layout(project).upstream_toml).tag != FROM:  # start where the rebase scenario starts
         moved = run_release(project, "rebase", FROM, "--from", "pypi", "--allow-older", env=env)
         record(outputs, "setup rebase", moved, base)
+    queue_two_deep(outputs, project, env, base)
+    shutil.copy(REPO / ".gitignore", project / ".gitignore")  # .work/ and reports/ are the tool's, never committed
     setup_git(project, "init", "--quiet", "--initial-branch=main")
     setup_git(project, "add", "--all")
     setup_git(project, "commit", "--quiet", "-m", "the maintainer's checkout")
@@ -240,6 +266,8 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
     train = Train.load(Layout(project).train)
     head = Pin.load(Layout(project).upstream_toml).tag
     other = next(tag for tag in reversed(train.tags) if tag != head)
+    # Re-recorded first: the queue now holds 0002, which the entry of `other` does not list yet.
+    record(outputs, "train re-record", run_release(project, "train", "add", other, env=env), base)
     outputs["train: train.toml before"] = Layout(project).train.read_bytes()
     record(outputs, "train remove", run_release(project, "train", "remove", other, env=env), base)
     record(outputs, "train add", run_release(project, "train", "add", other, env=env), base)
@@ -266,10 +294,26 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, bytes]
 def test_the_empty_home_run_did_the_work(runs: dict[str, dict[str, bytes]]) -> None:
     """What the comparison rests on: under an empty HOME every step succeeded and wrote real outputs."""
     empty = runs["empty"]
-    for step in ("upstream-pr", "rebase", "check", "train remove", "train add", "train check", "build"):
+    pq_steps = [key.split(":")[0] for key in empty if key.startswith("pq ") and key.endswith(": exit and output")]
+    assert {"pq import", "pq export --check", "pq carry", "pq check"} <= set(pq_steps)
+    steps = ("upstream-pr", "rebase", "check", "train re-record", "train remove", "train add", "train check", "build")
+    for step in (*pq_steps, *steps):
         assert empty[f"{step}: exit and output"].startswith(b"exit 0\n"), empty[f"{step}: exit and output"].decode()
     patch = empty[f"rebase: patches/{PATCH_0001}"].decode()
     assert f"\ndiff --git a/{UPSTREAM_SUBTREE}/" in patch and "Signed-off-by" not in patch
+    # Two patches deep, the second downstream-only, and every older line answered for it (a variant or a skip).
+    series = Series(tuple(empty["rebase: patches/series"].decode().splitlines()))
+    assert series.names == [PATCH_0001, SHAPE_CHECK_PATCH]
+    assert "\nDownstream: " in empty[f"rebase: patches/{SHAPE_CHECK_PATCH}"].decode()
+    carry = json.loads(empty["pq: reports/pq-carry/carry-report.json"])
+    assert carry["lines"] and all(c["result"] in ("written", "needs-variant") for c in carry["lines"]), carry
+    assert sorted(step.removeprefix("pq skip ") for step in pq_steps if step.startswith("pq skip ")) == sorted(
+        carry["silent"]
+    )
+    carried_from = b"Carried-From: " + SHAPE_CHECK_PATCH.encode()
+    variants = [empty[k] for k in empty if k.startswith("pq: patches/lines/") and carried_from in empty[k]]
+    assert len(variants) == len([c for c in carry["lines"] if c["result"] == "written"])
+    assert all(b"Signed-off-by" not in v and b"\ndiff --git a/" in v for v in variants)
     assert b'"result": "done"' in empty["rebase: rebase-report/rebase-report.json"]  # FROM -> TO refreshed the patch
     assert empty["train: train.toml after remove and add"] == empty["train: train.toml before"]
     assert [key for key in empty if key.startswith("build: ") and key.endswith(".whl sha256")]
@@ -283,7 +327,7 @@ def text(data: bytes) -> str:
     return data.decode("utf-8", "replace")[:1500]
 
 
-@pytest.mark.parametrize("step", ["upstream-pr", "rebase", "check", "train", "build"])
+@pytest.mark.parametrize("step", ["pq", "upstream-pr", "rebase", "check", "train", "build"])
 def test_a_hostile_home_changes_no_byte(runs: dict[str, dict[str, bytes]], step: str) -> None:
     empty, hostile = ({k: v for k, v in run.items() if k.split(":")[0].startswith(step)} for run in runs.values())
     assert empty, f"no output of {step}"
