@@ -74,7 +74,7 @@ def commit(layout: Layout, outputs: list[Output], what: str, discard: list[Path]
                 write_synced(staged / name, data)
         elif output.data is not None:
             write_synced(staged, output.data)
-    _sync_dir(new)
+    sync_dir(new)
     fault_point("swap:staged")
     journal = {
         "what": what,
@@ -132,7 +132,7 @@ def _roll_forward(layout: Layout, journal: dict) -> None:  # type: ignore[type-a
             fault_point("swap:moved-old")
         target.parent.mkdir(parents=True, exist_ok=True)
         staged.replace(target)
-        _sync_dir(target.parent)
+        sync_dir(target.parent)
         fault_point("swap:moved-new")
     for relative in journal.get("discard", []):
         path = layout.root / relative
@@ -216,7 +216,7 @@ def write_atomic_from(path: Path, fill: Callable[[BinaryIO], object]) -> list[Pa
         temporary.replace(path)
     finally:
         temporary.unlink(missing_ok=True)
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
     fault_point("atomic:renamed")
     return removed
 
@@ -246,7 +246,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sync_dir(directory: Path) -> None:
+def sync_dir(directory: Path) -> None:
     # A rename is durable once its directory is; where directories cannot be opened, skip it.
     try:
         fd = os.open(directory, os.O_RDONLY)

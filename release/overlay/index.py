@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import os
 import re
+import shutil
 import stat
 import urllib.parse
 import zipfile
@@ -31,6 +33,7 @@ import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -46,7 +49,7 @@ from release.core.errors import (
 )
 from release.core.faults import fault_point
 from release.core.hashing import file_sha256
-from release.core.journal import write_atomic
+from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
 from release.overlay.build import PACKAGE, PROJECT
@@ -481,7 +484,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
         for page, text in pages.items():
             temporary = page.with_name(f"{TMP_PREFIX}{page.name}")
             temporaries.append(temporary)
-            temporary.write_text(text, encoding="utf-8")
+            _write_new(temporary, io.BytesIO(text.encode("utf-8")))
             fault_point("publish:page-written")
             renames.append((temporary, page))
         # Renamed after the pages, so a requirements file never names a wheel that is not in place.
@@ -493,7 +496,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
                 created.append(path.parent)
             temporary = path.with_name(f"{TMP_PREFIX}{path.name}")
             temporaries.append(temporary)
-            temporary.write_text(text, encoding="utf-8")
+            _write_new(temporary, io.BytesIO(text.encode("utf-8")))
             fault_point("publish:requirements-written")
             renames.append((temporary, path))
             written.append(path.relative_to(simple.parent).as_posix())
@@ -508,13 +511,20 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
     for temporary, final in renames:
         temporary.replace(final)
         fault_point("publish:renamed")
+    for directory in sorted({final.parent for _, final in renames}):
+        sync_dir(directory)  # the renames themselves survive a power cut, not just the bytes they name
     return written
 
 
 def _copy(source: Path, target: Path) -> None:
-    with source.open("rb") as reader, target.open("xb") as writer:
-        while block := reader.read(1 << 22):
-            writer.write(block)
+    with source.open("rb") as reader:
+        _write_new(target, reader)
+
+
+def _write_new(target: Path, source: BinaryIO) -> None:
+    """A new file (never an existing one) with what `source` holds, on disk before it is renamed into place."""
+    with target.open("xb") as writer:
+        shutil.copyfileobj(source, writer, 1 << 22)
         writer.flush()
         os.fsync(writer.fileno())
 
