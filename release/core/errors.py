@@ -265,6 +265,15 @@ class IndexClashError(BadInputError):
     default_hint = "a published file is never replaced: build with a higher `--patch-level N` and publish that"
 
 
+class DirtyWheelError(BadInputError):
+    """`publish` was given a build of a tree that was not its commit (`build --allow-dirty`)."""
+
+    default_hint = (
+        "commit, build again and publish that wheel; `publish --allow-dirty` only for an index no user "
+        "installs from (the requirements file would pin the dirty build as the newest patch level)"
+    )
+
+
 class ForeignProjectError(BadInputError):
     """`publish` was given a wheel of another project, or the index already holds one."""
 

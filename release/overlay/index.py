@@ -40,6 +40,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.core.errors import (
     BadWheelError,
+    DirtyWheelError,
     ForeignProjectError,
     IndexClashError,
     IndexCorruptError,
@@ -117,6 +118,11 @@ def inspect_wheel(path: Path) -> Wheel:
     return Wheel(path, name, version, file_sha256(path), metadata.requires_python, meta_version)
 
 
+def is_dirty(version: Version) -> bool:
+    """A version `build --allow-dirty` made: its local label ends in `.dirty` (0.20.0+fm.1.dirty)."""
+    return version.local is not None and version.local.split(".")[-1] == "dirty"
+
+
 def contents_digest(wheel: Wheel) -> str:
     """sha256 over what the wheel installs, apart from its build information.
 
@@ -186,7 +192,7 @@ class Plan:
     skipped: list[Skipped]
 
 
-def publish(wheels: list[Path], index: Path, *, project: str | None = None) -> Outcome:
+def publish(wheels: list[Path], index: Path, *, project: str | None = None, allow_dirty: bool = False) -> Outcome:
     """Add `wheels` to the index in `index`, as the `publish` command does when given `project`.
 
     The command passes ours (`vllm-fused-moe`): a wheel of any other project is refused (users
@@ -195,6 +201,8 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None) -> O
     vLLM release is skipped (a release that changes nothing). Without `project` this is the plain
     index writer: any project, every new file name goes in. The tests build indexes with it that
     hold real vLLM release wheels, or two patch levels of one tree to show which one pip picks.
+    The command also refuses a dirty build (`build --allow-dirty`) unless `allow_dirty`: its version
+    sorts above the clean build of the same patch level, so the requirements file would pin it.
     """
     candidates = [inspect_wheel(path) for path in wheels]
     if project is not None:
@@ -202,6 +210,11 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None) -> O
             if wheel.project != project:
                 raise ForeignProjectError(
                     f"{wheel.name} is a wheel of {wheel.project}, not of {project}; nothing was published"
+                )
+            if is_dirty(wheel.version) and not allow_dirty:
+                raise DirtyWheelError(
+                    f"{wheel.name} is a dirty build (its tree was not its commit; _build_info.json says why); "
+                    "nothing was published"
                 )
     _plan(candidates, index / "simple", project)  # a clash is refused before anything is made
     created = _make_index_dir(index)

@@ -27,13 +27,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "file that misses a renamed wheel or is truncated) is repaired first and reported; what no "
         "publish leaves (a listed file gone or changed, a stray file) is refused. A wheel for a vLLM release "
         "the scan data (affected-releases.json) calls affected by a bug none of its patches fixes is refused "
-        "(exit 2): it would be installed as the newest patch level. One publish at a "
+        "(exit 2): it would be installed as the newest patch level; so is a dirty build, unless "
+        "--allow-dirty. One publish at a "
         "time per index (a lock in INDEX_DIR). Serve INDEX_DIR over HTTPS (or "
         "`python -m http.server --bind 127.0.0.1 --directory INDEX_DIR` on one machine); install with "
         f"pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt"
     )
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="publish a dirty build (`build --allow-dirty`, version X+fm.N.dirty) too; refused without it "
+        "(exit 2), as its requirements file would pin it: only for an index no user installs from",
+    )
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
@@ -44,7 +51,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     index: Path = args.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
-    outcome = publish(wheels, index, project=PROJECT)
+    outcome = publish(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty)
     for line in outcome.repaired:
         log.note(f"note: {line}")
     for name in outcome.added:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from helpers.build import plan
+from helpers.build import PUBLISH_BUILT, plan
 from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError
 from release.core.layout import Layout
 from release.overlay.build import BuildResult, build
@@ -181,7 +181,7 @@ def test_a_truncated_page_in_a_read_only_index_is_refused(published: Path, built
 def test_missing_parents_of_the_index_are_created(tmp_path: Path, built: BuildResult) -> None:
     index = tmp_path / "a" / "b" / "index"
     proc = subprocess.run(
-        [sys.executable, "-m", "release", "publish", str(built.wheel), str(index)],
+        [sys.executable, "-m", "release", *PUBLISH_BUILT, str(built.wheel), str(index)],
         capture_output=True,
         text=True,
         cwd=Layout.default().root,
@@ -291,7 +291,7 @@ def changed(source: Path, target: Path, member_end: str = "/doctor.py") -> Path:
 def commanded(tmp_path: Path, built: BuildResult) -> Path:
     """An index made by the `publish` command, holding the head's wheel."""
     index = tmp_path / "commanded"
-    proc = release_cli("publish", str(built.wheel), str(index))
+    proc = release_cli(*PUBLISH_BUILT, str(built.wheel), str(index))
     assert proc.returncode == 0, proc.stderr
     return index
 
@@ -301,17 +301,17 @@ def test_publish_pins_the_newest_wheel_of_each_vllm_release_in_a_requirements_fi
 ) -> None:
     index = tmp_path / "index"
     vllm = Version(built.version).public
-    first = release_cli("publish", str(built.wheel), str(index))
+    first = release_cli(*PUBLISH_BUILT, str(built.wheel), str(index))
     assert first.returncode == 0, first.stderr
     assert f"wrote {REQUIREMENTS}/vllm-{vllm}.txt" in first.stdout, first.stdout
     assert pinned(index) == {vllm: (built.version, built.sha256)}
     # A real change at the next patch level is published, and the file now pins it.
     fixed = changed(second.wheel, tmp_path / "fixed" / second.wheel.name)
-    after = release_cli("publish", str(fixed), str(index))
+    after = release_cli(*PUBLISH_BUILT, str(fixed), str(index))
     assert after.returncode == 0 and f"published {fixed.name}" in after.stdout, after.stdout + after.stderr
     assert pinned(index) == {vllm: (second.version, hashlib.sha256(fixed.read_bytes()).hexdigest())}
     before = snapshot(index)
-    again = release_cli("publish", str(fixed), str(index))
+    again = release_cli(*PUBLISH_BUILT, str(fixed), str(index))
     assert again.returncode == 0 and "wrote" not in again.stdout, again.stdout
     assert snapshot(index) == before
 
@@ -334,7 +334,7 @@ def test_the_command_refuses_an_index_that_already_holds_another_project(
 ) -> None:
     publish([next(iter(vllm_wheels.values()))], commanded)  # the plain index writer, as an older publish did
     before = snapshot(commanded)
-    proc = release_cli("publish", str(built.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(built.wheel), str(commanded))
     assert proc.returncode == 2 and "holds vllm beside vllm-fused-moe" in proc.stderr, proc.stderr
     assert snapshot(commanded) == before
 
@@ -347,7 +347,7 @@ def test_a_rebuild_that_changes_only_build_information_is_skipped_and_said(
     rebuilt = build(plan(layout, tmp_path / "rebuilt"))
     assert rebuilt.wheel.name == built.wheel.name and rebuilt.sha256 != built.sha256
     before = snapshot(commanded)
-    proc = release_cli("publish", str(rebuilt.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(rebuilt.wheel), str(commanded))
     assert proc.returncode == 0, proc.stderr
     assert (
         f"skipped {built.wheel.name}: the index already holds {built.wheel.name} for the same patched files; "
@@ -360,14 +360,16 @@ def test_a_new_patch_level_that_changes_nothing_is_skipped_and_a_real_change_is_
     commanded: Path, built: BuildResult, second: BuildResult, tmp_path: Path
 ) -> None:
     before = snapshot(commanded)
-    proc = release_cli("publish", str(second.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(second.wheel), str(commanded))
     assert proc.returncode == 0, proc.stderr
     assert f"skipped {second.wheel.name}: the index already holds {built.wheel.name} for the same patched files" in (
         proc.stdout
     ), proc.stdout
     assert snapshot(commanded) == before
     # A changed module under the published name is still a clash: a release is never replaced.
-    clash = release_cli("publish", str(changed(built.wheel, tmp_path / "clash" / built.wheel.name)), str(commanded))
+    clash = release_cli(
+        *PUBLISH_BUILT, str(changed(built.wheel, tmp_path / "clash" / built.wheel.name)), str(commanded)
+    )
     assert clash.returncode == 2 and "different bytes" in clash.stderr, clash.stderr
     assert snapshot(commanded) == before
 
@@ -378,16 +380,16 @@ def test_requirements_files_missing_or_stale_are_written_and_strays_refused(
     requirements = commanded / REQUIREMENTS
     whole = snapshot(commanded)
     shutil.rmtree(requirements)  # as an index published before requirements files existed
-    proc = release_cli("publish", str(built.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(built.wheel), str(commanded))
     assert proc.returncode == 0 and "note: wrote requirements/vllm-" in proc.stderr, proc.stderr
     assert snapshot(commanded) == whole
     (only,) = requirements.iterdir()
     only.write_text(only.read_text()[:40])  # cut short
-    proc = release_cli("publish", str(built.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(built.wheel), str(commanded))
     assert proc.returncode == 0 and "it did not name the newest wheel" in proc.stderr, proc.stderr
     assert snapshot(commanded) == whole
     (requirements / "vllm-9.9.txt").write_text("vllm-fused-moe==9.9\n")
     before = snapshot(commanded)
-    proc = release_cli("publish", str(built.wheel), str(commanded))
+    proc = release_cli(*PUBLISH_BUILT, str(built.wheel), str(commanded))
     assert proc.returncode == 2 and "no requirements file a publish writes" in proc.stderr, proc.stderr
     assert snapshot(commanded) == before

@@ -50,6 +50,7 @@ import pytest
 from packaging.version import Version
 
 from helpers import tag_facts
+from helpers.build import PUBLISH_BUILT
 from helpers.freshvenv import install_no_deps, lend_test_env, requirements_met, uv_binary
 from release.core.versions import version_of_tag
 from release.overlay.build import BuildResult
@@ -323,7 +324,7 @@ def outcome(
     assert other != vllm and set(vllm_wheels) == {vllm, other}
     root = tmp_path_factory.mktemp("user-install")
     published = subprocess.run(
-        [sys.executable, "-m", "release", "publish", str(built.wheel), str(root / "ours")],
+        [sys.executable, "-m", "release", *PUBLISH_BUILT, str(built.wheel), str(root / "ours")],
         capture_output=True,
         text=True,
         cwd=DOC.parents[1],

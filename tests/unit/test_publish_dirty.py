@@ -1,0 +1,47 @@
+"""publish refuses a dirty build unless told: `build --allow-dirty` makes X+fm.N.dirty, which sorts above
+the clean X+fm.N, so the requirements file of release X would pin it for every user who installs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from helpers import REPO, snapshot
+from helpers.synthetic import demo_wheel
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.overlay.index import is_dirty
+
+
+@pytest.mark.parametrize(
+    "version, dirty",
+    [("0.20.2+fm.1.dirty", True), ("0.20.2+fm.1", False), ("0.20.2", False), ("0.20.2+dirty.fm.1", False)],
+)
+def test_a_dirty_version_is_the_one_build_allow_dirty_makes(version: str, dirty: bool) -> None:
+    assert is_dirty(Version(version)) is dirty
+
+
+def test_publish_refuses_a_dirty_build_and_takes_it_with_allow_dirty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean = demo_wheel(tmp_path / "dist", "0.20.2+fm.1")
+    index = tmp_path / "index"
+    assert main(["--root", str(REPO), "publish", str(clean), str(index)]) == EXIT_OK
+    before = snapshot(index)
+    dirty = demo_wheel(tmp_path / "dirty", "0.20.2+fm.1.dirty")
+    capsys.readouterr()
+
+    assert main(["--root", str(REPO), "publish", str(dirty), str(index)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        f"error: {dirty.name} is a dirty build (its tree was not its commit; _build_info.json says why); "
+        "nothing was published"
+    ], err
+    assert "--allow-dirty" in err  # the hint says how to take it anyway
+    assert snapshot(index) == before
+
+    assert main(["--root", str(REPO), "publish", "--allow-dirty", str(dirty), str(index)]) == EXIT_OK
+    assert (index / "simple" / "vllm-fused-moe" / dirty.name).read_bytes() == dirty.read_bytes()
