@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 import shlex
 import sys
@@ -24,6 +23,7 @@ import pytest
 
 from helpers import REPO
 from helpers.doctor import doctor_module, scan_data
+from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from vllm_fused_moe import _activate
 from vllm_fused_moe.__main__ import what_to_do
@@ -37,29 +37,9 @@ INFO = {
 }
 
 
-class Said(logging.Handler):
-    """What the hook logged, wherever vLLM's logging configuration sends it (it does not propagate)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 @pytest.fixture
 def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
-    # A logger of the test's own: the hook's logger() would import vllm.logger, whose handler binds
-    # the stream of whichever test configured it first and so hides later tests' output from capfd.
-    handler = Said()
-    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-decision")
-    log.propagate = False
-    log.setLevel(logging.DEBUG)
-    log.addHandler(handler)
-    monkeypatch.setattr(_activate, "logger", lambda: log)
-    yield handler
-    log.removeHandler(handler)
+    yield from own_logger(monkeypatch, "test-decision")
 
 
 @pytest.mark.parametrize("mode", ["", "on", "off", "strict", "0", "bogus"])

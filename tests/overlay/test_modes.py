@@ -10,7 +10,6 @@ tests/overlay/test_kill_switch.py, `disabled` and an unknown word.)
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from release.overlay import build
 from vllm_fused_moe import _activate, _finder
@@ -53,32 +53,16 @@ def test_strict_is_strict_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _finder.mode() == "strict"
 
 
-class Said(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @pytest.fixture
 def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
-    # A logger of the test's own (test_decision.py says why), with the build facts of a wheel for
+    # A logger of the test's own (helpers/hook_log.py says why), with the build facts of a wheel for
     # the vLLM the hook sees; the files the hook checks are vendor/'s own (the package beside them,
     # as in the wheel, instead of release/overlay/runtime/, which holds only our code).
-    handler = Said()
-    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-modes")
-    log.propagate = False
-    log.setLevel(logging.DEBUG)
-    log.addHandler(handler)
-    monkeypatch.setattr(_activate, "logger", lambda: log)
     monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
     monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
     monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
     monkeypatch.setattr(_activate, "flashinfer_version", lambda: None)
-    yield handler
-    log.removeHandler(handler)
+    yield from own_logger(monkeypatch, "test-modes")
 
 
 @pytest.mark.parametrize("word", ["disabled", "None", "never"])
