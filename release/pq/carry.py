@@ -265,9 +265,7 @@ def make_variant(
         if stopped is not None:
             return f"the line's {stopped.name} does not replay on {entry.tag} (`python -m release train check`)"
         base = repo.head()
-        mail = work / "patches" / mapped.name
-        mail.write_text(mapped.text, encoding="utf-8")
-        decided = classify(repo, mapped, mail)
+        decided = classify(repo, mapped, work / "patches")
         if decided.status == PatchStatus.CONFLICT:
             conflicted = ", ".join(repo.unmerged_paths()) or ", ".join(line.map_path(f) or f for f in mapped.files)
             repo.run("am", "--abort", check=False)

@@ -36,10 +36,7 @@ def replay_series(
 ) -> Patch | None:
     """Classify each patch in order; returns the patch that conflicts, if any."""
     for patch in patches:
-        patch_file = work / "patches" / patch.name
-        patch_file.parent.mkdir(parents=True, exist_ok=True)
-        patch_file.write_text(patch.text, encoding="utf-8")
-        decided = classify(repo, patch, patch_file)
+        decided = classify(repo, patch, work / "patches")
         if decided.status == PatchStatus.UPSTREAM:
             replay.retired.append(patch.name)
             replay.outcomes.append(PatchOutcome(patch.name, patch.subject, PatchStatus.UPSTREAM, decided.how))

@@ -75,13 +75,17 @@ class Classification:
     how: str
 
 
-def classify(repo: WorkRepo, patch: Patch, patch_file: Path) -> Classification:
+def classify(repo: WorkRepo, patch: Patch, mails: Path) -> Classification:
     """Is `patch` applicable, already upstream, or in conflict on the tree at `repo`'s HEAD?
 
-    The one decision `rebase` and `scan` share. An applicable patch is committed with
-    `git am --3way` (so the next patch sees it); on a conflict the `am` is left in progress
-    for the caller to describe (rebase) or abort (scan).
+    The one decision `rebase`, `scan` and `pq carry` share; git reads the patch from its mail,
+    written into the directory `mails` (made if missing) under its own name. An applicable patch
+    is committed with `git am --3way` (so the next patch sees it); on a conflict the `am` is left
+    in progress for the caller to describe (rebase, pq carry) or abort (scan).
     """
+    mails.mkdir(parents=True, exist_ok=True)
+    patch_file = mails / patch.name
+    patch_file.write_text(patch.text, encoding="utf-8")
     if repo.apply_check(patch_file).ok:
         how = "applies as it is"
     elif repo.apply_check(patch_file, reverse=True).ok:

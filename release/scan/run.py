@@ -249,10 +249,7 @@ def classify_patches(
             repo.commit_subtree(pinned, "pinned pristine")
         repo.commit_subtree(files, "release pristine")
         for patch in present:
-            patch_file = work / ".patches" / patch.name
-            patch_file.parent.mkdir(parents=True, exist_ok=True)
-            patch_file.write_text(patch.text, encoding="utf-8")
-            decided = classify(repo, patch, patch_file)
+            decided = classify(repo, patch, work / ".patches")
             if decided.status == PatchStatus.CONFLICT:
                 repo.run("am", "--abort", check=False)
             states[patch.name] = decided.status
