@@ -158,11 +158,17 @@ def test_ctrl_c_is_exit_130_with_one_line(project: Path, capsys: pytest.CaptureF
             time.sleep(0.02)
 
     held = FileLock(str(layout.work / REPO_LOCK), is_singleton=False)
+    # A background job of a non-interactive shell starts with SIGINT ignored, and Python keeps it so:
+    # the handler a terminal's Ctrl-C meets is Python's own, whoever started pytest.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
     with held, pytest.MonkeyPatch.context() as patch:
         patch.setenv(TIMEOUT_ENV, "120")
         signaller = threading.Thread(target=interrupt_once_waiting, daemon=True)
         signaller.start()
-        code, _out, err = run(project, capsys, "train", "remove", other_train_tag(project))
+        try:
+            code, _out, err = run(project, capsys, "train", "remove", other_train_tag(project))
+        finally:
+            signal.signal(signal.SIGINT, ignored)
         signaller.join()
     assert code == EXIT_INTERRUPTED, err
     assert err[-1].startswith("interrupted; vendor/ and patches/ are only ever changed in one journaled swap"), err
