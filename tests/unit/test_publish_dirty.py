@@ -17,7 +17,7 @@ from release.overlay.index import is_dirty
 
 @pytest.mark.parametrize(
     "version, dirty",
-    [("0.20.2+fm.1.dirty", True), ("0.20.2+fm.1", False), ("0.20.2", False), ("0.20.2+dirty.fm.1", False)],
+    [("1.2.3+fm.1.dirty", True), ("1.2.3+fm.1", False), ("1.2.3", False), ("1.2.3+dirty.fm.1", False)],
 )
 def test_a_dirty_version_is_the_one_build_allow_dirty_makes(version: str, dirty: bool) -> None:
     assert is_dirty(Version(version)) is dirty
@@ -26,11 +26,11 @@ def test_a_dirty_version_is_the_one_build_allow_dirty_makes(version: str, dirty:
 def test_publish_refuses_a_dirty_build_and_takes_it_with_allow_dirty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clean = demo_wheel(tmp_path / "dist", "0.20.2+fm.1")
+    clean = demo_wheel(tmp_path / "dist", "1.2.3+fm.1")
     index = tmp_path / "index"
     assert main(["--root", str(REPO), "publish", str(clean), str(index)]) == EXIT_OK
     before = snapshot(index)
-    dirty = demo_wheel(tmp_path / "dirty", "0.20.2+fm.1.dirty")
+    dirty = demo_wheel(tmp_path / "dirty", "1.2.3+fm.1.dirty")
     capsys.readouterr()
 
     assert main(["--root", str(REPO), "publish", str(dirty), str(index)]) == EXIT_BAD_INPUT
