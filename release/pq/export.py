@@ -26,13 +26,12 @@ from release.core.git import apply_ok
 from release.core.journal import Output, commit
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
 from release.core.lock import repo_lock
-from release.model.lines import read_lines
 from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import EntryKind, Series, parse_entry
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqTree
 from release.queue.drift import require_pristine
-from release.queue.load import Queue
+from release.queue.load import Queue, own_line_series
 
 CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
 
@@ -267,20 +266,23 @@ def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]
         return read_tree(root / UPSTREAM_SUBTREE)
 
 
+def varies_in(mail: str) -> str | None:
+    """The common patch a variant's mail names in `Varies:`, read from its text: a hand-made variant is
+    read as it is, never validated, so a half-written one still gets its note."""
+    found = re.search(r"^Varies: (\S+)", mail, re.M)
+    return found.group(1) if found else None
+
+
 def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> list[str]:
     """Refuse to drop (or rename) a common patch that a release line's series takes as it is.
 
     Returns notes for the variants made by hand whose `Varies:` names a dropped patch: the line keeps
     its own variant, but the reference no longer leads anywhere.
     """
-    if not dropped or not layout.lines.is_file():
+    if not dropped:
         return []
     notes: list[str] = []
-    for line in read_lines(layout.lines).lines:
-        series_path = line.series_path(layout.root)
-        if series_path == layout.series or not series_path.is_file():
-            continue
-        series = Series.load(series_path, common=layout.patches)
+    for line, series_path, series in own_line_series(layout):
         taken = [e.name for e in series.entries if e.kind == EntryKind.TAKE and e.name in dropped]
         if taken:
             where = series_path.relative_to(layout.root).as_posix()
@@ -295,10 +297,10 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
             if entry.kind != EntryKind.PATCH or not variant.is_file():
                 continue
             text = variant.read_text(encoding="utf-8")
-            varies = re.search(r"^Varies: (\S+)", text, re.M)
-            if varies and varies.group(1) in dropped and not re.search(rf"^{CARRIED_FROM}: ", text, re.M):
+            common = varies_in(text)
+            if common in dropped and not re.search(rf"^{CARRIED_FROM}: ", text, re.M):
                 notes.append(
-                    f"{variant.relative_to(layout.root).as_posix()} says Varies: {varies.group(1)}, "
+                    f"{variant.relative_to(layout.root).as_posix()} says Varies: {common}, "
                     "which is no longer in patches/series"
                 )
     return notes
@@ -307,23 +309,16 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
 def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
     """What the tool wrote into the release lines about a dropped patch goes with it: each line's `skip` of it
     and the variants `pq carry` made of it (`Carried-From:`), file and series entry. Returns the paths."""
-    if not dropped or not layout.lines.is_file():
+    if not dropped:
         return []
     removed: list[str] = []
-    for line in read_lines(layout.lines).lines:
-        series_path = line.series_path(layout.root)
-        if series_path == layout.series or not series_path.is_file():
-            continue
-        series = Series.load(series_path, common=layout.patches)
+    for line, _path, series in own_line_series(layout):
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
         for entry in series.entries:
             key = f"{folder}/{entry.name}"
             text = patch_files.get(key, b"").decode("utf-8", "replace")
-            varies = re.search(r"^Varies: (\S+)", text, re.M)
             carried = entry.kind == EntryKind.PATCH and re.search(rf"^{CARRIED_FROM}: ", text, re.M)
-            if (entry.kind == EntryKind.SKIP and entry.name in dropped) or (
-                carried and varies and varies.group(1) in dropped
-            ):
+            if (entry.kind == EntryKind.SKIP and entry.name in dropped) or (carried and varies_in(text) in dropped):
                 series = series.without(entry.name)
                 if entry.kind == EntryKind.PATCH:
                     patch_files.pop(key, None)

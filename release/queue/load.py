@@ -10,6 +10,7 @@ Every line's series accounts for every common patch (`require_accounted`): silen
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,16 @@ def line_series(layout: Layout, line: Line) -> Series:
     if is_head(layout, line):
         return Series.load(layout.series)
     return Series.load(line.series_path(layout.root), common=layout.patches)
+
+
+def own_line_series(layout: Layout) -> Iterator[tuple[Line, Path, Series]]:
+    """Each release line with a series file of its own (every line but the head), its path and its series."""
+    if not layout.lines.is_file():
+        return
+    for line in read_lines(layout.lines).lines:
+        path = line.series_path(layout.root)
+        if path != layout.series and path.is_file():
+            yield line, path, Series.load(path, common=layout.patches)
 
 
 def entry_patch(layout: Layout, line: Line, entry: Entry) -> Patch | None:
