@@ -26,7 +26,7 @@ COMMAND_TAGS = {"sh", "bash", "shell", "console"}
 # Programs a documented command may start with besides ours (nox, python -m release, the overlay's
 # CLI): checked to be one of these, not run. A new program in the docs is added here on purpose.
 PROGRAMS = {
-    "pip", "uv", "git", "gh", "$EDITOR", "sed", "curl", "torchrun", "bash", "sh", ".", "source", "vllm",
+    "pip", "uv", "git", "gh", "$EDITOR", "${EDITOR:-vi}", "sed", "curl", "torchrun", "bash", "sh", ".", "source", "vllm",
     "dos2unix", "cd", "export", "ls", "cat", "time", "mkdir", "cp", "echo", "env", "sha256sum", "tar", "unzip",
     "wget", "pipx", "docker",
 }  # fmt: skip
