@@ -2,7 +2,7 @@
 
 Our index holds one overlay per buildable train tag (built and published by our own
 `build --tag` and `publish`), and no vLLM: each fresh venv already has the real `vllm==X`
-release wheel, installed `--no-deps` the way the suite installs vLLM (tests/overlay/freshvenv.py).
+release wheel, installed `--no-deps` the way the suite installs vLLM (tests/helpers/freshvenv.py).
 Then the resolver, not the test, chooses: every overlay requires `vllm==<its tag>`, only X is
 installed, so only X's overlay fits. The process that imports vLLM afterwards proves it activated.
 
