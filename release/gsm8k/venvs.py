@@ -76,7 +76,7 @@ def overlay_requirements(plan: InstallPlan) -> Path:
     if plan.index_dir is None:
         raise DataNotFoundError("installing the fixed wheel needs --index DIR (our PEP 503 index)")
     if plan.overlay_version is None:
-        return plan.index_dir / "requirements" / f"vllm-{plan.vllm_version}.txt"
+        return plan.index_dir.resolve() / "requirements" / f"vllm-{plan.vllm_version}.txt"
     return plan.venv.parent / f"requirements-{plan.venv.name}.txt"
 
 

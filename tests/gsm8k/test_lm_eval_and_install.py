@@ -78,7 +78,7 @@ def test_fixed_install_takes_our_wheel_from_our_project_page_alone_pinned_by_sha
     # would add impostors to any index named here), our page as find-links, our wheel by its hash.
     assert second[second.index("--find-links") + 1] == (index / "simple" / "vllm-fused-moe").resolve().as_uri() + "/"
     assert "--no-index" in second and "--index-url" not in second and "--extra-index-url" not in second
-    assert second[-2:] == ["-r", str(index / "requirements" / f"vllm-{HEAD.version}.txt")]
+    assert second[-2:] == ["-r", str(index.resolve() / "requirements" / f"vllm-{HEAD.version}.txt")]
 
 
 def test_a_named_wheel_version_is_pinned_by_the_sha256_of_its_bytes(tmp_path: Path) -> None:
