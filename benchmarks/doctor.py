@@ -2,7 +2,7 @@
 
     python benchmarks/doctor.py [--runs 5]
 
-Two fresh venvs with the pinned vLLM release (tests/overlay/freshvenv.py: torch and vLLM's import
+Two fresh venvs with the pinned vLLM release (tests/helpers/freshvenv.py: torch and vLLM's import
 deps come from the test environment): one with our wheel, one without. Wall times are medians of
 --runs after one warm-up run (bytecode compiled), each a real process:
 - doctor without --live, installed (`vllm-fused-moe doctor --json`) and from outside

@@ -77,7 +77,8 @@ _NETWORK = (*_COMMON, EXIT_TRANSPORT)
 _GSM8K_EXITS = (
     (EXIT_OK, "the gated run scored at or above --threshold (and, for a fixed run, the fix is active)"),
     (EXIT_FAILED, "below --threshold, or the fixed wheel's fix is not active (the report says which)"),
-    (EXIT_BAD_INPUT, "bad input (options, --data, --index, --venv); nothing was run"),
+    (EXIT_BAD_INPUT, "bad input (options, --data, --index, --venv), or no NVIDIA GPU to install and serve "
+     "on (`nvidia-smi -L`); nothing was run"),
     (EXIT_TRANSPORT, "nothing was measured: requests to the server kept failing (the transport broke), install "
      "failed, the server exited or never became healthy, or lm-eval failed (logs are in the report directory)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the server was stopped"),

@@ -217,6 +217,14 @@ class MalformedDataError(BadInputError):
     default_hint = 'each line must be a JSON object {"question": ..., "answer": "... #### N"}'
 
 
+class NoGpuError(BadInputError):
+    """gsm8k would install and serve vLLM on a machine where no NVIDIA GPU answers."""
+
+    default_hint = (
+        "run it on a machine with NVIDIA GPUs (the nvlink runners: docs/gsm8k.md); `nvidia-smi -L` must list them"
+    )
+
+
 class InstallError(InfrastructureError):
     """Installing vLLM or the overlay into a serving venv failed."""
 

@@ -20,7 +20,7 @@ from release.gsm8k.results import SmokeReport, write_report
 from release.gsm8k.scoring import FLEXIBLE, METRICS, STRICT
 from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
 from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
-from release.gsm8k.venvs import pinned_vllm_version
+from release.gsm8k.venvs import pinned_vllm_version, require_gpu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.90
@@ -240,6 +240,11 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     _validate(args)
+    variants = [False, True] if args.compare else [not args.without_patches]
+    if any((args.venv if with_patches else args.upstream_venv) is None for with_patches in variants):
+        # Before anything is installed or written: vLLM serves on NVIDIA GPUs only, and a vLLM
+        # install takes minutes that a machine without one would spend for nothing.
+        note(f"GPUs: {require_gpu()}")
     started_at = dt.datetime.now(dt.UTC)
     report_dir = args.report or (
         REPO_ROOT / "reports" / "gsm8k" / f"{started_at.strftime('%Y%m%dT%H%M%SZ')}-{args.backend}"
@@ -257,7 +262,6 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         gate_metric=args.gate_metric,
         started_at=started_at.isoformat(timespec="seconds"),
     )
-    variants = [False, True] if args.compare else [not args.without_patches]
     clock = time.monotonic()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None

@@ -4,7 +4,7 @@ The job, step by step: list every final release on the package index (build-tagg
 and post releases included, pre-releases left out); for each, read only the modules of our
 release lines out of its wheel (range requests, or the cache); put it on a line; then
 classify each patch (the series, its retired ones in their places) exactly as `rebase` does
-(release/queue/upstreamed.classify: `git apply`, reverse apply, the semantic check, `git am
+(`classify` in release/queue/upstreamed.py: `git apply`, reverse apply, the semantic check, `git am
 --3way`) on a scratch repository holding that release's modules; and finally merge the
 result into the document we ship (release/overlay/runtime/vllm_fused_moe/affected-releases.json,
 beside the doctor) and its human form (docs/affected-releases.md).

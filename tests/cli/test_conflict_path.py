@@ -1,6 +1,6 @@
 """The conflict path as docs/maintainers.md walks it, offline, on vLLM's own files.
 
-Patch 0002 changes a line of mori.py; the next tag (tests/synthetic.py) changes the same
+Patch 0002 changes a line of mori.py; the next tag (tests/helpers/synthetic.py) changes the same
 line otherwise, or deletes the file. The maintainer's commands are the documented ones,
 run from the checkout with the relative work-directory path the docs print.
 """

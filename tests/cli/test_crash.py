@@ -4,7 +4,7 @@ Each run is the real CLI in a real process that kills itself at one named step
 (release/core/faults.py: VLLM_FUSED_MOE_FAULT). Then `check` runs, and the next command:
 the tree must be byte for byte the old one or the new one (never a mix), the next command
 must finish the job, and whatever it had to finish or clean up, it says so.
-The upstream source is offline (tests/synthetic.py); the wheels are tiny real wheels.
+The upstream source is offline (tests/helpers/synthetic.py); the wheels are tiny real wheels.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """No source is trusted: every kind refuses names, links and versions that would escape or lie.
 
 Each attack is a real archive, tree or git repository built here from vLLM's own files
-(tests/synthetic.py), fed to the real CLI. Each must end in exit 2 with one `error:` line,
+(tests/helpers/synthetic.py), fed to the real CLI. Each must end in exit 2 with one `error:` line,
 vendor/ and patches/ byte for byte as before, no work directory left, and nothing written
 outside the checkout. A well-formed source of each kind goes through, so a refusal is
 about the attack, not about the synthetic source.

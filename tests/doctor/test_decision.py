@@ -243,7 +243,7 @@ def documented_install(url: str, vllm: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("given", ["", "/", "/simple", "/simple/"])
 def test_the_fix_of_an_affected_train_release_is_the_documented_install_then_pip_check(given: str) -> None:
-    """--index-url names the index publish wrote (its simple/ page, as it used to, means the same index)."""
+    """--index-url names the index publish wrote (its simple/ page means the same index: both spellings are in use)."""
     version = next(v for v in AFFECTED if DATA["releases"][v]["in_train"])
     data = {
         "python": "python",

@@ -1,6 +1,6 @@
 """The doctor's verdicts in fresh venvs with real vLLM release wheels, as a user would meet them.
 
-Venvs are made the way tests/overlay/test_activation.py makes them (tests/overlay/freshvenv.py:
+Venvs are made the way tests/overlay/test_activation.py makes them (tests/helpers/freshvenv.py:
 `pip install --no-deps` from a PEP 503 index directory holding our wheel and the real vLLM release
 wheels; torch and vLLM's import-time dependencies come from the test environment). One venv per vLLM
 release, shared by every run on it:

@@ -13,7 +13,7 @@ Which blocks are commands, and how a line becomes commands, is tests/helpers/doc
 Placeholders are filled from `placeholders()`, and `[optional]` parts are checked with and without.
 
 Then, in a copy of the checkout, a fresh venv gets exactly the README's set-up (the pip commands of
-its first command, run as written) plus the documented install of the tooling (the fenced command
+its rebase command, run as written) plus the documented install of the tooling (the fenced command
 with `--group tooling`), and there, through the real entry points, run: `python -m release CMD
 --help` of every documented command, the documented commands that are safe offline (SAFE), and
 `nox -l --json`.
@@ -273,8 +273,14 @@ class SetUp:
 
 
 def readme_set_up_commands() -> list[list[str]]:
-    """The README's set-up: the commands of its first command line before nox runs."""
-    readme = next(c for c in COMMANDS if c.doc == "README.md")
+    """The README's set-up: the commands of its first command line (the rebase) before nox runs."""
+    readme = next(
+        c
+        for c in COMMANDS
+        if c.doc == "README.md"
+        and program(c.words).kind == "nox"
+        and "rebase" in nox_call(list(program(c.words).args)).sessions
+    )
     first = [c for c in COMMANDS if c.doc == "README.md" and c.line == readme.line]
     words = []
     for command in first:

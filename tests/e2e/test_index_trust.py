@@ -3,7 +3,7 @@
 Every test runs the real CLI (`python -m release`) against tests/helpers/hostile_index.py, a real
 HTTP server that lists and serves what it is told and breaks the way it is told. The wheels are
 real wheels of vLLM's own files for a synthetic tag no real index has (tests/helpers/synthetic.py),
-so nothing here reaches the network. Each case says what the tool did before (issue 19).
+so nothing here reaches the network. Each case says what goes wrong where the guard it tests is missing.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ TRAVERSAL = f"vllm-{VERSION}-1/../../../../escaped-cp38-abi3-manylinux_2_35_x86_
 def test_a_traversal_name_from_the_index_is_refused_before_it_touches_a_path(
     project: Path, tmp_path: Path, good_wheel: Path, page: str, command: str
 ) -> None:
-    """Before: `--from pypi` wrote escaped-….whl.index.json (and, lazily, .members.zip; with a 200, the
-    whole wheel) into tmp_path/box, outside the cache, and recorded the name in UPSTREAM.toml and train.toml."""
+    """Unchecked, the name makes `--from pypi` write escaped-….whl.index.json (and, lazily, .members.zip;
+    with a 200, the whole wheel) into tmp_path/box, outside the cache, and record it in UPSTREAM.toml and train.toml."""
     assert parse_wheel_filename(TRAVERSAL)[2] == (1, "/../../../../escaped")
     box = tmp_path / "box"
     cache = box / "cache"
@@ -140,8 +140,8 @@ def tampered_pair(project: Path, directory: Path) -> tuple[Path, Path, str]:
 def test_a_same_size_wheel_with_a_rebuilt_record_is_refused_and_nothing_is_recorded(
     project: Path, tmp_path: Path, command: str
 ) -> None:
-    """Before: the lazy reader checked each member against the RECORD the same file carries, so the
-    tampered module was vendored, `check` passed, and the index's genuine sha256 was recorded."""
+    """RECORD travels in the same file: a reader that checks each member against it alone vendors the
+    tampered module, `check` passes, and the index's genuine sha256 is recorded for other bytes."""
     genuine, tampered, module = tampered_pair(project, tmp_path / "src")
     assert tampered.stat().st_size == genuine.stat().st_size and file_sha256(tampered) != file_sha256(genuine)
     cache = tmp_path / "cache"
@@ -192,7 +192,7 @@ def test_the_genuine_wheel_goes_through_and_its_verified_digest_is_recorded(proj
 def test_a_local_wheel_is_recorded_by_name_and_digest_not_by_where_it_lay(
     project: Path, tmp_path: Path, good_wheel: Path
 ) -> None:
-    """Before: UPSTREAM.toml and train.toml said `source = "wheel:/tmp/.../vllm-….whl"`, a path of one machine."""
+    """A recorded `source = "wheel:/tmp/.../vllm-….whl"` would be a path of one machine, useless on any other."""
     source = f"wheel:{good_wheel.resolve()}"
     result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
@@ -221,7 +221,8 @@ WRONG_TYPES = {
 def test_a_json_page_of_the_wrong_shape_is_one_line_and_exit_4(
     project: Path, tmp_path: Path, good_wheel: Path, page: dict[str, object]
 ) -> None:
-    """Before: `AttributeError: 'int' object has no attribute 'get'` and the like, rc=1 with a traceback."""
+    """Read without checking its shape, such a page ends in `AttributeError: 'int' object has no attribute
+    'get'` and the like, exit 1 with a traceback."""
     body = ("application/vnd.pypi.simple.v1+json", json.dumps(page).encode())
     before = snapshot(project)
     with HostileIndex([Listed(good_wheel)], page_body=body) as index:
@@ -337,7 +338,7 @@ class SilentServer:
 
 @pytest.mark.parametrize("command", ["tags", "rebase"])
 def test_a_git_remote_that_never_answers_is_exit_4_within_the_deadline(project: Path, command: str) -> None:
-    """Before: `tags` waited 120 s and exited 1; `rebase --from git+URL` waited for as long as git did."""
+    """Without the deadline `tags` waits for git's own timeout and `rebase --from git+URL` for as long as git does."""
     with SilentServer() as url:
         args = ("tags", "--remote", url) if command == "tags" else ("rebase", NEXT_TAG, "--from", f"git+{url}")
         started = time.monotonic()

@@ -3,7 +3,7 @@
 The maintainer's side is plain git run as docs/patch-queue.md writes it, with an empty git configuration
 (theirs is theirs, not ours to test) and two test doubles for a person at the keyboard:
 GIT_EDITOR, a script that answers the template's questions, and GIT_SEQUENCE_EDITOR, a script
-that reorders or drops the lines of `git rebase -i`. `$EDITOR FILE` in a documented block is the
+that reorders or drops the lines of `git rebase -i`. `${EDITOR:-vi} FILE` in a documented block is the
 test's own edit of FILE: a shape check in the two-sided `finalize`, the synthetic second patch
 (never committed to the series).
 """
@@ -108,7 +108,7 @@ def git(project: Path, env: dict[str, str], *args: str, check: bool = True) -> s
 
 
 def shape_check(path: Path) -> None:
-    """The test's edit (`$EDITOR FILE`): assert the output's shape first thing in `finalize`."""
+    """The test's edit (`${EDITOR:-vi} FILE`): assert the output's shape first thing in `finalize`."""
     lines = path.read_text().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("    def finalize("))
     body = next(i for i in range(at, len(lines)) if re.match(r"^\s*\) -> None:\s*$", lines[i])) + 1
@@ -126,7 +126,7 @@ def doc_commands(doc: Path, heading: str) -> list[str]:
 def run_as_written(project: Path, env: dict[str, str], commands: list[str], edit: Callable[[Path], None]) -> None:
     for command in commands:
         argv = shlex.split(command, comments=True)
-        if argv[0] == "$EDITOR":
+        if argv[0] in ("$EDITOR", "${EDITOR:-vi}"):
             edit(project / argv[1])
             continue
         if argv[:3] == ["python", "-m", "release"]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from helpers.gsm8k import fake_overlay_version, make_fake_serving_env
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
 from release.core.layout import Layout
-from release.gsm8k import cli, smoke
+from release.gsm8k import cli, smoke, venvs
 
 pytestmark = pytest.mark.timeout(60)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -195,3 +197,67 @@ def test_sigterm_to_the_cli_stops_the_server_and_exits_130(tmp_path: Path, tiny_
     assert wait_until(lambda: process_gone(int(child_file.read_text())), 5)
     served = json.loads(argv_file.read_text())
     assert served[:2] == ["serve", "tiny-model"] and "--enable-expert-parallel" in served
+
+
+# ------------------------------------------------------------------ no GPU: refused before installing
+
+
+def no_gpu_path(tmp_path: Path, nvidia_smi: str | None) -> str:
+    """A PATH with the interpreter's folder and, where given, an `nvidia-smi` script (the driver's stand-in)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if nvidia_smi is not None:
+        script = bin_dir / "nvidia-smi"
+        script.write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+        script.chmod(0o755)
+    return os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent)])
+
+
+@pytest.mark.parametrize(
+    ("nvidia_smi", "says"),
+    [
+        (None, "error: no NVIDIA GPU here: `nvidia-smi` is not on PATH; nothing was installed"),
+        (
+            'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."; exit 9',
+            "error: no NVIDIA GPU here: `nvidia-smi -L` exited 9 (NVIDIA-SMI has failed because it couldn't "
+            "communicate with the NVIDIA driver.); nothing was installed",
+        ),
+    ],
+    ids=["no-nvidia-smi", "no-driver"],
+)
+def test_without_a_gpu_it_refuses_before_installing_anything(
+    tmp_path: Path, tiny_data: Path, nvidia_smi: str | None, says: str
+) -> None:
+    work, report = tmp_path / "work", tmp_path / "report"
+    index = tmp_path / "index"
+    (index / "simple").mkdir(parents=True)
+    argv = [sys.executable, "-m", "release", "gsm8k", *common(tiny_data, report, "--index", str(index))]
+    env = {**os.environ, "PATH": no_gpu_path(tmp_path, nvidia_smi)}
+    started = time.monotonic()
+    result = subprocess.run(
+        [*argv, "--work-dir", str(work)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert says in lines and sum(line.startswith("error:") for line in lines) == 1, result.stderr
+    assert any(line.startswith("hint: ") and "nvidia-smi -L" in line for line in lines), result.stderr
+    assert not work.exists() and not report.exists()  # no venv, no report: nothing was installed or written
+    assert time.monotonic() - started < 30
+
+
+def test_a_prepared_venv_needs_no_gpu_check(tmp_path: Path, tiny_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --venv and --upstream-venv install nothing; the model-server double serves on CPU.
+    monkeypatch.setenv("PATH", no_gpu_path(tmp_path, None))
+    upstream = make_fake_serving_env(tmp_path / "up", mode="correct", fix_active=False, data=tiny_data)
+    argv = common(tiny_data, tmp_path / "report", "--without-patches", "--upstream-venv", str(upstream))
+    assert cli.run(parse(*argv), Layout.default()) == 0
+
+
+def test_a_long_install_says_it_is_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(venvs, "PROGRESS_INTERVAL_S", 0.2)
+    log = tmp_path / "install.log"
+    venvs._run_logged([sys.executable, "-c", "import time; time.sleep(1)"], log, 30.0, "installing vllm==X")
+    still = [line for line in capsys.readouterr().err.splitlines() if "installing vllm==X: still running after" in line]
+    assert len(still) >= 2 and f"(log: {log})" in still[0], still

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from helpers import tag_facts
 from release.core.errors import DataNotFoundError, LmEvalError
 from release.gsm8k.lm_eval_runner import build_lm_eval_argv, parse_results
-from release.gsm8k.venvs import InstallPlan, install_commands, parse_probe_output
+from release.gsm8k.venvs import InstallPlan, install_commands, parse_probe_output, write_pinned_requirements
 
 HEAD = tag_facts.head()
 
@@ -65,17 +67,34 @@ def test_parse_results_without_a_file_is_an_lm_eval_error(tmp_path: Path) -> Non
         parse_results(tmp_path)
 
 
-def test_fixed_install_takes_our_wheel_from_our_index_alone(tmp_path: Path) -> None:
+def test_fixed_install_takes_our_wheel_from_our_project_page_alone_pinned_by_sha256(tmp_path: Path) -> None:
     index = tmp_path / "index"
-    overlay = f"{HEAD.version}+fm.2"
-    plan = InstallPlan(venv=tmp_path / "v", with_patches=True, index_dir=index, overlay_version=overlay)
+    plan = InstallPlan(venv=tmp_path / "v", with_patches=True, index_dir=index)
     first, second = install_commands(plan)
     # vLLM defaults to the release vendor/ was built from.
     assert first[-1] == f"vllm=={HEAD.version}" and "--index-url" not in first
-    assert second[second.index("--index-url") + 1] == index.resolve().as_uri() + "/simple"
-    assert second[-1] == f"vllm-fused-moe=={overlay}"
-    assert "--extra-index-url" not in second
     assert first[0] == str(tmp_path / "v" / "bin" / "python")
+    # As docs/overlay.md's user install: no index at all (a pip configuration's extra-index-url
+    # would add impostors to any index named here), our page as find-links, our wheel by its hash.
+    assert second[second.index("--find-links") + 1] == (index / "simple" / "vllm-fused-moe").resolve().as_uri() + "/"
+    assert "--no-index" in second and "--index-url" not in second and "--extra-index-url" not in second
+    assert second[-2:] == ["-r", str(index.resolve() / "requirements" / f"vllm-{HEAD.version}.txt")]
+
+
+def test_a_named_wheel_version_is_pinned_by_the_sha256_of_its_bytes(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    page = index / "simple" / "vllm-fused-moe"
+    page.mkdir(parents=True)
+    overlay = f"{HEAD.version}+fm.2"
+    wheel = page / f"vllm_fused_moe-{overlay}-py3-none-any.whl"
+    wheel.write_bytes(b"our wheel")
+    plan = InstallPlan(venv=tmp_path / "work" / "v", with_patches=True, index_dir=index, overlay_version=overlay)
+    write_pinned_requirements(plan)
+    _, second = install_commands(plan)
+    pinned = Path(second[-1]).read_text()
+    assert pinned == f"vllm-fused-moe=={overlay} \\\n    --hash=sha256:{hashlib.sha256(b'our wheel').hexdigest()}\n"
+    with pytest.raises(DataNotFoundError, match=r"holds no vllm-fused-moe .*\+fm\.3"):
+        write_pinned_requirements(replace(plan, overlay_version=f"{HEAD.version}+fm.3"))
 
 
 def test_upstream_install_is_vllm_alone(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ COMMAND_TAGS = {"sh", "bash", "shell", "console"}
 # Programs a documented command may start with besides ours (nox, python -m release, the overlay's
 # CLI): checked to be one of these, not run. A new program in the docs is added here on purpose.
 PROGRAMS = {
-    "pip", "uv", "git", "gh", "$EDITOR", "sed", "curl", "torchrun", "bash", "sh", ".", "source", "vllm",
+    "pip", "uv", "git", "gh", "$EDITOR", "${EDITOR:-vi}", "sed", "curl", "torchrun", "bash", "sh", ".", "source",
+    "vllm",
     "dos2unix", "cd", "export", "ls", "cat", "time", "mkdir", "cp", "echo", "env", "sha256sum", "tar", "unzip",
     "wget", "pipx", "docker",
 }  # fmt: skip
@@ -264,3 +265,39 @@ def nox_call(args: list[str]) -> NoxCall:
             return NoxCall(tuple(sessions), (), f"{word!r} is neither a nox option nor a session name after -s")
         at += 1
     return NoxCall(tuple(sessions), ())
+
+
+# ------------------------------------------------------------------- installs of our wheel
+
+# The blocks of docs/overlay.md that tests/overlay/test_user_install.py runs in a hostile shell.
+USER_INSTALL_RE = re.compile(r"^<!-- user-install: ([\w-]+) -->\n```\w*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def user_install_blocks(text: str) -> dict[str, list[str]]:
+    """kind (pip, uv) -> the non-blank lines of that `<!-- user-install: kind -->` block."""
+    return {kind: [line for line in body.splitlines() if line.strip()] for kind, body in USER_INSTALL_RE.findall(text)}
+
+
+def installs_our_wheel(words: tuple[str, ...] | list[str]) -> bool:
+    """A pip or uv install that names `vllm-fused-moe` or one of our index's requirements files."""
+    if "install" not in words or not ({"pip", "-m"} & set(words) or words[0] == "uv"):
+        return False
+    return any(re.match(r"vllm-fused-moe\b", word) or "/requirements/vllm-" in word for word in words)
+
+
+def install_shape(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The command with its interpreter, index address and versions made generic, so that an
+    example's `https://INDEX/…/vllm-X.txt` and the tested `https://fused-moe.example.com/…/vllm-0.20.0.txt`
+    compare equal, and `python -m pip`, `PYTHON -m pip` and `/venv/bin/python -m pip` are all `pip`."""
+    rest = list(words)
+    while rest and re.match(r"^[A-Z_][A-Z0-9_]*=", rest[0]):
+        rest.pop(0)
+    if len(rest) > 2 and rest[1:3] == ["-m", "pip"]:
+        rest = ["pip", *rest[3:]]
+    shape = []
+    for word in rest:
+        word = re.sub(r"(?:https?|file)://(?:<[^>]*>|[^/\s]+)", "URL", word)
+        word = re.sub(r"\b(?:INDEX|URL)\b(?=/)", "URL", word)
+        word = re.sub(r"\d+\.\d+\.\d+(?:\.post\d+)?|(?<=vllm-)(?:X|<[^>]*>)(?=\.txt)", "V", word)
+        shape.append(word)
+    return tuple(shape)

@@ -4,7 +4,7 @@
 - the train: patches/train.toml;
 - the installed vLLM and what its wheel's METADATA pins;
 - tests/releases.toml: real releases the tooling tests take as input (rebase scenarios);
-- the scan's document (vendor/vllm_fused_moe/affected-releases.json): every release and its line.
+- the scan's document (release/overlay/runtime/vllm_fused_moe/affected-releases.json): every release and its line.
 
 `VLLM_FUSED_MOE_ROOT` points these at another checkout (the `contract` nox session runs the
 contract suite in a scratch copy rebased onto another train tag).

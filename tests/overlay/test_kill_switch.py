@@ -1,6 +1,6 @@
 """`VLLM_FUSED_MOE=off` works whatever is broken, and the `.pth` line never prints at start-up.
 
-Real venvs with our wheel from our index (tests/overlay/freshvenv.py), then damaged the way
+Real venvs with our wheel from our index (tests/helpers/freshvenv.py), then damaged the way
 installs get damaged: a corrupt build-info file, a module that no longer imports, files
 half removed, the package gone with its `.pth` left behind. Each is run as real
 interpreters: a bare `python -c` (every process of the environment runs the `.pth`), and

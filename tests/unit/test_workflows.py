@@ -61,8 +61,8 @@ def test_ci_runs_the_readme_test_command_with_the_wheel_cache() -> None:
     assert ".ci/run" in runs
     # .ci/run is the README's second command, word for word, and nothing else.
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    two = re.search(r"^## The two commands\n.*?^```\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
-    assert two, "README.md has no code block under '## The two commands'"
+    two = re.search(r"^## Work on the fork\n.*?^```\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert two, "README.md has no code block under '## Work on the fork'"
     rebase, test = two.group(1).strip().splitlines()
     assert rebase.endswith("python3 -m nox -s rebase -- v0.21.0 --from pypi")
     assert test.endswith("python3 -m nox -s lint test")
