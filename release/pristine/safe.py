@@ -29,10 +29,14 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release.core.errors import SourceError, UnsafeSourceError, VersionProofError
+from release.core.files import read_regular
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
+
+# A module of vLLM's subtree is tens of kB; a file of a dir: source this large is no source code.
+SOURCE_FILE_LIMIT = 64 << 20
 
 # ------------------------------------------------------------------ names
 
@@ -165,15 +169,9 @@ def read_regular_tree(directory: Path, source: str) -> dict[str, bytes]:
 
 
 def read_regular_file(path: Path, source: str) -> bytes:
-    """The bytes of `path`, opened without following a link (O_NOFOLLOW), so a swapped-in link fails."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise UnsafeSourceError(f"{source}: cannot read {path} as a regular file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise UnsafeSourceError(f"{source}: {path} is not a regular file")
-        return handle.read()
+    """The bytes of `path`, opened without following a link (O_NOFOLLOW), so a swapped-in link fails;
+    a FIFO, a device or a file over SOURCE_FILE_LIMIT is refused (release.core.files)."""
+    return read_regular(path, SOURCE_FILE_LIMIT, follow_links=False, error=UnsafeSourceError, what=f"{source}: ")
 
 
 # setuptools-scm writes `__version__ = version = '0.20.0'` into vllm/_version.py (top level, not indented).
