@@ -5,7 +5,9 @@ before anything is written: names are plain relative paths inside the subtree (n
 no `.`, no absolute names, no backslashes, no name that is both a file and a directory).
 What only a reader can see is checked where it reads, through the functions here:
 
-- wheel: `check_wheel_member` refuses members stored as symbolic links (and bad names);
+- wheel: `check_wheel_names` refuses a bad name of any member, read or not (no absolute names,
+  `..` or backslashes anywhere in the archive); `check_wheel_member` refuses members stored as
+  symbolic links;
   `prove_wheel_version` requires .dist-info/METADATA and its Version to be the tag.
 - dir: `read_regular_tree` walks without following links and refuses any link or special
   file; `read_regular_file` reads one file the same way; `prove_dir_version` reads the
@@ -90,6 +92,14 @@ def check_wheel_member(info: zipfile.ZipInfo, source: str) -> bool:
     if problem:
         raise UnsafeSourceError(f"{source}: member {info.filename!r} has {problem}; refusing the wheel")
     return True
+
+
+def check_wheel_names(names: Iterable[str], source: str) -> None:
+    """Every member of the wheel, read or not, has a plain relative name (no absolute, `..` or backslash)."""
+    for name in names:
+        problem = name_problem(name)
+        if problem:
+            raise UnsafeSourceError(f"{source}: member {name!r} has {problem}; refusing the wheel")
 
 
 def prove_wheel_version(metadata: bytes | None, tag: str, source: str) -> CoreMetadata:

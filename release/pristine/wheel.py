@@ -139,10 +139,12 @@ def verify_member(name: str, data: bytes, record: dict[str, tuple[str, str]], la
 def read_archive(archive: zipfile.ZipFile, label: str, want: Want) -> tuple[list[str], dict[str, bytes], bytes | None]:
     """Every member name, the wanted members and METADATA, each checked against RECORD.
 
-    A wanted member that is a link or whose name leaves the subtree is refused before it is read.
+    A member with an unsafe name (absolute, `..`), read or not, and a wanted member that is a link
+    are refused before anything is read.
     """
     infos = [info for info in archive.infolist() if not info.is_dir()]
     names = [info.filename for info in infos]
+    safe.check_wheel_names(names, label)
     wanted = [info for info in infos if want(info.filename)]
     for info in wanted:
         safe.check_wheel_member(info, label)
