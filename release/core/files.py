@@ -10,10 +10,10 @@ the check and the read), and refused above `limit` bytes, by its size and again 
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from release.core.errors import BadInputError
 
@@ -39,7 +39,7 @@ def size_text(size: int) -> str:
 
 def open_regular(
     path: Path, limit: int, *, follow_links: bool = True, error: type[BadInputError] = BadInputError, what: str = ""
-) -> BinaryIO:
+) -> io.BufferedReader:
     """`path` open for reading, proven a regular file of at most `limit` bytes (else `error`).
 
     `follow_links=False` also refuses a link in the last component (O_NOFOLLOW): a source that never

@@ -122,7 +122,7 @@ def inspect_wheel(path: Path) -> Wheel:
     return Wheel(path, name, version, sha256, metadata.requires_python, meta_version)
 
 
-def open_wheel(path: Path) -> BinaryIO:
+def open_wheel(path: Path) -> io.BufferedReader:
     """A wheel to publish, open: a regular file (a link to one is fine) of at most WHEEL_LIMIT bytes.
 
     `/dev/zero`, a FIFO or a directory named `*.whl` is refused at once (exit 2), before a byte is

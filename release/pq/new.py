@@ -8,8 +8,8 @@ from pathlib import Path
 from release.core.errors import PatchQueueTreeError
 from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.pq.export import used_names
 from release.core.versions import shown
+from release.pq.export import used_names
 from release.pq.names import NAME_LINE_RE, SLUG_LENGTH, SLUG_RE, new_name
 from release.pq.template import template
 from release.pq.tree import PqTree

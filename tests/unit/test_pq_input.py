@@ -50,9 +50,7 @@ def test_pq_skip_writes_no_control_character(project: Path, capsys: pytest.Captu
     before = snapshot(project)
     code = main(["--root", str(project), "pq", "skip", "0001", "--line", LINE, "--reason", "not \x1b[31mneeded"])
     assert code == EXIT_BAD_INPUT
-    assert errors(capsys) == [
-        "error: --reason holds the control character U+001B: a skip needs a reason in words"
-    ]
+    assert errors(capsys) == ["error: --reason holds the control character U+001B: a skip needs a reason in words"]
     assert snapshot(project) == before
 
 

@@ -39,7 +39,11 @@ def test_a_wheel_that_escapes_links_or_lies_is_refused(
 
 @pytest.mark.parametrize(
     ("member", "problem"),
-    [("/etc/ESCAPED.py", "an absolute name"), ("../ESCAPED.py", "a `..` component"), ("a\\ESCAPED.py", "a NUL or a backslash")],
+    [
+        ("/etc/ESCAPED.py", "an absolute name"),
+        ("../ESCAPED.py", "a `..` component"),
+        ("a\\ESCAPED.py", "a NUL or a backslash"),
+    ],
     ids=["absolute", "dotdot", "backslash"],
 )
 def test_a_wheel_member_outside_the_subtree_with_an_unsafe_name_is_refused(
