@@ -139,6 +139,20 @@ class Train:
         entries = [_entry(path, index, item, known) for index, item in enumerate(raw)]
         return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))))
 
+    def require_head(self, path: Path, head: str) -> Train:
+        """The train, after proving it records the head (UPSTREAM.toml's tag): vendor/ is that entry's tree.
+
+        An empty train file, or one that lost the head's entry, is no train the tool writes (`rebase`
+        records the new head in the same swap as vendor/; `train remove` never drops it): exit 2.
+        """
+        if head not in self.tags:
+            raise TrainFileError(
+                f"{path} has no entry for the head {head} (vendor/, UPSTREAM.toml)"
+                + ("" if self.entries else ": it holds no release at all"),
+                hint=f"restore patches/train.toml from git, or record the head: `python -m release train add {head}`",
+            )
+        return self
+
     def dumps(self) -> str:
         """The file's text: a fixed header (tomli-w writes no comments), then every entry, oldest first."""
         releases = [

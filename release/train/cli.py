@@ -224,8 +224,8 @@ class TrainRow(TypedDict):
 
 
 def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
-    train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
+    train = Train.load(layout.train).require_head(layout.train, head)
     verified = read_verified(layout.verified_toml)
     lines = read_lines(layout.lines)
     out: list[TrainRow] = []
