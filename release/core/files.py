@@ -18,6 +18,9 @@ from pathlib import Path
 from release.core.errors import BadInputError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Our overlay wheels are a few hundred kB and vLLM's release wheels under 500 MB: a file above this is
+# no wheel that `publish` or a `wheel:` source takes.
+WHEEL_LIMIT = 1 << 30
 
 
 def _kind(mode: int) -> str:

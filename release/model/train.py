@@ -21,6 +21,7 @@ from release.core.errors import TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.pin import Pin
+from release.model.source import Source
 from release.model.tree import UpstreamTree
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -55,6 +56,10 @@ class TrainEntry:
     @property
     def version(self) -> str:
         return version_of_tag(self.tag)
+
+    def recorded_source(self) -> Source:
+        """The source the entry was recorded from, as `Source`; a `wheel:NAME` with the sha256 beside it."""
+        return Source.parse(self.source).with_digest(self.wheel_sha256)
 
     @classmethod
     def of(

@@ -49,7 +49,7 @@ from release.core.errors import (
     PublishError,
 )
 from release.core.faults import fault_point
-from release.core.files import open_regular
+from release.core.files import WHEEL_LIMIT, open_regular
 from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
@@ -59,9 +59,6 @@ from release.pristine.index import SHA256_RE, parse_project_page
 from release.pristine.metadata import read_metadata
 
 TMP_PREFIX = ".publish-"
-# Our overlay wheels are a few hundred kB and vLLM's release wheels (which the tests' indexes hold) under
-# 500 MB; a file above this is no wheel a publish takes.
-WHEEL_LIMIT = 1 << 30
 REQUIREMENTS = "requirements"
 BUILD_INFO = f"{PACKAGE}/_build_info.json"
 # What _build_info.json says about how and when a wheel was built, not about what it holds.

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from release.core import log
 from release.core.errors import BadInputError
+from release.core.files import WHEEL_LIMIT
 from release.core.layout import Layout
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, WHEEL_LIMIT, open_wheel, publish
+from release.overlay.index import REQUIREMENTS, open_wheel, publish
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -40,7 +40,6 @@ from release.model.lines import Line, read_lines
 from release.model.outcome import PatchStatus
 from release.model.patch import Patch
 from release.model.series import Entry, EntryKind, Series, control_problem
-from release.model.source import Source
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pq.export import CARRIED_FROM
@@ -246,7 +245,7 @@ def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, na
 
 def line_tree(layout: Layout, line: Line, entry: TrainEntry) -> UpstreamTree | str:
     """A train tag's pristine modules of the line, held to the sha256 the train recorded (or why not)."""
-    tree = fetch(entry.tag, Source.parse(entry.source), line, lazy=True)
+    tree = fetch(entry.tag, entry.recorded_source(), line, lazy=True)
     if tree.file_hashes() != entry.pristine:
         return f"{entry.tag}'s modules are not what patches/train.toml records (`python -m release train check`)"
     return tree

@@ -155,7 +155,7 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     queue = Queue.load(layout)
     require_accounted(layout, queue)
     train = Train.load(layout.train)
-    sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
+    sources = dict.fromkeys(tags, source) if source else {e.tag: e.recorded_source() for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
     on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
     tags = tags or train.tags
