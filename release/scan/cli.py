@@ -45,7 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from", dest="source", default="pypi", choices=["pypi"], help="where releases are listed and read from"
     )
-    parser.add_argument("--since", metavar="TAG", default=None, help="the oldest release to scan, e.g. v0.17.0")
+    parser.add_argument(
+        "--since",
+        metavar="TAG",
+        default=None,
+        help="the oldest release to scan, e.g. v0.17.0 (a final release, at most 40 characters)",
+    )
     parser.add_argument("--until", metavar="TAG", default=None, help="the newest release to scan, e.g. v0.22.1")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     parser.add_argument("--dry-run", action="store_true", help="print only; write neither file")

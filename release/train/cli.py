@@ -53,7 +53,8 @@ EPILOG = """actions:
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
                   range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
-                  its overlay carries: a bug fix, or downstream changes only
+                  its overlay carries: a bug fix, or downstream changes only. A train without the
+                  head's entry (or an empty one) is refused with exit 2
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
                   sha256, byte for byte; offline when the release wheels are cached
                   (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
@@ -62,6 +63,8 @@ EPILOG = """actions:
                   the fix is in it, report a conflict or absence; --report FILE writes Markdown.
 
 sources (--from): pypi (default), wheel:PATH, git+URL, git:PATH, dir:PATH; see `rebase --help`.
+A wheel:PATH read by add is kept in the wheel cache by its sha256: check, add --all and build --all
+find the recorded wheel:NAME there (or on the index, where it is the release file), from anywhere.
 """
 
 
