@@ -177,15 +177,20 @@ def _open_zip(source: Path | BinaryIO | LazyHTTPFile, label: str) -> zipfile.Zip
         raise WheelIntegrityError(f"{label} is not a wheel (not a readable zip archive: {exc})") from None
 
 
-def read_local(path: Path, want: Want, how: str = "local wheel", keep: bool = False) -> WheelContent:
+def read_local(
+    path: Path, want: Want, how: str = "local wheel", *, keep: bool = False, expect: str = ""
+) -> WheelContent:
     """The wanted members of a wheel file, and the sha256 of exactly the bytes they were read from.
 
-    A regular file of at most WHEEL_LIMIT bytes (release.core.files); `keep`: also kept in the cache.
+    A regular file of at most WHEEL_LIMIT bytes (release.core.files); `keep`: also kept in the cache;
+    `expect`: the sha256 it must have, checked before a member is read (else WheelIntegrityError).
     """
     if not path.is_file() and not os.path.lexists(path):
         raise SourceError(f"no wheel at {path}")
     with open_regular(path, WHEEL_LIMIT, error=SourceError, what="wheel: ") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        if expect and digest != expect:
+            raise WheelIntegrityError(f"{path} has sha256 {digest[:16]}…, not {expect[:16]}…")
         content = read_handle(handle, path.name, digest, want, how)
         if keep and not path.resolve().is_relative_to(cache_dir().resolve()):  # there already: found by name
             _keep(handle, path.name, digest)
@@ -485,11 +490,11 @@ def recorded_wheel(version: str, name: str, sha256: str, want: Want, lazy: bool)
     kept = [kept_dir() / sha256 / name] if sha256 else sorted(kept_dir().glob(f"*/{glob_escape(name)}"))
     for path in kept:
         if path.is_file():
-            content = read_local(path, want, "cached wheel")
-            if content.wheel_sha256 == path.parent.name:
-                return content
-            log.warn(f"cached {path} is corrupt (sha256 {content.wheel_sha256[:16]}…); deleting it")
-            path.unlink()
+            try:
+                return read_local(path, want, "cached wheel", expect=path.parent.name)
+            except WheelIntegrityError as exc:
+                log.warn(f"cached {path} is corrupt ({exc}); deleting it")
+                path.unlink()
     release = _version_dir(version) / name
     if release.is_file():  # `train check` holds what it finds to the recorded sha256
         return read_local(release, want, "cached wheel")
