@@ -91,14 +91,18 @@ COMMANDS: tuple[Command, ...] = (
     Command("pq", "release.pq.cli", "edit the patch queue as git commits, carry a patch to the lines", _COMMON,
             exit_texts=((EXIT_FAILED, "`export --check`: patches/ or vendor/ differ from the export; or a tool failed"),
                         (EXIT_BAD_INPUT, "bad input: no or a foreign work tree, work not exported, a commit that is "
-                         "no patch (merge, empty, message without the template's answers), dirty vendor/; "
+                         "no patch (merge, empty, message without the template's answers), dirty vendor/, a "
+                         "CRLF or control character in a series, a slug, --reason, --report or --dir refused; "
                          "nothing was changed"))),
     Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
             _NETWORK),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),
     Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _NETWORK),
     Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
-    Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON),
+    Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON,
+            exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
+                         "device, a directory), not ours, dirty or missing a fix; a clash or an index no publish "
+                         "leaves; the index was not changed"),)),
     Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
     Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
             _COMMON),

@@ -70,13 +70,20 @@ def repo_lock(layout: Layout, command: str, shared: bool = False) -> Iterator[No
 
 @contextmanager
 def index_lock(index: Path, command: str = "publish") -> Iterator[None]:
-    """Hold the lock of a PEP 503 index directory (which must exist)."""
-    with _locked(index / INDEX_LOCK, command, f"the index {index}", False):
+    """Hold the lock of a PEP 503 index directory (which must exist).
+
+    Everything in INDEX_DIR is served over HTTP, so no holder file (a process id, a command) is
+    written there: a publish that waits names "another command". The lock file itself is empty.
+    """
+    path = index / INDEX_LOCK
+    with _locked(path, command, f"the index {index}", False, name_holder=False):
+        with suppress(OSError):
+            path.with_name(path.name + ".holder").unlink(missing_ok=True)  # one found there would be served
         yield
 
 
 @contextmanager
-def _locked(path: Path, command: str, what: str, shared: bool) -> Iterator[bool]:
+def _locked(path: Path, command: str, what: str, shared: bool, name_holder: bool = True) -> Iterator[bool]:
     """Yields True once the lock is held; False for a reader that goes ahead without it."""
     key = path.resolve()
     if _held.get(key):
@@ -87,7 +94,7 @@ def _locked(path: Path, command: str, what: str, shared: bool) -> Iterator[bool]
             _held[key] -= 1
         return
     lock = FileLock(str(path), is_singleton=False)
-    holder_file = path.with_name(path.name + ".holder")
+    holder_file = path.with_name(path.name + ".holder") if name_holder else None
     try:
         acquired = _acquire(lock, 0)
         if not acquired and shared:
@@ -109,7 +116,8 @@ def _locked(path: Path, command: str, what: str, shared: bool) -> Iterator[bool]
         return
     _held[key] = 1
     try:
-        _write_holder(holder_file, command)
+        if holder_file is not None:
+            _write_holder(holder_file, command)
         yield True
     finally:
         _held.pop(key, None)
@@ -130,7 +138,9 @@ def _write_holder(path: Path, command: str) -> None:
         path.write_text(json.dumps({"command": command, "pid": os.getpid(), "since": time.time()}), encoding="utf-8")
 
 
-def _holder(path: Path) -> str:
+def _holder(path: Path | None) -> str:
+    if path is None:
+        return "another command"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return f"`{data['command']}` (pid {data['pid']})"

@@ -5,8 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from release.core.errors import UnknownTagError
+from packaging.version import InvalidVersion
+from packaging.version import Version as Pep440Version
 
+from release.core.errors import BadTagError, UnknownTagError
+
+# Longer than any release tag (v0.10.1.post12rc3 is 17): longer text is refused before a regular
+# expression or int() reads it (Python refuses int() of more than 4300 digits with a ValueError).
+MAX_TAG_LENGTH = 40
 TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$")
 
 
@@ -17,10 +23,28 @@ def canonical_tag(text: str) -> str:
     version gets its `v` (' 0.21.0' -> 'v0.21.0'). Anything else is bad input, one line.
     Files the tool writes (UPSTREAM.toml, train.toml) must already hold this spelling.
     """
-    match = TAG_RE.match(text.strip())
+    match = TAG_RE.match(text.strip()) if len(text) <= MAX_TAG_LENGTH else None
     if not match:
-        raise UnknownTagError(f"{text!r} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)")
+        raise UnknownTagError(f"{shown(text)} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)")
     return "v" + match.group("version")
+
+
+def shown(text: str) -> str:
+    """`text` quoted for a message, cut short where it is longer than any tag (bad input may be huge)."""
+    return repr(text) if len(text) <= MAX_TAG_LENGTH else f"{text[:MAX_TAG_LENGTH]!r}... ({len(text)} characters)"
+
+
+def release_version(text: str) -> Pep440Version:
+    """A final release as PEP 440 reads it ('v0.17.0', '0.10.1.1'): what `scan --since/--until` take."""
+    try:
+        if len(text) > MAX_TAG_LENGTH:
+            raise InvalidVersion(text)
+        version = Pep440Version(text.strip().removeprefix("v"))
+    except InvalidVersion:
+        raise BadTagError(f"{shown(text)} is not a vLLM release (expected e.g. v0.17.0 or 0.10.1.1)") from None
+    if version.is_prerelease or version.is_devrelease:
+        raise BadTagError(f"{shown(text)} is a pre-release; scan covers final releases only")
+    return version
 
 
 def version_of_tag(tag: str) -> str:
@@ -69,7 +93,7 @@ class Version:
 
 def parse_version(text: str) -> tuple[Version, int | None] | None:
     """'v0.21.0' -> (0.21.0, None); '0.21.0-1' -> (0.21.0, 1); 'nightly' -> None."""
-    match = VERSION_TAG_RE.match(text.strip())
+    match = VERSION_TAG_RE.match(text.strip()) if len(text) <= MAX_TAG_LENGTH else None
     if not match:
         return None
     pre = match.group("pre")

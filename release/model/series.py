@@ -14,6 +14,8 @@ patches/lines/<line>/series, a release line's account of every common patch:
     skip NNNN-slug.patch: WHY   a common patch the line does without, and why
 
 `#` starts a comment (also after an entry); blank lines and comments survive every rewrite.
+A series is written with LF line ends and holds no control character (a CR, an ESC): what the
+tool writes it writes back byte for byte, so it refuses on reading what it would not write.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ HINT = (
 )
 _ENTRY_RE = re.compile(r"^(?:(?P<kind>take|retired)\s+)?(?P<name>\S+)$")
 _SKIP_RE = re.compile(r"^skip\s+(?P<name>\S+?):\s*(?P<reason>.*)$")
+# Every C0 and C1 control but the tab; the newline only ends a line.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def control_problem(text: str) -> str | None:
+    """Why `text` cannot be (a line of) a series: a CR (CRLF line ends) or another control character."""
+    found = _CONTROL_RE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\r":
+        return "has CRLF line ends (a CR); a series is written with LF line ends"
+    return f"holds the control character U+{ord(found.group()):04X}"
 
 
 class EntryKind(StrEnum):
@@ -85,14 +99,21 @@ class Series:
         if path.parent.exists() and not path.parent.is_dir():
             raise MalformedSeriesError(f"{path.parent} is not a directory", hint="restore patches/ from git")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8")  # read_text() would turn CRLF into LF unseen
         except FileNotFoundError:
             raise MalformedSeriesError(f"{path} is missing") from None
         except UnicodeDecodeError:
             raise MalformedSeriesError(f"{path} is not UTF-8 text") from None
         except OSError as exc:
             raise MalformedSeriesError(f"{path} cannot be read as a file ({exc.strerror})") from None
-        series = cls(tuple(text.splitlines()))
+        lines = text.split("\n")  # not splitlines(): it also splits at U+2028, which a rewrite would turn into LF
+        if lines[-1] == "":
+            lines.pop()
+        for number, line in enumerate(lines, 1):
+            problem = control_problem(line)
+            if problem:
+                raise MalformedSeriesError(f"{path}:{number} {problem}", hint=HINT)
+        series = cls(tuple(lines))
         series.validate(path, common)
         return series
 

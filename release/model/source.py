@@ -7,7 +7,7 @@ a `Source` of one `SourceKind`; the readers in release/pristine/ dispatch on the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import PurePath
 
@@ -31,6 +31,9 @@ class SourceKind(StrEnum):
 class Source:
     kind: SourceKind
     location: str = ""  # the PATH, or the URL git fetches (without "git+"); "" for pypi
+    # wheel: the sha256 a committed file records beside `wheel:NAME`: how the wheel is found again (the
+    # wheel cache keeps it by this digest; the index serves it where it is a release file). Not in str().
+    digest: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Source:
@@ -51,6 +54,10 @@ class Source:
         if self.kind is SourceKind.GIT_URL:
             return f"git+{self.location}"
         return f"{self.kind}:{self.location}"
+
+    def with_digest(self, sha256: str) -> Source:
+        """A recorded `wheel:NAME` with the sha256 recorded beside it; any other source as it is."""
+        return replace(self, digest=sha256) if self.kind is SourceKind.WHEEL else self
 
     def recorded(self) -> Source:
         """The source as a committed file may hold it: `wheel:/some/dir/NAME.whl` is `wheel:NAME.whl`.

@@ -21,6 +21,7 @@ from release.core.errors import TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.pin import Pin
+from release.model.source import Source
 from release.model.tree import UpstreamTree
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -55,6 +56,10 @@ class TrainEntry:
     @property
     def version(self) -> str:
         return version_of_tag(self.tag)
+
+    def recorded_source(self) -> Source:
+        """The source the entry was recorded from, as `Source`; a `wheel:NAME` with the sha256 beside it."""
+        return Source.parse(self.source).with_digest(self.wheel_sha256)
 
     @classmethod
     def of(
@@ -138,6 +143,20 @@ class Train:
         _refuse_duplicates(path, raw)
         entries = [_entry(path, index, item, known) for index, item in enumerate(raw)]
         return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))))
+
+    def require_head(self, path: Path, head: str) -> Train:
+        """The train, after proving it records the head (UPSTREAM.toml's tag): vendor/ is that entry's tree.
+
+        An empty train file, or one that lost the head's entry, is no train the tool writes (`rebase`
+        records the new head in the same swap as vendor/; `train remove` never drops it): exit 2.
+        """
+        if head not in self.tags:
+            raise TrainFileError(
+                f"{path} has no entry for the head {head} (vendor/, UPSTREAM.toml)"
+                + ("" if self.entries else ": it holds no release at all"),
+                hint=f"restore patches/train.toml from git, or record the head: `python -m release train add {head}`",
+            )
+        return self
 
     def dumps(self) -> str:
         """The file's text: a fixed header (tomli-w writes no comments), then every entry, oldest first."""

@@ -28,6 +28,7 @@ SCRIPT = "doctor.py"
 # A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
 # anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
 # Where a virtual environment keeps its interpreter (venv: bin/ on POSIX, Scripts\ on Windows).
 VENV_INTERPRETERS = ("bin/python", "bin/python3", "Scripts/python.exe")
 
@@ -54,7 +55,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s)",
+        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s); "
+        f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
     parser.add_argument(
@@ -115,8 +117,8 @@ def command(args: argparse.Namespace, layout: Layout, python: Path | None = None
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    if not args.timeout > 0:
-        raise DoctorError(f"--timeout {args.timeout:g} is not a positive number of seconds")
+    if not 0 < args.timeout <= MAX_TIMEOUT:  # inf, 1e300: no wait the process machinery can take
+        raise DoctorError(f"--timeout {args.timeout:g} is not a number of seconds in (0, {MAX_TIMEOUT:g}]")
     bad = [pair for pair in args.env if not pair.partition("=")[0] or "=" not in pair]
     if bad:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")

@@ -49,6 +49,7 @@ from release.core.errors import (
     PublishError,
 )
 from release.core.faults import fault_point
+from release.core.files import WHEEL_LIMIT, open_regular
 from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
@@ -85,18 +86,18 @@ class Wheel:
 
 def inspect_wheel(path: Path) -> Wheel:
     """A wheel's identity, checked against its own metadata (a renamed file is refused)."""
-    if not path.is_file():
-        raise BadWheelError(f"{path} is not a file")
     try:
         name, version, _build, _tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         raise BadWheelError(f"{path.name} is not a wheel file name ({exc})") from None
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_wheel(path) as handle, zipfile.ZipFile(handle) as archive:
             metadata_names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(metadata_names) != 1:
                 raise BadWheelError(f"{path.name} has {len(metadata_names)} .dist-info/METADATA files, expected one")
             raw = archive.read(metadata_names[0])
+            handle.seek(0)
+            sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
     except zipfile.BadZipFile as exc:
         what = "is not a zip archive" if "not a zip" in str(exc).lower() else f"has corrupt data ({exc})"
         raise BadWheelError(f"{path.name} {what}") from None
@@ -115,7 +116,16 @@ def inspect_wheel(path: Path) -> Wheel:
         raise BadWheelError(
             f"{path.name} says it is {meta_name} {meta_version} inside: its name clashes with its metadata"
         )
-    return Wheel(path, name, version, file_sha256(path), metadata.requires_python, meta_version)
+    return Wheel(path, name, version, sha256, metadata.requires_python, meta_version)
+
+
+def open_wheel(path: Path) -> io.BufferedReader:
+    """A wheel to publish, open: a regular file (a link to one is fine) of at most WHEEL_LIMIT bytes.
+
+    `/dev/zero`, a FIFO or a directory named `*.whl` is refused at once (exit 2), before a byte is
+    read: zip reading seeks and reads to the end, which a device or a pipe never reaches.
+    """
+    return open_regular(path, WHEEL_LIMIT, error=BadWheelError)
 
 
 def is_dirty(version: Version) -> bool:
@@ -133,7 +143,7 @@ def contents_digest(wheel: Wheel) -> str:
     """
     rows: list[str] = []
     try:
-        with zipfile.ZipFile(wheel.path) as archive:
+        with open_wheel(wheel.path) as handle, zipfile.ZipFile(handle) as archive:
             for info in sorted(archive.infolist(), key=lambda i: i.filename):
                 if info.is_dir():
                     continue
@@ -530,7 +540,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
 
 
 def _copy(source: Path, target: Path) -> None:
-    with source.open("rb") as reader:
+    with open_wheel(source) as reader:
         _write_new(target, reader)
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from release.core import log
 from release.core.errors import BadInputError
+from release.core.files import WHEEL_LIMIT
 from release.core.layout import Layout
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, publish
+from release.overlay.index import REQUIREMENTS, open_wheel, publish
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "publish leaves (a listed file gone or changed, a stray file) is refused. A wheel for a vLLM release "
         "the scan data (affected-releases.json) calls affected by a bug none of its patches fixes is refused "
         "(exit 2): it would be installed as the newest patch level; so is a dirty build, unless "
-        "--allow-dirty. One publish at a "
+        "--allow-dirty. Every wheel is read as a regular file (a link to one is followed) of at most "
+        f"{WHEEL_LIMIT >> 30} GiB: a FIFO, a device (/dev/zero), a directory or a larger file is refused "
+        "(exit 2) before anything is read. One publish at a "
         "time per index (a lock in INDEX_DIR). Serve INDEX_DIR over HTTPS (or "
         "`python -m http.server --bind 127.0.0.1 --directory INDEX_DIR` on one machine); install with "
         f"pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt"
@@ -48,6 +51,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     wheels = sorted(dist.glob("*.whl")) if dist.is_dir() else [dist]
     if not wheels or not wheels[0].exists():
         raise BadInputError(f"no wheel in {dist}", hint="build one with `python -m release build` (nox -s build)")
+    for wheel in wheels:
+        open_wheel(wheel).close()  # a FIFO, a device, a directory or a huge file: refused before any read
     index: Path = args.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)

@@ -30,17 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from release.core.errors import BadInputError, UnknownPatchError
+from release.core.errors import BadInputError, OutputNotWritableError, UnknownPatchError
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.journal import Output, commit, write_atomic
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_dir_problem
 from release.core.lock import repo_lock
 from release.model.lines import Line, read_lines
 from release.model.outcome import PatchStatus
 from release.model.patch import Patch
-from release.model.series import Entry, EntryKind, Series
-from release.model.source import Source
+from release.model.series import Entry, EntryKind, Series, control_problem
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pq.export import CARRIED_FROM
@@ -102,6 +101,10 @@ def fingerprint(patch: Patch) -> str:
 
 
 def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: Path | None = None) -> CarryReport:
+    directory = report_dir or layout.root / REPORT_DIR
+    problem = writable_dir_problem(directory)
+    if problem:  # bad input, before any work: not a failure once the lines are carried
+        raise OutputNotWritableError(f"cannot write the report to {directory}: {problem}")
     with repo_lock(layout, "pq carry"):
         queue = Queue.load(layout)
         patch = common_patch(queue, name)
@@ -242,7 +245,7 @@ def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, na
 
 def line_tree(layout: Layout, line: Line, entry: TrainEntry) -> UpstreamTree | str:
     """A train tag's pristine modules of the line, held to the sha256 the train recorded (or why not)."""
-    tree = fetch(entry.tag, Source.parse(entry.source), line, lazy=True)
+    tree = fetch(entry.tag, entry.recorded_source(), line, lazy=True)
     if tree.file_hashes() != entry.pristine:
         return f"{entry.tag}'s modules are not what patches/train.toml records (`python -m release train check`)"
     return tree
@@ -308,6 +311,9 @@ def skip(layout: Layout, name: str, line_name: str, reason: str) -> Path:
     reason = " ".join(reason.split())
     if not reason or "#" in reason:
         raise BadInputError("a skip needs a reason in words, without `#` (it would start a comment)")
+    problem = control_problem(reason)
+    if problem:
+        raise BadInputError(f"--reason {problem}: a skip needs a reason in words")
     with repo_lock(layout, "pq skip"):
         queue = Queue.load(layout)
         patch = common_patch(queue, name)

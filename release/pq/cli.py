@@ -14,6 +14,7 @@ from release.core.layout import Layout
 from release.pq.carry import carry, skip
 from release.pq.export import export_queue
 from release.pq.importer import import_queue
+from release.pq.names import SLUG_LENGTH
 from release.pq.new import new_patch
 from release.pq.tree import default_dir
 
@@ -65,7 +66,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
         ),
     )
-    imp.add_argument("--dir", type=Path, default=None, help=where)
+    imp.add_argument(
+        "--dir", type=Path, default=None, help=where + "; one that cannot be (created as) a directory is exit 2"
+    )
     imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
 
     new = actions.add_parser(
@@ -77,7 +80,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
             ".git/pq-template` and answer every <...>."
         ),
     )
-    new.add_argument("slug", metavar="SLUG", help="the file name's words, e.g. shape-check")
+    new.add_argument(
+        "slug",
+        metavar="SLUG",
+        help=f"the file name's words, e.g. shape-check: lowercase letters, digits and '-', at most {SLUG_LENGTH} "
+        "characters (exit 2 otherwise)",
+    )
     new.add_argument("--dir", type=Path, default=None, help=where)
 
     exp = actions.add_parser(
@@ -115,7 +123,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where carry-report.md and .json go (reports/pq-carry/)",
+        help="where carry-report.md and .json go (reports/pq-carry/); one that cannot be (created as) a "
+        "writable directory is exit 2 before any line is carried",
     )
 
     skp = actions.add_parser(
@@ -128,7 +137,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     skp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number")
     skp.add_argument("--line", required=True, metavar="LINE", help="the release line (patches/lines.toml)")
-    skp.add_argument("--reason", required=True, metavar="WHY", help="why the line does without it, in words")
+    skp.add_argument(
+        "--reason",
+        required=True,
+        metavar="WHY",
+        help="why the line does without it, in words: no `#`, no control character (exit 2)",
+    )
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:

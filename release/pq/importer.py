@@ -12,9 +12,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import PatchQueueTreeError
+from release.core.errors import OutputNotWritableError, PatchQueueTreeError
 from release.core.git import WorkRepo
-from release.core.layout import Layout
+from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.model.patch import Patch
 from release.pq.names import mark
@@ -54,6 +54,9 @@ def refuse_to_lose_work(path: Path, force: bool) -> None:
 
 
 def import_queue(layout: Layout, path: Path, force: bool = False) -> Imported:
+    problem = writable_dir_problem(path.parent)  # the work tree is made beside it, then renamed into place
+    if problem:
+        raise OutputNotWritableError(f"cannot make the work tree {path}: {problem}")
     with repo_lock(layout, "pq import"):
         queue = Queue.load(layout)
         pristine = require_pristine(layout, queue)

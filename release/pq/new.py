@@ -8,17 +8,18 @@ from pathlib import Path
 from release.core.errors import PatchQueueTreeError
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.versions import shown
 from release.pq.export import used_names
-from release.pq.names import NAME_LINE_RE, SLUG_RE, new_name
+from release.pq.names import NAME_LINE_RE, SLUG_LENGTH, SLUG_RE, new_name
 from release.pq.template import template
 from release.pq.tree import PqTree
 
 
 def new_patch(layout: Layout, path: Path, slug: str) -> tuple[str, Path]:
     """Write the template for patch NNNN-SLUG.patch into the work tree's .git/; returns the name and the file."""
-    if not SLUG_RE.match(slug):
+    if not SLUG_RE.match(slug) or len(slug) > SLUG_LENGTH:
         raise PatchQueueTreeError(
-            f"{slug!r} is not a slug: lowercase letters, digits and '-', e.g. shape-check",
+            f"{shown(slug)} is not a slug: at most {SLUG_LENGTH} lowercase letters, digits and '-', e.g. shape-check",
             hint="the number is chosen for you: the next one no patch, retired patch or variant has used",
         )
     tree = PqTree.open(path)

@@ -5,7 +5,9 @@ before anything is written: names are plain relative paths inside the subtree (n
 no `.`, no absolute names, no backslashes, no name that is both a file and a directory).
 What only a reader can see is checked where it reads, through the functions here:
 
-- wheel: `check_wheel_member` refuses members stored as symbolic links (and bad names);
+- wheel: `check_wheel_names` refuses a bad name of any member, read or not (no absolute names,
+  `..` or backslashes anywhere in the archive); `check_wheel_member` refuses members stored as
+  symbolic links;
   `prove_wheel_version` requires .dist-info/METADATA and its Version to be the tag.
 - dir: `read_regular_tree` walks without following links and refuses any link or special
   file; `read_regular_file` reads one file the same way; `prove_dir_version` reads the
@@ -29,10 +31,14 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release.core.errors import SourceError, UnsafeSourceError, VersionProofError
+from release.core.files import read_regular
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
+
+# A module of vLLM's subtree is tens of kB; a file of a dir: source this large is no source code.
+SOURCE_FILE_LIMIT = 64 << 20
 
 # ------------------------------------------------------------------ names
 
@@ -86,6 +92,14 @@ def check_wheel_member(info: zipfile.ZipInfo, source: str) -> bool:
     if problem:
         raise UnsafeSourceError(f"{source}: member {info.filename!r} has {problem}; refusing the wheel")
     return True
+
+
+def check_wheel_names(names: Iterable[str], source: str) -> None:
+    """Every member of the wheel, read or not, has a plain relative name (no absolute, `..` or backslash)."""
+    for name in names:
+        problem = name_problem(name)
+        if problem:
+            raise UnsafeSourceError(f"{source}: member {name!r} has {problem}; refusing the wheel")
 
 
 def prove_wheel_version(metadata: bytes | None, tag: str, source: str) -> CoreMetadata:
@@ -165,15 +179,9 @@ def read_regular_tree(directory: Path, source: str) -> dict[str, bytes]:
 
 
 def read_regular_file(path: Path, source: str) -> bytes:
-    """The bytes of `path`, opened without following a link (O_NOFOLLOW), so a swapped-in link fails."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise UnsafeSourceError(f"{source}: cannot read {path} as a regular file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise UnsafeSourceError(f"{source}: {path} is not a regular file")
-        return handle.read()
+    """The bytes of `path`, opened without following a link (O_NOFOLLOW), so a swapped-in link fails;
+    a FIFO, a device or a file over SOURCE_FILE_LIMIT is refused (release.core.files)."""
+    return read_regular(path, SOURCE_FILE_LIMIT, follow_links=False, error=UnsafeSourceError, what=f"{source}: ")
 
 
 # setuptools-scm writes `__version__ = version = '0.20.0'` into vllm/_version.py (top level, not indented).

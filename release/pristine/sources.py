@@ -37,7 +37,7 @@ def _read(tag: str, source: Source, line: Line | None, lazy: bool) -> UpstreamTr
         case SourceKind.PYPI:
             return read_pypi(tag, line, lazy)
         case SourceKind.WHEEL:
-            return read_wheel(tag, Path(source.location), line)
+            return read_wheel(tag, Path(source.location), line, sha256=source.digest, lazy=lazy)
         case SourceKind.DIR:
             return read_dir(tag, Path(source.location), str(source), line)
         case SourceKind.GIT | SourceKind.GIT_URL:

@@ -37,13 +37,15 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import BinaryIO
 
 from release.core import log
 from release.core.errors import SourceError, TransportError, WheelIntegrityError
+from release.core.files import WHEEL_LIMIT, open_regular
 from release.core.hashing import sha256_hex
-from release.core.journal import write_atomic
+from release.core.journal import write_atomic, write_atomic_from
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
 from release.model.lines import Line
@@ -139,10 +141,12 @@ def verify_member(name: str, data: bytes, record: dict[str, tuple[str, str]], la
 def read_archive(archive: zipfile.ZipFile, label: str, want: Want) -> tuple[list[str], dict[str, bytes], bytes | None]:
     """Every member name, the wanted members and METADATA, each checked against RECORD.
 
-    A wanted member that is a link or whose name leaves the subtree is refused before it is read.
+    A member with an unsafe name (absolute, `..`), read or not, and a wanted member that is a link
+    are refused before anything is read.
     """
     infos = [info for info in archive.infolist() if not info.is_dir()]
     names = [info.filename for info in infos]
+    safe.check_wheel_names(names, label)
     wanted = [info for info in infos if want(info.filename)]
     for info in wanted:
         safe.check_wheel_member(info, label)
@@ -173,11 +177,24 @@ def _open_zip(source: Path | BinaryIO | LazyHTTPFile, label: str) -> zipfile.Zip
         raise WheelIntegrityError(f"{label} is not a wheel (not a readable zip archive: {exc})") from None
 
 
-def read_local(path: Path, want: Want, how: str = "local wheel") -> WheelContent:
-    """The wanted members of a wheel file, and the sha256 of exactly the bytes they were read from."""
-    with path.open("rb") as handle:
+def read_local(
+    path: Path, want: Want, how: str = "local wheel", *, keep: bool = False, expect: str = ""
+) -> WheelContent:
+    """The wanted members of a wheel file, and the sha256 of exactly the bytes they were read from.
+
+    A regular file of at most WHEEL_LIMIT bytes (release.core.files); `keep`: also kept in the cache;
+    `expect`: the sha256 it must have, checked before a member is read (else WheelIntegrityError).
+    """
+    if not path.is_file() and not os.path.lexists(path):
+        raise SourceError(f"no wheel at {path}")
+    with open_regular(path, WHEEL_LIMIT, error=SourceError, what="wheel: ") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
-        return read_handle(handle, path.name, digest, want, how)
+        if expect and digest != expect:
+            raise WheelIntegrityError(f"{path} has sha256 {digest[:16]}…, not {expect[:16]}…")
+        content = read_handle(handle, path.name, digest, want, how)
+        if keep and not path.resolve().is_relative_to(cache_dir().resolve()):  # there already: found by name
+            _keep(handle, path.name, digest)
+        return content
 
 
 def read_handle(handle: BinaryIO, filename: str, sha256: str, want: Want, how: str) -> WheelContent:
@@ -420,17 +437,75 @@ def read_pypi(tag: str, line: Line | None = None, lazy: bool = False) -> Upstrea
     return _tree(tag, read(version_of_tag(tag), want), "pypi", line)
 
 
-def read_wheel(tag: str, wheel: Path, line: Line | None = None) -> UpstreamTree:
+def read_wheel(
+    tag: str, wheel: Path, line: Line | None = None, *, sha256: str = "", lazy: bool = False
+) -> UpstreamTree:
     """`--from wheel:PATH`: the line's modules (default: the subtree) of a local wheel file.
 
     Recorded as `wheel:NAME` with the file's own sha256, never the directory it lay in (a committed
-    file must not name a path of one machine). A bare NAME (what the train records) is looked for
-    where it is given, then in the wheel cache, where `--from pypi` keeps release wheels.
+    file must not name a path of one machine); so a wheel read for recording (not `lazy`) is kept in
+    the wheel cache by that sha256, the very bytes verified. A bare NAME (what the train records) is
+    read where it is given if it is there, else found by `recorded_wheel`.
     """
-    path = wheel
-    if not path.is_file() and path.name == str(wheel):
-        path = _version_dir(version_of_tag(tag)) / wheel.name
-    if not path.is_file():
-        raise SourceError(f"no wheel at {wheel}" + ("" if path == wheel else f" (nor at {path})"))
-    content = read_local(path, line.wants if line else subtree_member)
-    return _tree(tag, content, f"wheel:{path.name}", line)
+    want = line.wants if line else subtree_member
+    if wheel.name == str(wheel) and not os.path.lexists(wheel):
+        content = recorded_wheel(version_of_tag(tag), wheel.name, sha256, want, lazy)
+    else:
+        content = read_local(wheel, want, keep=not lazy)
+    return _tree(tag, content, f"wheel:{content.wheel}", line)
+
+
+def kept_dir() -> Path:
+    """Where the wheels `wheel:PATH` read for recording are kept: by-sha256/<sha256>/<name>."""
+    return cache_dir() / "by-sha256"
+
+
+def _keep(handle: BinaryIO, name: str, sha256: str) -> None:
+    """Copy the open wheel, whose sha256 is `sha256`, into the cache (once): the bytes copied are hashed again."""
+    target = kept_dir() / sha256 / name  # a base name: the file's own, as the train records it
+    if target.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def fill(out: BinaryIO) -> None:
+        handle.seek(0)
+        digest = hashlib.sha256()
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+            out.write(block)
+        if digest.hexdigest() != sha256:
+            raise WheelIntegrityError(f"{name} changed while it was read; nothing was used")
+
+    write_atomic_from(target, fill)
+
+
+def recorded_wheel(version: str, name: str, sha256: str, want: Want, lazy: bool) -> WheelContent:
+    """The wheel a train entry (or the pin) records as `wheel:NAME` with `sha256`, wherever this machine has it.
+
+    In order: the wheel cache, by sha256 (kept there when it was recorded; any kept NAME when no sha256
+    is given), each copy hashed again as it is read; the release wheels `--from pypi` keeps, by NAME;
+    and the package index, where NAME and `sha256` are its release file for `version`: downloaded (or,
+    `lazy`, read by range requests) and verified as `--from pypi` is. What is read is held to `sha256`.
+    """
+    kept = [kept_dir() / sha256 / name] if sha256 else sorted(kept_dir().glob(f"*/{glob_escape(name)}"))
+    for path in kept:
+        if path.is_file():
+            try:
+                return read_local(path, want, "cached wheel", expect=path.parent.name)
+            except WheelIntegrityError as exc:
+                log.warn(f"cached {path} is corrupt ({exc}); deleting it")
+                path.unlink()
+    release = _version_dir(version) / name
+    if release.is_file():  # `train check` holds what it finds to the recorded sha256
+        return read_local(release, want, "cached wheel")
+    looked = f"no wheel at {name} (nor in the wheel cache {cache_dir()})"
+    if not sha256:
+        raise SourceError(looked)
+    entry = lookup(version)
+    if entry.filename != name or entry.sha256 != sha256:
+        raise SourceError(
+            f"{looked}, and it is not vLLM {version}'s release file on the package index "
+            f"({entry.filename}, sha256 {entry.sha256[:16]}…)",
+            hint=f"read it once on this machine: `--from wheel:PATH/{name}` keeps it in the wheel cache",
+        )
+    return (pypi_content if lazy else verified_content)(version, want)

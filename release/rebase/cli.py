@@ -15,9 +15,12 @@ SOURCES = f"""sources (--from):
              the subtree's (default: {DEFAULT_SOURCE})
   git:PATH   a local clone (read with ls-tree/cat-file, never checked out)
   dir:PATH   a tree laid out like vLLM's (PATH/vllm/model_executor/...)
-  wheel:PATH a vLLM release wheel (only the subtree is read, each file checked
-             against the wheel's RECORD); recorded as wheel:NAME with the file's sha256,
-             never the directory it lay in
+  wheel:PATH a vLLM release wheel, a regular file of at most 1 GiB (only the subtree is
+             read, each file checked against the wheel's RECORD; a member with an absolute
+             or `..` name anywhere is refused); recorded as wheel:NAME with the file's
+             sha256, never the directory it lay in, and kept in the wheel cache by that
+             sha256, where train check and build --all find it again (or on the index,
+             where NAME and the sha256 are its release file)
   pypi       the release wheel of TAG on the package index ($VLLM_FUSED_MOE_INDEX_URL,
              default PyPI): its name must be the canonical wheel name of TAG; the whole
              wheel is downloaded once into $VLLM_FUSED_MOE_CACHE (default
@@ -35,7 +38,9 @@ DESCRIPTION = (
     "Re-vendor the subtree from TAG and replay patches/series on it with `git am --3way` "
     "(never fuzz). Each patch ends applied (refreshed to the new context), upstream "
     "(retired to patches/retired/ with Applied-Upstream set) or in conflict (stop; "
-    "vendor/ and patches/ stay byte-for-byte as they were)."
+    "vendor/ and patches/ stay byte-for-byte as they were). Refused at once (exit 2): a TAG that is no "
+    "release tag (vX.Y.Z[.postN], at most 40 characters), a --report that cannot be a directory, a "
+    "patches/train.toml without the head's entry (or an empty one)."
 )
 
 

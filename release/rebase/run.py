@@ -146,7 +146,8 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     check_report_dir(options)
     queue = Queue.load(layout)
     if layout.train.is_file():
-        Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
+        # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
+        Train.load(layout.train).require_head(layout.train, queue.pin.tag)
     refuse_backwards(options, queue.pin.tag)
     old_pristine = require_pristine(layout, queue)
     upstream = fetch(options.tag, options.source)
@@ -471,7 +472,8 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     check_report_dir(options)
     queue = Queue.load(layout)
     if layout.train.is_file():
-        Train.load(layout.train)  # a malformed train is refused now, before anything is fetched or replayed
+        # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
+        Train.load(layout.train).require_head(layout.train, queue.pin.tag)
     conflicted, status = state["conflicted"], PatchStatus(state["resolved"]["status"])
     replay = Replay(
         applied=state["applied"] + ([conflicted] if status == PatchStatus.APPLIES else []),

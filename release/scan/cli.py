@@ -8,9 +8,10 @@ from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.versions import release_version
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 from release.scan.document import build_document, dumps, load_document, to_markdown
-from release.scan.run import ScanOptions, human_bytes, parse_bound, scan, train_versions
+from release.scan.run import ScanOptions, human_bytes, scan, train_versions
 
 EPILOG = f"""what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
@@ -44,7 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from", dest="source", default="pypi", choices=["pypi"], help="where releases are listed and read from"
     )
-    parser.add_argument("--since", metavar="TAG", default=None, help="the oldest release to scan, e.g. v0.17.0")
+    parser.add_argument(
+        "--since",
+        metavar="TAG",
+        default=None,
+        help="the oldest release to scan, e.g. v0.17.0 (a final release, at most 40 characters)",
+    )
     parser.add_argument("--until", metavar="TAG", default=None, help="the newest release to scan, e.g. v0.22.1")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     parser.add_argument("--dry-run", action="store_true", help="print only; write neither file")
@@ -53,8 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     options = ScanOptions(
         layout,
-        since=parse_bound(args.since) if args.since else None,
-        until=parse_bound(args.until) if args.until else None,
+        since=release_version(args.since) if args.since else None,
+        until=release_version(args.until) if args.until else None,
     )
     previous = load_document(layout.affected_json)
     train = train_versions(layout)

@@ -24,10 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.core import log
-from release.core.errors import BadTagError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
@@ -117,16 +116,6 @@ def release_status(bugs: Mapping[str, str]) -> ReleaseStatus:
 def bug_map(patches: list[Patch]) -> dict[str, str]:
     """{patch name: the id of the bug it fixes}; downstream patches left out."""
     return {p.name: p.purpose.bug for p in patches if p.purpose.bug}
-
-
-def parse_bound(text: str) -> Version:
-    try:
-        version = Version(text.strip().removeprefix("v"))
-    except InvalidVersion:
-        raise BadTagError(f"{text!r} is not a vLLM release (expected e.g. v0.17.0 or 0.10.1.1)") from None
-    if version.is_prerelease or version.is_devrelease:
-        raise BadTagError(f"{text!r} is a pre-release; scan covers final releases only")
-    return version
 
 
 def scan_patches(layout: Layout) -> tuple[Queue, list[Patch]]:

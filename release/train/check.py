@@ -23,7 +23,6 @@ from release.core.versions import canonical_tag
 from release.model.lines import Line, read_lines
 from release.model.outcome import PatchStatus
 from release.model.patch import Patch
-from release.model.source import Source
 from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
 from release.queue.load import Queue, is_head, require_accounted, tag_patches
@@ -108,7 +107,7 @@ def check_entry(
     patches = queue.patches if patches is None else patches
     try:
         # Lazy: only compared, file by file, with the sha256s recorded from verified bytes at `train add`.
-        upstream = fetch(entry.tag, Source.parse(entry.source), None if head_line else line, lazy=True)
+        upstream = fetch(entry.tag, entry.recorded_source(), None if head_line else line, lazy=True)
     except TransportError:
         raise  # the network broke, not the tag: exit 4 as from every command, not a finding
     except ReleaseError as exc:

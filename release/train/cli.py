@@ -53,7 +53,8 @@ EPILOG = """actions:
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
                   range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
-                  its overlay carries: a bug fix, or downstream changes only
+                  its overlay carries: a bug fix, or downstream changes only. A train without the
+                  head's entry (or an empty one) is refused with exit 2
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
                   sha256, byte for byte; offline when the release wheels are cached
                   (~/.cache/vllm-fused-moe/wheels). Exit 1 names each tag and file that differ.
@@ -62,6 +63,8 @@ EPILOG = """actions:
                   the fix is in it, report a conflict or absence; --report FILE writes Markdown.
 
 sources (--from): pypi (default), wheel:PATH, git+URL, git:PATH, dir:PATH; see `rebase --help`.
+A wheel:PATH read by add is kept in the wheel cache by its sha256: check, add --all and build --all
+find the recorded wheel:NAME there (or on the index, where it is the release file), from anywhere.
 """
 
 
@@ -155,7 +158,7 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     queue = Queue.load(layout)
     require_accounted(layout, queue)
     train = Train.load(layout.train)
-    sources = dict.fromkeys(tags, source) if source else {e.tag: Source.parse(e.source) for e in train.entries}
+    sources = dict.fromkeys(tags, source) if source else {e.tag: e.recorded_source() for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
     on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
     tags = tags or train.tags
@@ -224,8 +227,8 @@ class TrainRow(TypedDict):
 
 
 def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
-    train = Train.load(layout.train)
     head = Queue.load(layout).pin.tag
+    train = Train.load(layout.train).require_head(layout.train, head)
     verified = read_verified(layout.verified_toml)
     lines = read_lines(layout.lines)
     out: list[TrainRow] = []

@@ -179,3 +179,20 @@ def test_a_well_formed_index_wheel_goes_through_lazily(project: Path, tmp_path: 
         result = run_release(project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env)
     assert result.returncode == 0, result.stderr
     assert f'tag = "{NEXT_TAG}"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
+
+
+def test_a_wheel_train_add_recorded_is_found_again_here_and_on_another_machine(project: Path, tmp_path: Path) -> None:
+    """`train add --from wheel:PATH` records `wheel:NAME` and its sha256: `train check` (and so `build --all`)
+    finds it again, on this machine in the wheel cache, on another from the index where it is a release file."""
+    wheel = Path(wheel_source("good", project, tmp_path / "src").removeprefix("wheel:"))
+    here = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "here"), INDEX_ENV: "http://127.0.0.1:9/simple/"}  # offline
+    added = run_release(project, "train", "add", NEXT_TAG, "--from", f"wheel:{wheel}", env=here)
+    assert added.returncode == 0, added.stderr
+    assert f'source = "wheel:{wheel.name}"' in (project / "patches" / "train.toml").read_text()
+    checked = run_release(project, "train", "check", NEXT_TAG, env=here)  # run where the wheel is not
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with LoopbackIndex([wheel]) as index:
+        elsewhere = {"VLLM_FUSED_MOE_CACHE": str(tmp_path / "elsewhere"), INDEX_ENV: index.url}
+        checked = run_release(project, "train", "check", NEXT_TAG, env=elsewhere)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert index.served.file_requests, "read from the index"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from helpers.synthetic import NEXT_TAG
+from helpers.synthetic import NEXT_TAG, make_wheel
 from helpers.unsafe_sources import DIR_REFUSALS, WHEEL_REFUSALS, dir_source, wheel_source
-from release.core.errors import BadInputError
+from release.core.errors import BadInputError, UnsafeSourceError
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
 from release.model.source import Source
@@ -35,6 +35,53 @@ def test_a_wheel_that_escapes_links_or_lies_is_refused(
         fetch(NEXT_TAG, Source.parse(source))
     assert message in str(refused.value)
     assert list(tmp_path.rglob("ESCAPED*")) == []  # the payloads exist only inside the archive
+
+
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        ("/etc/ESCAPED.py", "an absolute name"),
+        ("../ESCAPED.py", "a `..` component"),
+        ("a\\ESCAPED.py", "a NUL or a backslash"),
+    ],
+    ids=["absolute", "dotdot", "backslash"],
+)
+def test_a_wheel_member_outside_the_subtree_with_an_unsafe_name_is_refused(
+    files: dict[str, bytes], tmp_path: Path, member: str, problem: str
+) -> None:
+    # Never read (it is not in the subtree), but docs/guarantees.md promises no such name in any source.
+    path = make_wheel(tmp_path / f"vllm-{NEXT_TAG[1:]}-py3-none-any.whl", files, NEXT_TAG[1:], [(member, b"x = 1\n")])
+    with pytest.raises(UnsafeSourceError) as refused:
+        fetch(NEXT_TAG, Source.parse(f"wheel:{path}"))
+    assert f"member {member!r} has {problem}" in str(refused.value), refused.value
+
+
+def test_a_wheel_read_for_recording_is_found_again_by_its_recorded_name(
+    files: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
+    wheel = Path(wheel_source("good", files, tmp_path / "src").removeprefix("wheel:"))
+    read = fetch(NEXT_TAG, Source.parse(f"wheel:{wheel}"))  # what `train add` and `rebase` record
+    recorded = Source.parse(f"wheel:{wheel.name}")  # what train.toml holds, beside the sha256
+    monkeypatch.chdir(tmp_path)  # not where the wheel lay
+    wheel.unlink()
+    for source, lazy in ((recorded, True), (recorded.with_digest(read.wheel_sha256), True), (recorded, False)):
+        again = fetch(NEXT_TAG, source, lazy=lazy)  # `train check`, `build --all`, `train add --all`
+        assert (again.files, again.wheel, again.wheel_sha256) == (read.files, wheel.name, read.wheel_sha256)
+
+
+def test_a_kept_wheel_that_changed_on_disk_is_not_used(
+    files: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
+    wheel = Path(wheel_source("good", files, tmp_path / "src").removeprefix("wheel:"))
+    read = fetch(NEXT_TAG, Source.parse(f"wheel:{wheel}"))
+    (kept,) = (tmp_path / "cache").rglob(wheel.name)
+    kept.write_bytes(wheel.read_bytes() + b"\0")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInputError, match=f"no wheel at {wheel.name}"):
+        fetch(NEXT_TAG, Source.parse(f"wheel:{wheel.name}"), lazy=True)
+    assert not kept.exists(), read.wheel_sha256  # deleted, and said so
 
 
 @pytest.mark.parametrize(("kind", "message"), DIR_REFUSALS.items(), ids=list(DIR_REFUSALS))

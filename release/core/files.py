@@ -1,0 +1,77 @@
+"""The one reader of a file a person names: a regular file of a bounded size, or bad input.
+
+A path on the command line, or a file found in a directory the command reads, may be anything:
+`/dev/zero` (endless bytes), a FIFO (an open that waits for a writer forever), a directory, a link
+to any of those. Every such input is opened here without blocking (O_NONBLOCK: a FIFO opens at
+once), proven a regular file by fstat on the very descriptor that is then read (no window between
+the check and the read), and refused above `limit` bytes, by its size and again while it is read
+(a file that grows is cut off, never read whole). Refusals are the caller's error class: exit 2.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+from release.core.errors import BadInputError
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Our overlay wheels are a few hundred kB and vLLM's release wheels under 500 MB: a file above this is
+# no wheel that `publish` or a `wheel:` source takes.
+WHEEL_LIMIT = 1 << 30
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def size_text(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
+
+
+def open_regular(
+    path: Path, limit: int, *, follow_links: bool = True, error: type[BadInputError] = BadInputError, what: str = ""
+) -> io.BufferedReader:
+    """`path` open for reading, proven a regular file of at most `limit` bytes (else `error`).
+
+    `follow_links=False` also refuses a link in the last component (O_NOFOLLOW): a source that never
+    reads through links. `what` starts the message ("DIST: "), so the refusal says whose input it is.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else NOFOLLOW))
+    except OSError as exc:
+        raise error(f"{what}cannot read {path} as a regular file ({exc.strerror})") from None
+    try:
+        status = os.fstat(fd)
+        mode, size = status.st_mode, status.st_size
+        if not stat.S_ISREG(mode):
+            raise error(f"{what}{path} is {_kind(mode)}, not a regular file; only regular files are read")
+        if size > limit:
+            raise error(f"{what}{path} is {size_text(size)}, over the {size_text(limit)} such a file may have")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(
+    path: Path, limit: int, *, follow_links: bool = True, error: type[BadInputError] = BadInputError, what: str = ""
+) -> bytes:
+    """The bytes of `path`, read through `open_regular`: never more than `limit`."""
+    with open_regular(path, limit, follow_links=follow_links, error=error, what=what) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{what}{path} grew past the {size_text(limit)} such a file may have while it was read")
+    return data

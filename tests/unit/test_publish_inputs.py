@@ -1,0 +1,77 @@
+"""What `publish` reads and what it leaves in the index it serves.
+
+It reads regular files only, of a bounded size: `/dev/zero` (endless bytes), a FIFO named `*.whl`
+(an open that waits for a writer) and a link to either are refused at once with exit 2, the index
+unchanged. And nothing in INDEX_DIR says who published (the directory is served over HTTP as it is).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from helpers.synthetic import demo_wheel
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.overlay import index as index_module
+
+
+def publish(dist: Path, index: Path) -> int:
+    return main(["--root", str(REPO), "publish", str(dist), str(index)])
+
+
+def error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error: ")]
+
+
+def test_publish_refuses_dev_zero_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index = tmp_path / "index"
+    assert publish(Path("/dev/zero"), index) == EXIT_BAD_INPUT
+    errors = error_lines(capsys.readouterr().err)
+    assert errors == ["error: /dev/zero is a character device, not a regular file; only regular files are read"]
+    assert not index.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "directory"])
+def test_publish_refuses_a_dist_entry_that_is_no_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    dist = tmp_path / "dist"
+    demo_wheel(dist, "1.0")
+    odd = dist / "vllm_fused_moe-1.1-py3-none-any.whl"
+    if kind == "fifo":
+        os.mkfifo(odd)  # an open for reading without O_NONBLOCK waits for a writer forever
+    elif kind == "directory":
+        odd.mkdir()
+    else:
+        odd.symlink_to("/dev/zero")
+    index = tmp_path / "index"
+    assert publish(dist, index) == EXIT_BAD_INPUT
+    (error,) = error_lines(capsys.readouterr().err)
+    assert error.startswith(f"error: {odd} is a ") and error.endswith("not a regular file; only regular files are read")
+    assert not index.exists()
+
+
+def test_publish_refuses_a_wheel_over_the_size_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = demo_wheel(tmp_path / "dist", "1.0")
+    monkeypatch.setattr(index_module, "WHEEL_LIMIT", wheel.stat().st_size - 1)
+    index = tmp_path / "index"
+    assert publish(wheel, index) == EXIT_BAD_INPUT
+    (error,) = error_lines(capsys.readouterr().err)
+    assert error.startswith(f"error: {wheel} is {wheel.stat().st_size} bytes, over the ")
+    assert not index.exists()
+
+
+def test_the_index_holds_no_holder_file(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    (index).mkdir()
+    (index / ".publish.lock.holder").write_text('{"command": "publish", "pid": 1}')  # served as it is
+    assert publish(demo_wheel(tmp_path / "dist", "1.0"), index) == EXIT_OK
+    served = sorted(p.relative_to(index).as_posix() for p in index.rglob("*") if p.is_file())
+    assert not [name for name in served if "holder" in name], served
+    assert all(str(os.getpid()) not in (index / name).read_text("utf-8") for name in served if name.endswith(".lock"))
