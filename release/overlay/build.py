@@ -51,7 +51,7 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.train import Train
-from release.queue.bugs import missing_fixes, refuse_missing_fixes, scan_data
+from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import drift
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
 from release.queue.load import Queue, tag_patches
@@ -216,8 +216,9 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     lines = read_lines(layout.lines)
     data = scan_data(layout)
     series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    known = known_bugs(layout)
     for e in entries:
-        missing = missing_fixes(layout, e.tag, series[e.tag], data)
+        missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
         refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]], e.line)
     # A line's variant carried from another version of its common patch would ship the old change.
     stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})

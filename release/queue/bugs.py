@@ -89,12 +89,18 @@ def recorded_bugs(layout: Layout, tag: str) -> list[str]:
     return list(entry.bugs) if entry is not None else []
 
 
-def required_bugs(layout: Layout, tag: str, data: dict[str, Any] | None = None) -> list[tuple[Bug, str]]:
-    """Each bug `tag` has, with where that is known from: the train's record of the tag (those a patch of the
-    queue still names) and the scan data."""
-    known = known_bugs(layout)
+def required_bugs(
+    layout: Layout,
+    tag: str,
+    data: dict[str, Any] | None = None,
+    known: dict[str, str] | None = None,
+    recorded: list[str] | None = None,
+) -> list[tuple[Bug, str]]:
+    """Each bug `tag` has, with where that is known from: the train's record of the tag (`recorded`, read
+    from patches/train.toml when None; those a patch of the queue still names: `known`) and the scan data."""
+    known = known if known is not None else known_bugs(layout)
     found: dict[str, tuple[Bug, list[str]]] = {}
-    for ident in recorded_bugs(layout, tag):
+    for ident in recorded if recorded is not None else recorded_bugs(layout, tag):
         if ident in known:
             found[ident] = (Bug(ident, known[ident]), ["patches/train.toml"])
     for bug in affected_by(data if data is not None else scan_data(layout), version_of_tag(tag)):
@@ -103,11 +109,16 @@ def required_bugs(layout: Layout, tag: str, data: dict[str, Any] | None = None) 
 
 
 def missing_fixes(
-    layout: Layout, tag: str, patches: Iterable[Patch], data: dict[str, Any] | None = None
+    layout: Layout,
+    tag: str,
+    patches: Iterable[Patch],
+    data: dict[str, Any] | None = None,
+    known: dict[str, str] | None = None,
+    recorded: list[str] | None = None,
 ) -> list[tuple[Bug, str]]:
     """The bugs `tag` has (required_bugs) that none of `patches` fixes, each with where that is known from."""
     have = carried(patches)
-    return [(bug, source) for bug, source in required_bugs(layout, tag, data) if bug.id not in have]
+    return [(bug, source) for bug, source in required_bugs(layout, tag, data, known, recorded) if bug.id not in have]
 
 
 def refuse_missing_fixes(

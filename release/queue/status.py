@@ -5,7 +5,7 @@ from __future__ import annotations
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.train import Train
-from release.queue.bugs import missing_fixes, refuse_missing_fixes, scan_data
+from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
 from release.queue.load import Queue, line_of, require_accounted, tag_patches
@@ -27,10 +27,10 @@ def refuse_train_missing_fixes(layout: Layout) -> None:
     """Every train tag's series, as its line's series stands, carries a fix for every bug the tag has."""
     if not layout.train.is_file():
         return
-    data = scan_data(layout)
+    data, known = scan_data(layout), known_bugs(layout)
     for entry in Train.load(layout.train).entries:
         patches = tag_patches(layout, line_of(layout, entry.line), entry.tag)
-        missing = missing_fixes(layout, entry.tag, patches, data)
+        missing = missing_fixes(layout, entry.tag, patches, data, known, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)
 
 
