@@ -150,7 +150,7 @@ def build(plan: BuildPlan) -> BuildResult:
         refuse_missing_fixes(
             what, pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches], line
         )
-        if entry is not None:
+        if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
             refuse_unrecorded(what, entry, patches)
         target = BuildTarget(
             pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), level=entry.patch_level if entry else None
@@ -239,10 +239,11 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
         )
     for tag in empty:
         print(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel", file=sys.stderr)
-    # The level of each wheel is the one patches/train.toml records for what its tag carries now.
+    # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
+    # build says in its version that it is not its commit, and publish refuses it).
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
     for entry in entries:
-        if entry.tag not in empty and entry.tag in carried:
+        if entry.tag not in empty and entry.tag in carried and not dirty:
             refuse_unrecorded(f"not building {entry.tag}", entry, carried[entry.tag])
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:

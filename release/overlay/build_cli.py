@@ -25,7 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "series carries no patch for a bug the tag has (patches/train.toml records each tag's bugs; the scan "
         "data adds its findings); a tag that carries a release line's variant `pq carry` made from another "
         "version of its common patch (stale: carry it again); a tag whose carried patches are not the ones "
-        "patches/train.toml records for its patch level (re-record it with `train add`)."
+        "patches/train.toml records for its patch level (re-record it with `train add`; a --allow-dirty "
+        "build is not held to that, its version says .dirty)."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
