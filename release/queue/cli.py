@@ -21,8 +21,8 @@ def configure_check(parser: argparse.ArgumentParser) -> None:
         "variant that `pq carry` made (Carried-From:) from another version of its common patch than "
         "patches/ holds (stale: run the `pq carry` the error names); a train tag whose line's series "
         "carries no patch for a bug the tag has (patches/train.toml records each tag's bugs; the scan "
-        "data adds its findings), naming the bug, the tag and the line. A variant made by hand (no "
-        "Carried-From:) is named once as not checked."
+        "data adds its findings), naming the bug, the tag and the line. When all is well, a variant made "
+        "by hand (no Carried-From:) is named once as not checked."
     )
 
 
@@ -31,13 +31,14 @@ def run_check(args: argparse.Namespace, layout: Layout) -> int:
     with repo_lock(layout, "check", shared=True):
         found = check(layout)
         unchecked = [v for v in unchecked_variants(layout) if v.state == VariantState.HAND_MADE]
-    for variant in unchecked:
-        log.note(f"note: {variant.sentence()}")
     for d in found:
         log.out(d.line())
     if found:
         raise DriftError(f"vendor/ drifted from pristine + series in {len(found)} file(s)")
     log.out("vendor/ is pristine(UPSTREAM.toml) + series")
+    # Said once per run, and only when everything else passed: a failure's lines stay the failure's alone.
+    for variant in unchecked:
+        log.note(f"note: {variant.sentence()}")
     return EXIT_OK
 
 
