@@ -105,6 +105,34 @@ class MissingFixError(BadInputError):
     )
 
 
+class StaleVariantError(BadInputError):
+    """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
+    the one patches/ holds: the line's tags would ship the old change while the newer lines ship the new one."""
+
+    default_hint = (
+        "carry the changed patch again with `python -m release pq carry NAME`, then re-record the train "
+        "(`python -m release train add --all`); nothing was changed"
+    )
+
+
+class UnrecordedChangeError(BadInputError):
+    """A train tag carries other patches than patches/train.toml records for its patch level."""
+
+    default_hint = (
+        "re-record the tag (`python -m release train add TAG`, or `--all`): it records what the tag carries "
+        "and raises its patch level above the one before; nothing was built"
+    )
+
+
+class PatchLevelNotAboveError(BadInputError):
+    """publish: a wheel at or below the newest patch level the index holds for its vLLM release, with other files."""
+
+    default_hint = (
+        "a tag's patch level only goes up: re-record the tag (`python -m release train add TAG`) or build with "
+        "`--patch-level N` above the index's newest; nothing was published"
+    )
+
+
 class DirtyVendorError(BadInputError):
     """vendor/ is not pristine + series, so a rebase or a PR would lose hand edits."""
 

@@ -9,10 +9,11 @@ Parsed once, validated with clear errors, written back byte-stably.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomli_w
@@ -30,12 +31,16 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
-KEYS = (*TEXT_KEYS, "patches", "pristine", "patched")
+KEYS = (*TEXT_KEYS, "patches", "bugs", "level", "carried_digest", "pristine", "patched")
 PATCH_NAME_RE = re.compile(r"[0-9]{4}-[A-Za-z0-9._-]+\.patch")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 HEADER = (
     "# The release train: every vLLM release we ship an overlay for, oldest first.\n"
     "# Written by `python -m release train add|remove` and `rebase`; `train check` proves\n"
     "# that pristine(tag) + patches/series reproduces every hash below, byte for byte.\n"
+    "# `bugs`: the bugs the tag has (it only grows); `level`: the N of its overlay's <vllm>+fm.N, and\n"
+    "# `carried_digest`: the digest of the patches it carries at that level; a re-record that carries\n"
+    "# other patches raises the level by one, so a tag's patch level only goes up.\n"
 )
 
 
@@ -50,6 +55,14 @@ class TrainEntry:
     flashinfer: str = ""  # the tag's own pin, e.g. "flashinfer-python==0.6.6"
     # The patches its replay applied, in order (a line's variants by their own names): what its overlay carries.
     patches: tuple[str, ...] = ()
+    # The bugs the tag has (the `Bug:` ids of the patches its replays applied, and of the scan's findings):
+    # a fact of the tag's code, so it only grows; the gates hold every build of the tag to it.
+    bugs: tuple[str, ...] = ()
+    # The N of its overlay's version <vllm>+fm.N (0: not recorded; the number of patches it carries then),
+    # and the digest of what it carries (digest_carried) at that level: a re-record that carries something
+    # else raises the level by one (`after`), so a tag's patch level only goes up.
+    level: int = 0
+    carried_digest: str = ""
     pristine: dict[str, str] = field(default_factory=dict)  # path in the line's subtree -> sha256
     patched: dict[str, str] = field(default_factory=dict)  # the same after the series
 
@@ -83,6 +96,21 @@ class TrainEntry:
             pristine=upstream.file_hashes(),
             patched=patched,
         )
+
+    @property
+    def patch_level(self) -> int:
+        """The N of <vllm>+fm.N its next build gets: the recorded level, else the number of patches it carries."""
+        return self.level or max(len(self.patches), 1)
+
+    def after(self, old: TrainEntry | None) -> TrainEntry:
+        """This entry as recorded in place of `old` (the tag's entry before, or None): the bugs of both, and
+        old's level, one above it when what the tag carries changed (another `carried_digest`; for an entry
+        that records none, other patch names); level 1 for a tag new to the train."""
+        if old is None:
+            return replace(self, level=self.level or 1)
+        same = old.carried_digest == self.carried_digest if old.carried_digest else old.patches == self.patches
+        level = old.patch_level if same else old.patch_level + 1
+        return replace(self, level=max(level, self.level), bugs=tuple(sorted({*old.bugs, *self.bugs})))
 
     def pin(self, subtree: str) -> Pin:
         """This tag as the pin of a build: its provenance and pristine hashes, for `subtree`."""
@@ -164,12 +192,24 @@ class Train:
             {
                 **{key: getattr(e, key) for key in TEXT_KEYS},
                 "patches": list(e.patches),
+                **({"bugs": list(e.bugs)} if e.bugs else {}),
+                **({"level": e.level} if e.level else {}),
+                **({"carried_digest": e.carried_digest} if e.carried_digest else {}),
                 "pristine": dict(sorted(e.pristine.items())),
                 "patched": dict(sorted(e.patched.items())),
             }
             for e in self.entries
         ]
         return HEADER + (f"\n{tomli_w.dumps({'release': releases})}" if releases else "")
+
+
+def digest_carried(patches: Iterable[tuple[str, str]]) -> str:
+    """`sha256:<hex>` of what a tag carries: each patch's name and text, in replay order. Any added, changed,
+    dropped or retired patch (retiring adds its Applied-Upstream: trailer) gives another digest."""
+    digest = hashlib.sha256()
+    for name, text in patches:
+        digest.update(f"{name}\0{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _order(tag: str) -> tuple[int, int, int, int]:
@@ -234,6 +274,15 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
     patches = item.get("patches", [])
     if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
         raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
+    bugs = item.get("bugs", [])
+    if not isinstance(bugs, list) or not all(isinstance(b, str) and b and not CONTROL_RE.search(b) for b in bugs):
+        raise TrainFileError(f"{where}: `bugs` must be a list of bug ids (the `Bug:` ids of the patches)")
+    level = item.get("level", 0)
+    if not isinstance(level, int) or isinstance(level, bool) or level < ("level" in item):
+        raise TrainFileError(f"{where}: `level` {level!r} is not a patch level (a positive integer)")
+    carried = item.get("carried_digest", "")
+    if not isinstance(carried, str) or (carried and not DIGEST_RE.fullmatch(carried)):
+        raise TrainFileError(f"{where}: `carried_digest` {carried!r} is not a digest (sha256:<64 hex digits>)")
     tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
@@ -254,6 +303,9 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         commit=texts["commit"],
         flashinfer=texts["flashinfer"],
         patches=tuple(patches),
+        bugs=tuple(bugs),
+        level=level,
+        carried_digest=carried,
         pristine=tables["pristine"],
         patched=tables["patched"],
     )

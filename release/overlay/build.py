@@ -51,8 +51,9 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.train import Train
-from release.queue.bugs import missing_fixes, refuse_missing_fixes, scan_data
+from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import drift
+from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
 from release.queue.load import Queue, tag_patches
 from release.queue.verified import flashinfer_range, read_verified
 
@@ -104,6 +105,7 @@ class BuildTarget:
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
     line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
     patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
+    level: int | None = None  # the patch level patches/train.toml records for the tag (None: no entry)
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,17 @@ def build(plan: BuildPlan) -> BuildResult:
                 "an overlay would ship vLLM's own files",
                 hint="build the tags that carry something: `python -m release build --all`",
             )
+        entry = Train.load(plan.layout.train).get(pin.tag) if plan.layout.train.is_file() else None
+        line = entry.line if entry is not None else HEAD_LINE
+        what = f"not building {pin.tag}"
         refuse_missing_fixes(
-            f"not building {pin.tag}", pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches]
+            what, pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches], line
         )
-        target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer))
+        if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
+            refuse_unrecorded(what, entry, patches)
+        target = BuildTarget(
+            pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), level=entry.patch_level if entry else None
+        )
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
             return _deliver(result, plan.out)
@@ -207,9 +216,13 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     lines = read_lines(layout.lines)
     data = scan_data(layout)
     series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    known = known_bugs(layout)
     for e in entries:
-        missing = missing_fixes(layout, e.tag, series[e.tag], data)
-        refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]])
+        missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
+        refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]], e.line)
+    # A line's variant carried from another version of its common patch would ship the old change.
+    stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
+    refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
     checks = check_train(layout, [e.tag for e in entries])
     bad = [finding for c in checks for finding in c.findings]
     if bad:
@@ -226,6 +239,12 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
         )
     for tag in empty:
         print(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel", file=sys.stderr)
+    # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
+    # build says in its version that it is not its commit, and publish refuses it).
+    carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
+    for entry in entries:
+        if entry.tag not in empty and entry.tag in carried and not dirty:
+            refuse_unrecorded(f"not building {entry.tag}", entry, carried[entry.tag])
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
@@ -233,14 +252,16 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 continue
             if entry.tag == head:
                 # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]))
+                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]), level=entry.patch_level)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
-                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files, line, applied)
+                target = BuildTarget(
+                    pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry.patch_level
+                )
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
         return [_deliver(result, plan.out) for result in results]
 
@@ -249,7 +270,9 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
     """One wheel in `scratch`; `dirty` (from _checked_inputs) marks the version and the build info."""
     started = time.perf_counter()
     patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
-    level = plan.patch_level if plan.patch_level is not None else max(len(patches), 1)
+    # --patch-level, else the tag's level in patches/train.toml, else (a tag the train does not hold) the
+    # number of patches it carries.
+    level = plan.patch_level if plan.patch_level is not None else (target.level or max(len(patches), 1))
     version = overlay_version(target.pin.version, level, dirty=bool(dirty))
     epoch = source_date_epoch(plan.layout.root)
     isolated = _use_isolation(plan.isolation)

@@ -21,7 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "A dirty tree (vendor/ not pristine + series, or, in a git checkout, uncommitted or extra "
         "files in vendor/vllm_fused_moe/, release/overlay/runtime/ or patches/) is refused: the wheel "
         "would claim a commit it "
-        "is not. Links are refused always."
+        "is not. Links are refused always. Refused too (exit 2), before anything is built: a tag whose "
+        "series carries no patch for a bug the tag has (patches/train.toml records each tag's bugs; the scan "
+        "data adds its findings); a tag that carries a release line's variant `pq carry` made from another "
+        "version of its common patch (stale: carry it again); a tag whose carried patches are not the ones "
+        "patches/train.toml records for its patch level (re-record it with `train add`; a --allow-dirty "
+        "build is not held to that, its version says .dirty)."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
@@ -43,8 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="the N of the version <vllm>+fm.N (default: the number of patches in the series); "
-        "raise it when a release changes the wheel but not the number of patches",
+        help="the N of the version <vllm>+fm.N (default: the level patches/train.toml records for the tag; "
+        "`train add` and `rebase` raise it by one whenever what the tag carries changes: a patch added, "
+        "changed, dropped or retired, so a tag's level only goes up; for a head the train does not hold, "
+        "the number of patches it carries)",
     )
     parser.add_argument(
         "--isolation",

@@ -1,10 +1,13 @@
-"""`publish` refuses a wheel of ours that lacks the fix for a bug its vLLM release has.
+"""`publish` refuses a wheel of ours that lacks the fix for a bug its vLLM release has, or that carries a
+stale variant.
 
 A wheel's `_build_info.json` lists the patches it carries, each with the bug it fixes (`bug`, or
-the `Bug:` trailer of a build that predates it); the checkout's scan data says which bugs each
-vLLM release is affected by. A wheel for an affected release that carries no patch for one of
-them would be installed as the newest patch level and reported as the fix: it is refused, and
-nothing is published.
+the `Bug:` trailer of a build that predates it) and its trailers; the checkout says which bugs each
+vLLM release has (patches/train.toml's `bugs` of the tag, and the scan data: release.queue.bugs).
+A wheel for a release that has a bug and carries no patch for it would be installed as the newest
+patch level and reported as the fix: it is refused, and nothing is published. So is a wheel that
+carries a line's variant `pq carry` made (`Carried-From:`) from another version of the common patch
+than the checkout's patches/ holds (release.queue.gates): it ships the old change.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from release.core.layout import Layout
-from release.queue.bugs import affected_by, refuse_missing_fixes, scan_data
+from release.model.train import Train
+from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
+from release.queue.gates import CARRIED_FROM, Variant, VariantState, common_now, fingerprint, refuse_stale
 
 BUILD_INFO = "vllm_fused_moe/_build_info.json"
 
@@ -53,6 +58,29 @@ def refuse_wheels_missing_fixes(layout: Layout, wheels: list[Path]) -> None:
         if info is None or not isinstance(info.get("vllm_version"), str):
             continue
         have = carried_bugs(info)
-        missing = [bug for bug in affected_by(data, info["vllm_version"]) if bug.id not in have]
+        tag = f"v{info['vllm_version']}"
+        missing: list[tuple[Bug, str]] = [
+            (bug, source) for bug, source in required_bugs(layout, tag, data) if bug.id not in have
+        ]
         names = [str(p.get("name")) for p in info.get("patches") or [] if isinstance(p, dict)]
-        refuse_missing_fixes(f"not publishing {path.name}", f"v{info['vllm_version']}", missing, names)
+        entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+        line = entry.line if entry is not None else ""
+        refuse_missing_fixes(f"not publishing {path.name}", tag, missing, names, line)
+        refuse_stale(f"not publishing {path.name}", stale_in(layout, info, line or "not in the train"))
+
+
+def stale_in(layout: Layout, info: dict[str, Any], line: str) -> list[Variant]:
+    """The variants the wheel carries that `pq carry` made from another version of their common patch than
+    the checkout's patches/ holds (a common patch the checkout no longer has is not judged here)."""
+    found = []
+    for patch in info.get("patches") or []:
+        if not isinstance(patch, dict) or not isinstance(patch.get("trailers"), dict):
+            continue
+        trailers = patch["trailers"]
+        made_from = str(trailers.get(CARRIED_FROM, "")).strip()
+        common = str(trailers.get("Varies", "")).strip().split(" ", 1)[0]
+        current = common_now(layout, common) if made_from and common.endswith(".patch") and "/" not in common else None
+        if current is not None and made_from != fingerprint(current):
+            where = f"{patch.get('name')} in the wheel"
+            found.append(Variant(where, line, common, VariantState.STALE, made_from, fingerprint(current)))
+    return found

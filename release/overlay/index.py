@@ -14,7 +14,9 @@ in under a temporary name and are renamed into place; the pages and then the req
 files are replaced last, each by an atomic rename, so none ever names a wheel not in place.
 A wheel whose files equal those of the wheel the index already holds for its vLLM release,
 apart from build information (the commit and time it was built from), is skipped and said so:
-it would publish a release that changes nothing (as `twine upload --skip-existing` skips).
+it would publish a release that changes nothing (as `twine upload --skip-existing` skips). One
+whose files differ is refused unless its version is above the newest the index holds for that
+release: the requirements file pins the newest, so a lower level would never reach a user.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from release.core.errors import (
     IndexCorruptError,
     IndexNotWritableError,
     PackageIndexError,
+    PatchLevelNotAboveError,
     PublishError,
 )
 from release.core.faults import fault_point
@@ -461,6 +464,12 @@ def _plan(candidates: list[Wheel], simple: Path, project: str | None) -> Plan:
             held = _newest_held(wheel, simple, list(added.values())) if project is not None else None
             if held is not None and contents_digest(wheel) == contents_digest(held):
                 skipped.append(Skipped(wheel.name, held.name, same_name=False))
+            elif held is not None and wheel.version <= held.version:
+                # Its requirements file would keep pinning the newest: users would never get this one.
+                raise PatchLevelNotAboveError(
+                    f"{wheel.name} is at or below {held.name}, the newest the index holds for vLLM {wheel.vllm}, "
+                    "and its files differ: a tag's patch level only goes up; nothing was published"
+                )
             else:
                 added[wheel.name] = wheel
     return Plan(list(added.values()), already, skipped)

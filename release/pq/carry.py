@@ -32,7 +32,6 @@ from pathlib import Path
 
 from release.core.errors import BadInputError, OutputNotWritableError, UnknownPatchError
 from release.core.git import WorkRepo
-from release.core.hashing import sha256_hex
 from release.core.journal import Output, commit, write_atomic
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_dir_problem
 from release.core.lock import repo_lock
@@ -46,6 +45,7 @@ from release.pq.export import CARRIED_FROM
 from release.pq.export import replay as apply_all
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
+from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
 from release.queue.load import Queue, account, entry_patch, is_head, line_series, varies
 from release.queue.replay import Replay, replay_series
 from release.queue.upstreamed import classify
@@ -93,11 +93,6 @@ class CarryReport:
                 f"series, or `python -m release pq skip {self.patch} --line LINE --reason WHY`.",
             ]
         return "\n".join(out) + "\n"
-
-
-def fingerprint(patch: Patch) -> str:
-    """What a carried variant remembers of the common patch it was made from: its name and digest."""
-    return f"{patch.name} sha256:{sha256_hex(patch.text.encode('utf-8'))[:16]}"
 
 
 def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: Path | None = None) -> CarryReport:

@@ -8,11 +8,12 @@ retires strands no other tag: each tag older than its Applied-Upstream still rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
-from release.model.train import Train, TrainEntry
+from release.model.patch import Patch
+from release.model.train import Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 
 
@@ -21,10 +22,24 @@ class MovedHead:
     text: str | None  # the new patches/train.toml; None: this checkout keeps no train
 
 
-def move_head(layout: Layout, upstream: UpstreamTree, vendor: dict[str, bytes], applied: list[str]) -> MovedHead:
+def move_head(
+    layout: Layout,
+    upstream: UpstreamTree,
+    vendor: dict[str, bytes],
+    applied: list[str],
+    texts: dict[str, str] | None = None,
+) -> MovedHead:
+    """The train with the new head's entry; `texts` are the applied patches as the swap writes them (the
+    digest of what the head carries), and the entry keeps the bugs and the patch level its tag had (one
+    level up when it carries other patches)."""
     if not layout.train.is_file():
         return MovedHead(None)
     train = Train.load(layout.train)
     hashes = {name: sha256_hex(data) for name, data in sorted(vendor.items())}
-    entry = TrainEntry.of(upstream, hashes, patches=tuple(applied))
+    carried = [Patch(name, (texts or {}).get(name, "")) for name in applied]
+    entry = replace(
+        TrainEntry.of(upstream, hashes, patches=tuple(applied)),
+        bugs=tuple(sorted({p.purpose.bug for p in carried if p.purpose.bug})),
+        carried_digest=digest_carried((p.name, p.text) for p in carried) if texts is not None else "",
+    ).after(train.get(upstream.tag))
     return MovedHead(train.with_entry(entry).dumps())

@@ -308,7 +308,7 @@ def finish(run: RebaseRun) -> RebaseReport:
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
     upstream = replace(run.upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
-    head = move_head(options.layout, upstream, repo.subtree_files(), replay.applied)
+    head = move_head(options.layout, upstream, repo.subtree_files(), replay.applied, refreshed)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired

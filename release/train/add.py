@@ -72,7 +72,8 @@ def replay_for_add(
             ),
         )
     applied = [p for p in patches if p.name in replay.applied]
-    refuse_missing_fixes(f"not adding {tag}", tag, missing_fixes(layout, tag, applied), list(replay.applied))
+    missing = missing_fixes(layout, tag, applied)
+    refuse_missing_fixes(f"not adding {tag}", tag, missing, list(replay.applied), line.name)
     if tag == queue.pin.tag:
         vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
         if replay.patched_hashes() != vendor:
@@ -83,6 +84,16 @@ def replay_for_add(
     return line.name, replay
 
 
+def refuse_unfixable(layout: Layout, tag: str, line_name: str | None) -> None:
+    """Refuse `tag` on `line_name` (when known) if even every patch its series names leaves a bug it has
+    unfixed: what patches/train.toml records of the tag and the scan data say, whatever the scan read."""
+    if line_name is None:
+        return
+    patches = tag_patches(layout, read_lines(layout.lines).get(line_name), tag)
+    missing = missing_fixes(layout, tag, patches)
+    refuse_missing_fixes(f"not adding {tag}", tag, missing, [p.name for p in patches], line_name)
+
+
 def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source) -> None:
     """Replay, record and save one tag (what `train watch` does per new release)."""
     line_name, replay = replay_for_add(layout, queue, base, tag, source)
@@ -90,14 +101,20 @@ def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, sour
 
 
 def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_LINE) -> Train:
-    entry = replay.entry(str(source.recorded()), line)  # a wheel by its name and sha256, not its directory
-    old = train.get(entry.tag)
+    # A wheel by its name and sha256, not its directory; the bugs it had and its patch level carried over
+    # (one level up when it now carries other patches: a tag's patch level only goes up).
+    old = train.get(replay.tag)
+    entry = replay.entry(str(source.recorded()), line).after(old)
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
     verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")
+    raised = old is not None and old.patch_level != entry.patch_level
+    level = f"patch level {entry.patch_level}" + (
+        f" (was {old.patch_level}: it carries other patches)" if raised and old else ""
+    )
     log.out(
         f"{verb} {entry.tag} (line {entry.line}): {where(entry)}; {len(entry.pristine)} files, {changed} patched; "
-        f"{how or 'no patch'}"
+        f"{how or 'no patch'}; {level}"
     )
     return train.with_entry(entry)
 

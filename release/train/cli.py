@@ -3,9 +3,10 @@
 patches/train.toml is the data; vendor/ is its head. `add` replays the series a tag takes
 (its release line's; a retired patch where the tag is older than its Applied-Upstream) on the
 tag's pristine modules in a scratch directory (the rules of `rebase`: no fuzz, 3-way) and
-records where the code came from, the patches it carries and the sha256 of every file before
-and after; it refuses, with exit 2, a tag where a patch conflicts, one with nothing to carry,
-and one the scan data calls affected by a bug none of its patches fixes. `check` proves every
+records where the code came from, the patches it carries, the bugs it has, its patch level and
+the sha256 of every file before and after; it refuses, with exit 2, a tag where a patch conflicts,
+one with nothing to carry, and one that has a bug (the train's record of it, the scan data) none
+of its patches fixes. `check` proves every
 tag still reproduces what is recorded. Both refuse a release line silent about a common patch.
 """
 
@@ -36,7 +37,7 @@ from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
 from release.queue.verified import read_verified
-from release.train.add import DEFAULT_TRAIN_SOURCE, record, replay_for_add, save
+from release.train.add import DEFAULT_TRAIN_SOURCE, record, refuse_unfixable, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
 
@@ -47,8 +48,11 @@ EPILOG = """actions:
                   line of patches/lines.toml whose markers the release has) and the patches it
                   carries; an existing tag is re-recorded. Refused with exit 2, and nothing written,
                   when a patch conflicts, when nothing is left to carry (a patch already upstream
-                  there is just not replayed), or when the scan data says TAG has a bug none of its
-                  patches fixes.
+                  there is just not replayed), or when TAG has a bug none of its patches fixes
+                  (patches/train.toml records each tag's bugs, the scan data adds its findings;
+                  whatever the last scan read). It records the bugs the tag has (they only grow)
+                  and its patch level with the digest of what it carries: the level before, one
+                  above it when the carried patches changed (a tag's level only goes up).
   add --all       re-record every tag from its recorded source (after a change to patches/)
   remove TAG      drop TAG from the train (never the head: rebase away from it first)
   list            the train as a table (--json for machines), with each tag's FlashInfer
@@ -166,6 +170,9 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
         raise BadInputError(
             "the train is empty: nothing to re-record", hint="add a tag: `python -m release train add TAG`"
         )
+    for tag in tags:
+        # Before any release is read: a tag whose line's series carries no fix for a bug it has is refused.
+        refuse_unfixable(layout, tag, on_line.get(tag))
     found, base = drift(layout, queue)
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.

@@ -9,7 +9,7 @@ vendor/ is only ever read.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release.core.git import WorkRepo
@@ -17,7 +17,7 @@ from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
-from release.model.train import DEFAULT_LINE, TrainEntry
+from release.model.train import DEFAULT_LINE, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.queue.drift import unapply
 from release.queue.load import Queue
@@ -30,6 +30,13 @@ class TagReplay:
     files: dict[str, bytes]  # the patched subtree (valid when `refusal` is None)
     outcomes: list[PatchOutcome]
     patch_count: int
+    patches: tuple[Patch, ...] = ()  # the series replayed, applied or not
+
+    @property
+    def carried(self) -> list[Patch]:
+        """The patches the replay applied, in order, as their files hold them."""
+        applied = set(self.applied)
+        return [p for p in self.patches if p.name in applied]
 
     @property
     def tag(self) -> str:
@@ -79,7 +86,13 @@ class TagReplay:
 
     def entry(self, source: str, line: str = DEFAULT_LINE) -> TrainEntry:
         """The train entry this replay proves: where the pristine code came from and both sets of hashes."""
-        return TrainEntry.of(self.upstream, self.patched_hashes(), line, source, self.applied)
+        carried = self.carried
+        return replace(
+            TrainEntry.of(self.upstream, self.patched_hashes(), line, source, self.applied),
+            # A patch that applies here finds its bug's code here: the tag has that bug.
+            bugs=tuple(sorted({p.purpose.bug for p in carried if p.purpose.bug})),
+            carried_digest=digest_carried((p.name, p.text) for p in carried),
+        )
 
 
 def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
@@ -109,4 +122,4 @@ def replay_tag(
         replay = Replay()
         replay_series(repo, work, patches, replay, upstream)
         files = repo.subtree_files()
-    return TagReplay(upstream, files, replay.outcomes, len(patches))
+    return TagReplay(upstream, files, replay.outcomes, len(patches), tuple(patches))

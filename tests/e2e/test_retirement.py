@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,18 +91,24 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     retired = layout.retired / PATCH_0001
     retired.write_text(retired.read_text().replace(f"Applied-Upstream: {fixed}", f"Applied-Upstream: {tag}"))
     before = snapshot(project)
-    said = f"vLLM {tag} is affected by {bug} ({info['title']}) (the scan data), but its replay would not fix it"
+    affected = f"vLLM {tag} (line {head_line.name}) is affected by {bug} ({info['title']})"
+    said = f"{affected} (patches/train.toml, the scan data), but its replay would not fix it"
     refused = run_release(project, "train", "add", tag)
     assert refused.returncode == 2 and f"error: not adding {tag}: {said}" in refused.stderr, refused.stderr
     refused = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "none"))
     assert refused.returncode == 2 and f"error: not building {tag}: {said}" in refused.stderr, refused.stderr
     assert snapshot(project) == before and not (tmp_path / "none").exists()
 
-    # A wheel without 0001 for `tag`, as a tool that knew nothing of the bug made one; publish refuses it.
+    # A wheel without 0001 for `tag`, as a tool that knew nothing of the bug made one (neither the scan data
+    # nor the train's record of the tag names it); publish refuses it by the scan data.
     scanned = layout.affected_json.read_text()
     blind = json.loads(scanned)
     blind["releases"][version_of_tag(tag)]["bugs"] = {}
     layout.affected_json.write_text(json.dumps(blind))
+    train = Train.load(layout.train)
+    entry = train.get(tag)
+    assert entry is not None and bug in entry.bugs  # the train knows which bugs the tag has
+    layout.train.write_text(train.with_entry(replace(entry, bugs=())).dumps())
     assert run_release(project, "train", "add", tag).returncode == 0
     built = run_release(project, "build", "--tag", tag, "--patch-level", "3", "--out", str(tmp_path / "blind"))
     assert built.returncode == 0, built.stderr
@@ -109,5 +116,6 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     layout.affected_json.write_text(scanned)
     published = run_release(project, "publish", str(tmp_path / "blind"), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
+    said = f"{affected} (the scan data), but its replay would not fix it"
     assert f"not publishing vllm_fused_moe-{version_of_tag(tag)}+fm.3-py3-none-any.whl: {said}" in published.stderr
     assert not (tmp_path / "index").exists()

@@ -14,6 +14,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -156,13 +157,16 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
     return name
 
 
-def demo_wheel(directory: Path, version: str) -> Path:
+def demo_wheel(directory: Path, version: str, build_info: dict[str, object] | None = None) -> Path:
     """A tiny real wheel named like ours (`vllm-fused-moe`, which `publish` alone takes), enough for an
-    index: name, METADATA, RECORD. Not an overlay: it installs nothing that activates."""
+    index: name, METADATA, RECORD. Not an overlay: it installs nothing that activates. `build_info`: the
+    `_build_info.json` it says it was built with (what publish's gates read: the vLLM release, the patches)."""
     path = directory / f"vllm_fused_moe-{version}-py3-none-any.whl"
     directory.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("vllm_fused_moe/__init__.py", f"VERSION = {version!r}\n")
+        if build_info is not None:
+            archive.writestr("vllm_fused_moe/_build_info.json", json.dumps({"version": version, **build_info}))
         info = f"vllm_fused_moe-{version}.dist-info"
         archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm-fused-moe\nVersion: {version}\n")
         archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")

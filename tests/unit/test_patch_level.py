@@ -1,0 +1,131 @@
+"""A tag's patch level only goes up: patches/train.toml records it per tag with the digest of what the tag
+carries, `train add` raises it when that changes (a patch added, changed, dropped or retired), `build` takes it
+and refuses a tag whose carried patches the train does not record, and `publish` refuses a version at or below
+the index's newest for the tag when its files differ, so the requirements file never keeps pinning an older
+wheel over a change."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, snapshot
+from helpers.synthetic import demo_wheel
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, TrainFileError, UnrecordedChangeError
+from release.core.layout import Layout
+from release.model.patch import Patch
+from release.model.train import Train, TrainEntry, digest_carried
+from release.overlay import build_cli
+from release.queue.gates import refuse_unrecorded
+from release.queue.load import line_of, tag_patches
+
+FIX = Patch("0001-fix.patch", "From 0 Mon Sep 17 00:00:00 2001\nSubject: a fix\n\nWhy: one.\n\nBug: #1 a bug\n")
+SHAPE = Patch(
+    "0002-shape.patch", "From 0 Mon Sep 17 00:00:00 2001\nSubject: a check\n\nWhy: two.\n\nDownstream: ours\n"
+)
+
+
+def recorded(*patches: Patch, level: int = 0) -> TrainEntry:
+    """An entry as `train add` makes it from a replay that applied `patches` (before `after`)."""
+    return TrainEntry(
+        tag="v0.16.0",
+        source="pypi",
+        patches=tuple(p.name for p in patches),
+        bugs=tuple(sorted({p.purpose.bug for p in patches if p.purpose.bug})),
+        level=level,
+        carried_digest=digest_carried((p.name, p.text) for p in patches),
+        pristine={"a.py": "0" * 64},
+        patched={"a.py": "1" * 64},
+    )
+
+
+def test_dropping_a_published_patch_raises_the_level_and_never_lowers_it() -> None:
+    """The issue's case: 0.16.0 carried 0001 and 0002 at +fm.2; 0002 is dropped. The default level was the number
+    of patches carried, so it went back to +fm.1, below the published +fm.2; now it goes to +fm.3."""
+    published = recorded(FIX, SHAPE).after(recorded(FIX, level=1))
+    assert published.patch_level == 2  # 0002 added: one above
+    dropped = recorded(FIX).after(published)
+    assert dropped.patch_level == 3 and dropped.bugs == ("#1",)
+    assert recorded(FIX).after(dropped) == dropped  # the same carried patches: the same level, "unchanged"
+    changed = Patch(FIX.name, FIX.text.replace("Why: one.", "Why: one, reworded."))
+    assert recorded(changed).after(dropped).patch_level == 4  # a changed patch is another release
+    retired = FIX.with_trailer("Applied-Upstream", "v0.22.0")
+    assert recorded(retired).after(dropped).patch_level == 4  # so is a retired one (its trailer is in the wheel)
+    assert recorded(FIX).after(None).patch_level == 1  # a tag new to the train
+
+
+def test_an_entry_recorded_before_levels_goes_up_from_the_number_it_shipped() -> None:
+    """An entry without `level` and `carried_digest` shipped +fm.<number of patches>; other patches raise it."""
+    legacy = replace(recorded(FIX, SHAPE), level=0, carried_digest="")
+    assert legacy.patch_level == 2
+    assert recorded(FIX).after(legacy).patch_level == 3
+    assert recorded(FIX, SHAPE).after(legacy).patch_level == 2
+
+
+def test_the_bugs_a_tag_has_only_grow() -> None:
+    """A re-record whose replay no longer applies the fix keeps the bug: the gates then refuse the tag."""
+    assert recorded(SHAPE).after(recorded(FIX, level=1)).bugs == ("#1",)
+
+
+def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path) -> None:
+    layout = Layout.default()
+    text = layout.train.read_text()
+    assert Train.load(layout.train).dumps() == text
+    for entry in Train.load(layout.train).entries:
+        assert entry.level >= 1 and entry.carried_digest.startswith("sha256:") and entry.bugs, entry.tag
+    for bad in ("level = 0\n", 'level = "2"\n', 'carried_digest = "md5:00"\n', 'bugs = [""]\n'):
+        spoiled = tmp_path / "patches" / "train.toml"
+        spoiled.parent.mkdir(exist_ok=True)
+        (spoiled.parent / "lines.toml").write_text(layout.lines.read_text())
+        spoiled.write_text(text.replace("level = 1\n", bad, 1))
+        with pytest.raises(TrainFileError):
+            Train.load(spoiled)
+
+
+def test_the_shipped_train_records_what_each_tag_carries() -> None:
+    """Each entry's `carried_digest` is the digest of the patches its line's series gives it now, so `build` takes the
+    recorded level: a change to what a tag carries is re-recorded (`train add`), raising its level."""
+    layout = Layout.default()
+    for entry in Train.load(layout.train).entries:
+        carried = [p for p in tag_patches(layout, line_of(layout, entry.line), entry.tag) if p.name in entry.patches]
+        refuse_unrecorded("build", entry, carried)  # raises for a tag the train does not record as it is
+
+
+def test_build_refuses_a_tag_whose_carried_patches_the_train_does_not_record() -> None:
+    entry = recorded(FIX, SHAPE).after(recorded(FIX, level=1))
+    with pytest.raises(UnrecordedChangeError) as refused:
+        refuse_unrecorded("not building v0.16.0", entry, [FIX])
+    assert "patch level 2" in str(refused.value) and "train add v0.16.0" in (refused.value.hint or "")
+    refuse_unrecorded("not building v0.16.0", entry, [FIX, SHAPE])
+
+
+def test_build_help_says_where_the_default_level_comes_from() -> None:
+    parser = argparse.ArgumentParser()
+    build_cli.configure(parser)
+    text = " ".join(parser.format_help().split())
+    assert "the number of patches in the series" not in text
+    assert "default: the level patches/train.toml records for the tag" in text
+
+
+def test_publish_refuses_a_lower_level_with_other_files_and_pins_the_newest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+fm.2 is published; a build at +fm.1 with other files (the level that went back down) is refused, and the
+    requirements file still pins +fm.2; +fm.3 is published and pinned."""
+    index = tmp_path / "index"
+    requirements = index / "requirements" / "vllm-1.2.3.txt"
+    assert main(["--root", str(REPO), "publish", str(demo_wheel(tmp_path / "a", "1.2.3+fm.2")), str(index)]) == EXIT_OK
+    before = snapshot(index)
+    lower = demo_wheel(tmp_path / "b", "1.2.3+fm.1")
+    capsys.readouterr()
+    assert main(["--root", str(REPO), "publish", str(lower), str(index)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"error: {lower.name} is at or below vllm_fused_moe-1.2.3+fm.2-py3-none-any.whl" in err, err
+    assert snapshot(index) == before and "vllm-fused-moe==1.2.3+fm.2 " in requirements.read_text()
+    higher = demo_wheel(tmp_path / "c", "1.2.3+fm.3")
+    assert main(["--root", str(REPO), "publish", str(higher), str(index)]) == EXIT_OK
+    assert "vllm-fused-moe==1.2.3+fm.3 " in requirements.read_text()
