@@ -14,6 +14,8 @@ import copy
 import sys
 from typing import Any
 
+import pytest
+
 from helpers.doctor import doctor_module, scan_data, validate
 from release.scan.run import bug_statuses, release_status
 
@@ -115,3 +117,58 @@ def test_a_release_fixed_upstream_with_a_downstream_only_overlay_is_not_affected
     assert "published with downstream changes only (optional" in report["summary"]
     assert report["fix"] is None
     assert _report(DATA, fixed)["release"]["optional_overlay"] is False  # the shipped data: nothing downstream yet
+
+
+# ------------------------------------------------------------------------- installs pip keeps as they are
+
+
+def test_a_record_without_its_package_is_affected_and_the_fix_reinstalls_over_it(monkeypatch: Any) -> None:
+    """The package folder deleted, the .dist-info left: pip would answer the plain install with
+    `Requirement already satisfied`, so the fix forces it (test_doctor_venvs.py runs it for real)."""
+    version = _affected_train_tag()
+    monkeypatch.setattr(doctor, "find_spec", lambda name: None)
+    monkeypatch.setattr(doctor, "dist_version", lambda name: f"{version}+fm.1" if name == doctor.PROJECT else None)
+    state = doctor.overlay_state()
+    assert state["installed"] is False and state["version"] == f"{version}+fm.1"
+    assert "recorded as installed" in state["reason"] and f"{doctor.PACKAGE}/ is gone" in state["reason"]
+    report = _report(DATA, version, **state)
+    assert (report["verdict"], report["exit_code"]) == ("affected", 1)
+    assert state["reason"] in report["summary"]
+    assert report["fix"]["argv"][3:7] == ["install", "--force-reinstall", "--no-deps", "--no-index"]
+    assert report["fix"]["argv"][-2:] == ["-r", f"https://index.example/requirements/vllm-{version}.txt"]
+    assert "damaged" not in report["overlay"]  # schema-valid: the flag is the doctor's own
+    assert f"{doctor.PROJECT} not installed: {state['reason']}" in doctor.format_report(report)
+
+
+def test_an_overlay_left_from_another_release_on_a_fixed_vllm_is_named_with_its_removal() -> None:
+    fixed = DATA["fixed_in"]
+    old = _affected_train_tag()
+    stale = {
+        "installed": True,
+        "version": f"{old}+fm.1",
+        "vllm_tag": f"v{old}",
+        "for_this_vllm": False,
+        "location": "/site-packages/vllm_fused_moe",
+        "activates": False,
+        "reason": f"built for vLLM v{old}, but vLLM {fixed} is installed",
+    }
+    report = _report(DATA, fixed, **stale)
+    assert (report["verdict"], report["exit_code"]) == ("not-affected", 0)
+    assert f"{doctor.PROJECT} {old}+fm.1 is still installed, built for vLLM v{old}" in report["summary"]
+    assert f"pip check fails on its requirement of vllm=={old}" in report["summary"]
+    assert report["fix"]["argv"] == [sys.executable, "-m", "pip", "uninstall", "-y", doctor.PROJECT]
+    assert _report(DATA, fixed)["fix"] is None  # nothing left over: nothing to do
+
+
+def test_the_console_script_without_its_package_says_how_to_repair_it(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import _vllm_fused_moe_pth
+
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)  # what a deleted folder imports as
+    monkeypatch.setenv(doctor.INDEX_ENV, "https://index.example/simple")
+    assert _vllm_fused_moe_pth.main() == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
+    assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
+    assert "-m pip uninstall -y vllm-fused-moe" in said

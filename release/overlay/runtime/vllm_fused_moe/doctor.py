@@ -229,7 +229,13 @@ def overlay_state() -> dict[str, Any]:
         spec = find_spec(PACKAGE)
     except (ImportError, ValueError):
         spec = None
-    if spec is None:
+    if spec is None or spec.origin is None:  # nothing, or a folder without __init__.py (a namespace)
+        if state["version"] is not None:
+            state["reason"] = (
+                f"{PROJECT} {state['version']} is recorded as installed (its .dist-info), but its package "
+                f"{PACKAGE}/ is gone: pip takes the record for the install and keeps it"
+            )
+            state["damaged"] = True
         return state
     state["installed"] = True
     try:
@@ -259,6 +265,7 @@ def overlay_state() -> dict[str, Any]:
         missing = getattr(activate, "files_problem", lambda: None)()
         if active and missing:  # what decide() adds to activation(): a half-removed package serves nothing
             active, reason = False, missing
+            state["damaged"] = True  # not in the report: fix_for() reinstalls, conclude() drops it
         state["activates"], state["reason"] = bool(active), reason
         if chosen not in activate.MODES:
             state["reason"] = (
@@ -268,6 +275,7 @@ def overlay_state() -> dict[str, Any]:
     except Exception as exc:  # a broken install is a finding, not a crash
         state["activates"] = None
         state["reason"] = f"the installed overlay could not be read: {type(exc).__name__}: {exc}"
+        state["damaged"] = True
     return state
 
 
@@ -658,12 +666,21 @@ def index_base(index_url: str) -> str:
     return base[: -len("/simple")] if base.endswith("/simple") else base
 
 
-def overlay_install(python: str, index_url: str, vllm: str) -> tuple[list[str], list[str]]:
+def overlay_install(python: str, index_url: str, vllm: str, reinstall: bool = False) -> tuple[list[str], list[str]]:
     """docs/overlay.md "Install": our wheel for vLLM `vllm` from the hash-pinned requirements file
-    that `publish` writes, our project page the only source; then `pip check`."""
+    that `publish` writes, our project page the only source; then `pip check`. `reinstall`: over an
+    install pip would keep as it is (its record without its package, an impostor of the same version,
+    damaged files), only our wheel (`pip check` then checks its requirements)."""
     base = index_base(index_url)
+    forced = ["--force-reinstall", "--no-deps"] if reinstall else []
     install = pip_install(
-        python, "--no-index", "--find-links", f"{base}/simple/{PROJECT}/", "-r", f"{base}/requirements/vllm-{vllm}.txt"
+        python,
+        *forced,
+        "--no-index",
+        "--find-links",
+        f"{base}/simple/{PROJECT}/",
+        "-r",
+        f"{base}/requirements/vllm-{vllm}.txt",
     )
     return install, [python, "-m", "pip", "check"]
 
@@ -674,14 +691,20 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
         serve = report["serve"]
         choices = serve["all2all_backends"] or []
         return _fix(None, f"give vLLM {public_version(report['vllm']['version'])} one of: {', '.join(choices)}")
+    release, overlay, python = report["release"], report["overlay"], report["python"]
+    if report["verdict"] == "not-affected" and stale_overlay(overlay):
+        return _fix(
+            [python, "-m", "pip", "uninstall", "-y", PROJECT],
+            f"removes {PROJECT} {overlay['version']}: "
+            f"vLLM {public_version(report['vllm']['version'])} needs no overlay",
+        )
     # not-used, not-affected, fixed-live: nothing to do; cannot-tell: nothing known to do.
     if report["verdict"] not in ("affected", "fixed-not-live"):
         return None
-    release, overlay, python = report["release"], report["overlay"], report["python"]
     vllm = public_version(report["vllm"]["version"])
     if release["status"] != "affected":  # fixed upstream, yet overridden (--live): nothing of ours to install
         return _fix(None, "find what serves vLLM's prepare_finalize modules here (see live.classes)")
-    if overlay["for_this_vllm"] and not overlay.get("missing_fixes"):
+    if overlay["for_this_vllm"] and not overlay.get("missing_fixes") and not overlay.get("damaged"):
         reason = overlay["reason"] or ""
         if overlay["mode"] == "off":
             return {
@@ -705,9 +728,15 @@ def fix_for(report: dict[str, Any], index_url: str | None) -> dict[str, Any] | N
         index = index_url or INDEX_PLACEHOLDER
         # The pinned requirements file takes our newest wheel for this vLLM by its sha256, from our
         # page alone, and checks the installed vLLM and FlashInfer without replacing them (docs/overlay.md).
-        argv, check = overlay_install(python, index, vllm)
+        argv, check = overlay_install(python, index, vllm, reinstall=bool(overlay.get("damaged")))
         why = f"installs the overlay for vLLM {vllm} (the newest patch level our index pins, {vllm}+fm.N)"
-        if overlay["installed"]:
+        if overlay.get("damaged"):
+            why += (
+                f", over the {overlay['version']} recorded as installed, which pip would otherwise keep "
+                "(`Requirement already satisfied`); --no-deps: a forced reinstall would reinstall vLLM and "
+                "FlashInfer too, which our page does not hold"
+            )
+        elif overlay["installed"]:
             why += f", replacing {overlay['version']}"
         why += "; pip check then says that the environment's requirements are met"
         if index == INDEX_PLACEHOLDER:
@@ -749,7 +778,8 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
                 f"{release['why']}, but the classes vLLM resolves here return output_is_reduced() False: "
                 "something overrides them"
             )
-        return "not-affected", release["why"]
+        stale = stale_overlay(overlay)
+        return "not-affected", release["why"] + (f"; {stale}" if stale else "")
     # Affected: is our fix for this very release in place, and will vLLM run it?
     ours = overlay["for_this_vllm"]
     missing = overlay.get("missing_fixes") or []
@@ -776,7 +806,21 @@ def judge(report: dict[str, Any]) -> tuple[str, str]:
         return "fixed-not-live", f"{release['why']}; {why}"
     if overlay["installed"]:
         return "affected", f"{release['why']}; the installed overlay does not fix it: {overlay['reason']}"
+    if overlay["version"] is not None:  # the record without its package
+        return "affected", f"{release['why']}; the fix is not installed: {overlay['reason']}"
     return "affected", f"{release['why']}; the fix is not installed"
+
+
+def stale_overlay(overlay: dict[str, Any]) -> str | None:
+    """Where the release needs no overlay: the one still installed (or its record), which serves nothing."""
+    if overlay["version"] is None or (overlay["for_this_vllm"] and not overlay.get("damaged")):
+        return None
+    if overlay["vllm_tag"] and not overlay["for_this_vllm"]:
+        return (
+            f"{PROJECT} {overlay['version']} is still installed, built for vLLM {overlay['vllm_tag']}: it serves "
+            f"nothing here, and pip check fails on its requirement of vllm=={overlay['vllm_tag'].lstrip('v')}"
+        )
+    return f"{PROJECT} {overlay['version']} is still installed and serves nothing here: {overlay['reason']}"
 
 
 def report(
@@ -827,6 +871,7 @@ def conclude(data: dict[str, Any], index_url: str | None = None) -> dict[str, An
     data["verdict"], data["summary"] = judge(data)
     data["exit_code"] = EXIT_CODES[data["verdict"]]
     data["fix"] = fix_for(data, index_url)
+    data["overlay"].pop("damaged", None)  # said in overlay.reason; the fix has acted on it
     return data
 
 
@@ -852,7 +897,7 @@ def format_report(data: dict[str, Any]) -> str:
     if release["fixed_in"]:
         rows.append(("fixed upstream in", release["fixed_in"]))
     if not overlay["installed"]:
-        rows.append(("overlay", f"{PROJECT} not installed"))
+        rows.append(("overlay", f"{PROJECT} not installed" + (f": {overlay['reason']}" if overlay["reason"] else "")))
     else:
         rows.append(
             ("overlay", f"{PROJECT} {overlay['version']} for vLLM {overlay['vllm_tag']}, {overlay['location']}")
