@@ -37,7 +37,7 @@ import pytest
 from packaging.version import Version
 
 from helpers import REPO
-from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
+from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, scan_records, validate
 from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met, site_packages
 from helpers.synthetic import impostor
 from release.core.layout import Layout
@@ -76,14 +76,19 @@ class Releases:
         self.other = max(others, key=_version_key)
         self.fixed = str(data["fixed_in"])
         assert data["releases"][self.fixed]["status"] == "fixed"
+        scan = scan_records(data)
+
+        def facts(version: str) -> dict[str, Any]:
+            found = doctor.serve_facts(scan, data["releases"][version]["line"], version)
+            return doctor.records.to_json(found) or {}  # type: ignore[no-any-return]
+
         switched = [
             v
             for v, e in data["releases"].items()
-            if e["status"] == "affected"
-            and ((doctor.serve_facts(data, e["line"], v) or {}).get("range") or {}).get("dp_chunk_env")
+            if e["status"] == "affected" and (facts(v)["range"] or {}).get("dp_chunk_env")
         ]
         self.chunked = max(switched, key=_version_key)
-        self.chunked_facts = doctor.serve_facts(data, data["releases"][self.chunked]["line"], self.chunked)
+        self.chunked_facts = facts(self.chunked)
 
     def before_the_fix(self) -> dict[str, Any]:
         """The scan data as it was before the first fixed release existed."""
