@@ -145,12 +145,18 @@ def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _break_and_fix(
     breaks: Callable[[], object], ask: Callable[[], Run], also: Callable[[], Run] | None = None
 ) -> dict[str, Any]:
-    """Break the venv, ask the doctor, run the fix it printed exactly (its argv, through `_pip`), ask again."""
-    breaks()
+    """Break the venv, ask the doctor, run the fix it printed exactly (its argv, through `_pip`), ask again.
+
+    A step that cannot be taken (the state before it was not repaired) is recorded, for its test to
+    fail on, and the other states' tests still run."""
+    try:
+        breaks()
+    except Exception as exc:
+        return {"broken": f"the venv could not be broken this way: {exc!r}"}
     before, beside = ask(), also() if also else None
     fix = (before[0].get("fix") or {}).get("argv") or []
     ran = _pip(Path(fix[0]), *fix[3:]) if fix[1:3] == ["-m", "pip"] else None
-    return {"before": before, "also": beside, "fix": ran, "after": ask()}
+    return {"broken": None, "before": before, "also": beside, "fix": ran, "after": ask()}
 
 
 @pytest.fixture(scope="module")
@@ -440,6 +446,7 @@ def test_an_install_pip_would_keep_is_reinstalled_by_the_printed_fix(runs: dict[
     removed: plain `pip install -r` answers each with `Requirement already satisfied`. The fix forces
     our wheel over it, and the doctor then says fixed-live."""
     broken = runs["broken"][state]
+    assert broken["broken"] is None, broken["broken"]
     verdict = "fixed-not-live" if state == "damaged" else "affected"
     report = _verdict(broken["before"], verdict, 1)
     assert report["fix"]["argv"][3:6] == ["install", "--force-reinstall", "--no-deps"], report["fix"]
@@ -451,6 +458,7 @@ def test_an_install_pip_would_keep_is_reinstalled_by_the_printed_fix(runs: dict[
 
 
 def test_the_console_script_without_its_package_names_the_repair(runs: dict[str, Any]) -> None:
+    assert runs["broken"]["gone"]["broken"] is None, runs["broken"]["gone"]["broken"]
     _, proc = runs["broken"]["gone"]["also"]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: vllm-fused-moe ") and "--force-reinstall" in proc.stderr, proc.stderr
@@ -460,6 +468,7 @@ def test_an_overlay_left_behind_on_a_fixed_vllm_is_named_and_the_fix_removes_it(
     runs: dict[str, Any], releases: Releases
 ) -> None:
     stale = runs["broken"]["stale"]
+    assert stale["broken"] is None, stale["broken"]
     report = _verdict(stale["before"], "not-affected", 0)
     assert report["overlay"]["installed"] and not report["overlay"]["for_this_vllm"]
     assert f"built for vLLM v{releases.pinned}: it serves nothing here" in report["summary"]
