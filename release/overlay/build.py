@@ -508,7 +508,8 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
                 "license": "Apache-2.0",
                 "requires-python": ">=3.10",
                 "dependencies": [f"vllm=={pin.version}", f"flashinfer-python{flashinfer_specifier}"],
-                "scripts": {"vllm-fused-moe": f"{PACKAGE}.__main__:main"},
+                # The module beside the package: the script still speaks when the package is gone.
+                "scripts": {"vllm-fused-moe": f"{PTH_MODULE}:main"},
             },
             "tool": {"hatch": {"build": {"targets": {"wheel": wheel_target}}}},
         }

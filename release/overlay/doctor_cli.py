@@ -134,7 +134,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if args.json:
         log.out(stdout, end="")
     else:
-        log.out(_doctor_module(layout).format_report(data))
+        doctor = _doctor_module(layout)
+        log.out(doctor.format_report(doctor.report_from_json(data)))
     return code
 
 
@@ -179,7 +180,8 @@ def _reap(proc: subprocess.Popen[str]) -> None:
 
 
 def _doctor_module(layout: Layout) -> Any:
-    """The same doctor.py, loaded by path here only to format its report (it is standard library only)."""
+    """The same doctor.py, loaded by path here only to format its report (it is standard library only,
+    and loads its parts, _doctor/ beside it, by path too)."""
     spec = importlib.util.spec_from_file_location("vllm_fused_moe_doctor_script", layout.runtime_package / SCRIPT)
     if spec is None or spec.loader is None:
         raise DoctorError(f"cannot load {layout.runtime_package / SCRIPT}")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers import REPO
-from helpers.doctor import doctor_module, scan_data
+from helpers.doctor import doctor_module, judge, overlay, scan_data
 from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from vllm_fused_moe import _activate
@@ -75,6 +75,7 @@ def test_activation_is_what_decide_does(
 
 doctor = doctor_module()
 DATA = scan_data()
+SCAN = doctor.ScanData.from_json(DATA)
 AFFECTED = [v for v, e in DATA["releases"].items() if e["status"] == "affected"]
 MISSPELT = "flashinfer_nvlink_three_sided"
 # Every --all2all-backend value some affected release accepts (the data's union), and one none has.
@@ -83,25 +84,22 @@ EVERY_BACKEND = sorted(
 )
 
 
-def facts(version: str) -> dict[str, Any]:
-    found = doctor.serve_facts(DATA, DATA["releases"][version]["line"], version)
-    assert found is not None and found["range"] is not None, f"no serve facts for vLLM {version}"
+def serve_facts(version: str) -> Any:
+    found = doctor.serve_facts(SCAN, DATA["releases"][version]["line"], version)
+    assert found is not None and found.range is not None, f"no serve facts for vLLM {version}"
     return found
 
 
-def decide(version: str, argv: str, env: dict[str, str] | None = None, **overlay: Any) -> dict[str, Any]:
+def facts(version: str) -> dict[str, Any]:
+    """serve_facts() as JSON, to read."""
+    return doctor.records.to_json(serve_facts(version))  # type: ignore[no-any-return]
+
+
+def decide(version: str, argv: str, env: dict[str, str] | None = None, **installed: Any) -> dict[str, Any]:
     """The whole verdict for `vllm serve ARGV` on vLLM `version`, with our overlay as `overlay` says
     (default: not installed), as report() concludes it from the facts."""
-    release = doctor.release_facts(DATA, None, version)
-    data = {
-        "python": sys.executable,
-        "vllm": {"version": version},
-        "release": release,
-        "overlay": {**doctor.blank_overlay(), **overlay},
-        "live": None,
-        "serve": doctor.serve_layout(["vllm", "serve", "m", *argv.split()], env or {}, facts(version)),
-    }
-    return doctor.conclude(data, "https://index.example/simple")
+    serve = doctor.serve_layout(["vllm", "serve", "m", *argv.split()], env or {}, serve_facts(version))
+    return judge(doctor, version, doctor.release_facts(SCAN, None, version), overlay(doctor, **installed), serve)
 
 
 def one_of(version: str, key: str) -> list[str]:
@@ -222,7 +220,7 @@ def test_live_reads_off_as_the_pth_read_it(
     monkeypatch.setenv(_activate.MODE_ENV, word)
     monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
     live = doctor.live_classes(None, module_name="json", names=())
-    assert live["error"] is None and live["hook_active"] is hook_active
+    assert live.error is None and live.hook_active is hook_active
 
 
 # ----------------------------------------------------------------------------- the install it prints
@@ -245,15 +243,8 @@ def documented_install(url: str, vllm: str) -> tuple[str, str]:
 def test_the_fix_of_an_affected_train_release_is_the_documented_install_then_pip_check(given: str) -> None:
     """--index-url names the index publish wrote (its simple/ page means the same index: both spellings are in use)."""
     version = next(v for v in AFFECTED if DATA["releases"][v]["in_train"])
-    data = {
-        "python": "python",
-        "vllm": {"version": version},
-        "release": doctor.release_facts(DATA, None, version),
-        "overlay": doctor.blank_overlay(),
-        "live": None,
-        "serve": None,
-    }
-    fix = doctor.conclude(data, f"{DOC_URL}{given}")["fix"]
+    release = doctor.release_facts(SCAN, None, version)
+    fix = judge(doctor, version, release, index_url=f"{DOC_URL}{given}", python="python")["fix"]
     install, check = documented_install(DOC_URL, version)
     assert fix["command"] == f"{install} && {check}"
     assert (fix["argv"], fix["check"]) == (shlex.split(install), shlex.split(check))

@@ -27,6 +27,7 @@ from helpers.doctor import (
     imported,
     scan_data,
     scan_file,
+    scan_records,
     validate,
 )
 from release.core.layout import Layout
@@ -35,6 +36,7 @@ from release.model.outcome import PatchStatus
 
 doctor = doctor_module()
 TWO, ONE = doctor.CLASSES
+to_json = doctor.records.to_json
 
 
 def test_schema_is_a_valid_schema_and_knows_every_verdict_and_exit_code() -> None:
@@ -56,8 +58,9 @@ def test_the_schema_takes_every_patch_status_the_scan_data_may_hold() -> None:
 
 
 def test_the_fixture_has_the_scan_schema_shape() -> None:
-    data, problem = doctor.load_scan(FIXTURE_SCAN)
-    assert problem is None
+    read, problem = doctor.load_scan(FIXTURE_SCAN)
+    assert problem is None and read is not None and read.scanned[-1] == read.newest_scanned
+    data = json.loads(FIXTURE_SCAN.read_text(encoding="utf-8"))
     assert data["scanned"][-1] == data["newest_scanned"] and data["fixed_in"] in data["scanned"]
     for version, entry in data["releases"].items():
         assert version in data["scanned"]
@@ -89,7 +92,7 @@ def test_the_fixture_has_the_scan_schema_shape() -> None:
     ],
 )
 def test_serve_layout(argv: str, uses: str | None, ep_size: int) -> None:
-    layout = doctor.serve_layout(argv.split(), {})
+    layout = to_json(doctor.serve_layout(argv.split(), {}))
     assert layout["uses_affected_class"] == uses
     # The second all-reduce runs over the TP group: with tensor parallel 1 it is the identity.
     assert layout["reduce_runs"] is (uses is not None and layout["tensor_parallel_size"] > 1)
@@ -98,7 +101,7 @@ def test_serve_layout(argv: str, uses: str | None, ep_size: int) -> None:
 
 
 def test_a_config_file_makes_the_command_line_inconclusive() -> None:
-    layout = doctor.serve_layout(["m", "--config", "serve.yaml", "-tp", "2"], {})
+    layout = to_json(doctor.serve_layout(["m", "--config", "serve.yaml", "-tp", "2"], {}))
     assert layout["conclusive"] is False and layout["reduce_runs"] is False
     assert "--config" in layout["notes"][0]
 
@@ -124,8 +127,8 @@ def test_serve_layout_agrees_with_vllms_moe_parallel_config(argv: str) -> None:
     from vllm.model_executor.layers.fused_moe.config import FusedMoEParallelConfig
 
     installed = metadata.version("vllm")
-    facts = doctor.serve_facts(scan_data(), scan_data()["releases"][installed]["line"], installed)
-    ours = doctor.serve_layout(argv.split(), {}, facts)
+    facts = doctor.serve_facts(scan_records(), scan_data()["releases"][installed]["line"], installed)
+    ours = to_json(doctor.serve_layout(argv.split(), {}, facts))
     tp, dp = ours["tensor_parallel_size"], ours["data_parallel_size"]
     use_ep = tp * dp > 1 and ours["expert_parallel"]  # FusedMoEParallelConfig.make, PCP 1
     fields: dict[str, Any] = {f.name: 0 for f in dataclasses.fields(FusedMoEParallelConfig)}
@@ -152,7 +155,7 @@ def test_serve_layout_agrees_with_vllms_moe_parallel_config(argv: str) -> None:
 
 
 def _facts(version: str | None, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    return doctor.release_facts(scan_data() if data is None else data, None, version)
+    return to_json(doctor.release_facts(scan_records(data), None, version))
 
 
 def test_release_facts_come_from_the_scan_data() -> None:
@@ -172,11 +175,11 @@ def test_live_reads_the_module_and_classes_of_each_release_line_from_the_scan_da
     assert set(data["lines"]) == {line.name for line in lines.lines}
     for line in lines.lines:
         assert line.live_module and line.live_classes, f"patches/lines.toml: line {line.name} has no `live`"
-        assert doctor.live_target(data, line.name) == (line.live_module, line.live_classes)
+        assert doctor.live_target(scan_records(data), line.name) == (line.live_module, line.live_classes)
     # A release on no line, or scan data without the table: the head line's NVLink classes.
     fallback = (doctor.ALL2ALL_MODULE, doctor.CLASSES)
-    assert doctor.live_target(data, None) == fallback
-    assert doctor.live_target({**data, "lines": {}}, lines.lines[-1].name) == fallback
+    assert doctor.live_target(scan_records(data), None) == fallback
+    assert doctor.live_target(scan_records({**data, "lines": {}}), lines.lines[-1].name) == fallback
     assert doctor.live_target(None, lines.lines[-1].name) == fallback
 
 
@@ -224,7 +227,7 @@ def test_bad_scan_data_is_a_reason_not_a_crash(tmp_path: Path, text: str, proble
     path = tmp_path / "scan.json"
     path.write_text(text, encoding="utf-8")
     data, found = doctor.load_scan(path)
-    assert data is None and problem in found
+    assert data is None and found is not None and problem in found
 
 
 # ------------------------------------------------------------------------- the script, here
@@ -271,9 +274,9 @@ def test_release_doctor_refuses_what_is_not_an_interpreter(tmp_path: Path) -> No
 
 def _installed_choices() -> tuple[str, list[str]]:
     installed = metadata.version("vllm")
-    found = doctor.serve_facts(scan_data(), scan_data()["releases"][installed]["line"], installed)
-    assert found is not None and found["range"] is not None, f"the scan data has no serve facts for vLLM {installed}"
-    return installed, list(found["range"]["all2all_backends"])
+    found = doctor.serve_facts(scan_records(), scan_data()["releases"][installed]["line"], installed)
+    assert found is not None and found.range is not None, f"the scan data has no serve facts for vLLM {installed}"
+    return installed, list(found.range.all2all_backends)
 
 
 def test_a_backend_the_installed_vllm_does_not_have_is_exit_2_refused() -> None:

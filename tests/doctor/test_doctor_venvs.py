@@ -37,8 +37,9 @@ import pytest
 from packaging.version import Version
 
 from helpers import REPO
-from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, validate
-from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met
+from helpers.doctor import SCRIPT, doctor_module, heavy, imported, scan_data, scan_file, scan_records, validate
+from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met, site_packages
+from helpers.synthetic import impostor
 from release.core.layout import Layout
 from release.model.pin import Pin
 from release.overlay.build import BuildPlan, build
@@ -75,14 +76,19 @@ class Releases:
         self.other = max(others, key=_version_key)
         self.fixed = str(data["fixed_in"])
         assert data["releases"][self.fixed]["status"] == "fixed"
+        scan = scan_records(data)
+
+        def facts(version: str) -> dict[str, Any]:
+            found = doctor.serve_facts(scan, data["releases"][version]["line"], version)
+            return doctor.records.to_json(found) or {}  # type: ignore[no-any-return]
+
         switched = [
             v
             for v, e in data["releases"].items()
-            if e["status"] == "affected"
-            and ((doctor.serve_facts(data, e["line"], v) or {}).get("range") or {}).get("dp_chunk_env")
+            if e["status"] == "affected" and (facts(v)["range"] or {}).get("dp_chunk_env")
         ]
         self.chunked = max(switched, key=_version_key)
-        self.chunked_facts = doctor.serve_facts(data, data["releases"][self.chunked]["line"], self.chunked)
+        self.chunked_facts = facts(self.chunked)
 
     def before_the_fix(self) -> dict[str, Any]:
         """The scan data as it was before the first fixed release existed."""
@@ -127,6 +133,30 @@ def _run(argv: list[str], mode: str | None = None) -> Run:
     except ValueError:
         report = {}
     return report, proc
+
+
+def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The test's pip against the venv's interpreter (the venv has no pip of its own): `pip --python`."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), *args], capture_output=True, text=True, env=pip_env()
+    )
+
+
+def _break_and_fix(
+    breaks: Callable[[], object], ask: Callable[[], Run], also: Callable[[], Run] | None = None
+) -> dict[str, Any]:
+    """Break the venv, ask the doctor, run the fix it printed exactly (its argv, through `_pip`), ask again.
+
+    A step that cannot be taken (the state before it was not repaired) is recorded, for its test to
+    fail on, and the other states' tests still run."""
+    try:
+        breaks()
+    except Exception as exc:
+        return {"broken": f"the venv could not be broken this way: {exc!r}"}
+    before, beside = ask(), also() if also else None
+    fix = (before[0].get("fix") or {}).get("argv") or []
+    ran = _pip(Path(fix[0]), *fix[3:]) if fix[1:3] == ["-m", "pip"] else None
+    return {"broken": None, "before": before, "also": beside, "fix": ran, "after": ask()}
 
 
 @pytest.fixture(scope="module")
@@ -220,6 +250,35 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
             "installed-importtime": lambda: _run([py["pinned"], "-X", "importtime", "-m", "vllm_fused_moe", "doctor"]),
         }
     )
+    # The installs pip would keep as they are, made in the pinned venv one after another (it is fixed
+    # and live here), then the overlay left behind in the venv of the fixed release: each time the
+    # doctor from outside, the fix it printed run as above, and the doctor again.
+    pinned, site = Path(py["pinned"]), site_packages(Path(py["pinned"]))
+    version = wheel.name.split("-")[1]  # an impostor of the very version installed
+    ask_pinned = lambda: _run(outside(py["pinned"], "--index-url", url))  # noqa: E731
+    results["broken"] = {
+        "gone": _break_and_fix(
+            lambda: shutil.rmtree(site / "vllm_fused_moe"),
+            ask_pinned,
+            also=lambda: _run([str(pinned.with_name("vllm-fused-moe")), "doctor"]),
+        ),
+        "impostor": _break_and_fix(
+            lambda: _pip(
+                pinned,
+                "install",
+                "--no-deps",
+                "--force-reinstall",
+                str(impostor(tmp / "fake", "vllm-fused-moe", version)),
+            ),
+            ask_pinned,
+        ),
+        "damaged": _break_and_fix(
+            lambda: next((site / "vllm_fused_moe" / "prepare_finalize").glob("*.py")).unlink(), ask_pinned
+        ),
+        "stale": _break_and_fix(
+            lambda: install_no_deps(Path(py["fixed"]), str(wheel)), lambda: _run(outside(py["fixed"]))
+        ),
+    }
     yield results
     # About 1 GB of unpacked vLLM per venv: not worth keeping after the module.
     for name in ("pinned", "other", "fixed", "chunked"):
@@ -379,3 +438,41 @@ def test_a_vllm_newer_than_the_scan_data_is_2(runs: dict[str, Any], releases: Re
     report = _verdict(runs["newer"], "cannot-tell", 2)
     assert f"vLLM {releases.fixed} is newer than the newest release in the scan data" in report["summary"]
     assert report["fix"] is None
+
+
+@pytest.mark.parametrize("state", ["gone", "impostor", "damaged"])
+def test_an_install_pip_would_keep_is_reinstalled_by_the_printed_fix(runs: dict[str, Any], state: str) -> None:
+    """The package folder deleted (its record left), an impostor of the same version, a file of ours
+    removed: plain `pip install -r` answers each with `Requirement already satisfied`. The fix forces
+    our wheel over it, and the doctor then says fixed-live."""
+    broken = runs["broken"][state]
+    assert broken["broken"] is None, broken["broken"]
+    verdict = "fixed-not-live" if state == "damaged" else "affected"
+    report = _verdict(broken["before"], verdict, 1)
+    assert report["fix"]["argv"][3:6] == ["install", "--force-reinstall", "--no-deps"], report["fix"]
+    assert report["overlay"]["reason"], report["overlay"]
+    assert broken["fix"].returncode == 0, broken["fix"].stdout[-2000:] + broken["fix"].stderr[-2000:]
+    assert "Successfully installed vllm-fused-moe-" in broken["fix"].stdout, broken["fix"].stdout[-2000:]
+    after = _verdict(broken["after"], "fixed-live", 0)
+    assert after["overlay"]["activates"] is True and after["fix"] is None
+
+
+def test_the_console_script_without_its_package_names_the_repair(runs: dict[str, Any]) -> None:
+    assert runs["broken"]["gone"]["broken"] is None, runs["broken"]["gone"]["broken"]
+    _, proc = runs["broken"]["gone"]["also"]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: vllm-fused-moe ") and "--force-reinstall" in proc.stderr, proc.stderr
+
+
+def test_an_overlay_left_behind_on_a_fixed_vllm_is_named_and_the_fix_removes_it(
+    runs: dict[str, Any], releases: Releases
+) -> None:
+    stale = runs["broken"]["stale"]
+    assert stale["broken"] is None, stale["broken"]
+    report = _verdict(stale["before"], "not-affected", 0)
+    assert report["overlay"]["installed"] and not report["overlay"]["for_this_vllm"]
+    assert f"built for vLLM v{releases.pinned}: it serves nothing here" in report["summary"]
+    assert report["fix"]["argv"][1:] == ["-m", "pip", "uninstall", "-y", "vllm-fused-moe"]
+    assert stale["fix"].returncode == 0, stale["fix"].stderr[-2000:]
+    after = _verdict(stale["after"], "not-affected", 0)
+    assert after["overlay"]["installed"] is False and after["overlay"]["version"] is None and after["fix"] is None

@@ -11,10 +11,13 @@ from the data.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from typing import Any
 
-from helpers.doctor import doctor_module, scan_data, validate
+import pytest
+
+from helpers.doctor import doctor_module, judge, overlay, scan_data, validate
 from release.scan.run import bug_statuses, release_status
 
 doctor = doctor_module()
@@ -32,25 +35,11 @@ def _affected_train_tag() -> str:
     return next(v for v, e in DATA["releases"].items() if e["status"] == "affected" and e["in_train"])
 
 
-def _report(data: dict[str, Any], vllm: str, **overlay: Any) -> dict[str, Any]:
+def _report(data: dict[str, Any], vllm: str, **installed: Any) -> dict[str, Any]:
     """report() as the doctor makes it in an environment with vLLM `vllm` and our overlay as given."""
-    state = {**doctor.blank_overlay(), **overlay}
-    release = doctor.release_facts(data, None, vllm)
-    doctor.compare_fixes(state, release)
-    report = {
-        "schema": doctor.REPORT_SCHEMA,
-        "doctor": str(doctor.__file__),
-        "python": sys.executable,
-        "vllm": {"version": vllm},
-        "flashinfer": {"version": None},
-        "scan": {"path": None, "source": "given with --scan", "problem": None, "oldest_scanned": None,
-                 "newest_scanned": None},
-        "release": release,
-        "overlay": state,
-        "live": None,
-        "serve": None,
-    }  # fmt: skip
-    return validate(doctor.conclude(report, "https://index.example/simple"))
+    release = doctor.release_facts(doctor.ScanData.from_json(data), None, vllm)
+    state = doctor.compare_fixes(overlay(doctor, **installed), release)
+    return validate(judge(doctor, vllm, release, state))
 
 
 def _ours(version: str, patches: list[dict[str, Any]]) -> dict[str, Any]:
@@ -66,7 +55,7 @@ def _ours(version: str, patches: list[dict[str, Any]]) -> dict[str, Any]:
         "activates": True,
         "flashinfer_specifier": "==0.6.8.post1",
         "patches": [p["name"] for p in patches],
-        "patch_info": patches,
+        "carried": patches,
     }
 
 
@@ -79,7 +68,7 @@ def test_an_overlay_without_the_patch_its_release_needs_is_affected_never_fixed_
     assert f"the installed overlay {version}+fm.2 carries no fix for {bug} ({info['title']})" in empty["summary"]
     # The documented install of its release's requirements file: our newest patch level, replacing it.
     assert empty["fix"]["argv"][-2:] == ["-r", f"https://index.example/requirements/vllm-{version}.txt"]
-    assert "overlay lacks" in doctor.format_report(empty)
+    assert "overlay lacks" in doctor.format_report(doctor.report_from_json(empty))
     downstream_only = [{"name": DOWNSTREAM, "subject": "a check", "bug": "", "trailers": {"Downstream": "a check"}}]
     assert _report(DATA, version, **_ours(version, downstream_only))["verdict"] == "affected"
 
@@ -115,3 +104,59 @@ def test_a_release_fixed_upstream_with_a_downstream_only_overlay_is_not_affected
     assert "published with downstream changes only (optional" in report["summary"]
     assert report["fix"] is None
     assert _report(DATA, fixed)["release"]["optional_overlay"] is False  # the shipped data: nothing downstream yet
+
+
+# ------------------------------------------------------------------------- installs pip keeps as they are
+
+
+def test_a_record_without_its_package_is_affected_and_the_fix_reinstalls_over_it(monkeypatch: Any) -> None:
+    """The package folder deleted, the .dist-info left: pip would answer the plain install with
+    `Requirement already satisfied`, so the fix forces it (test_doctor_venvs.py runs it for real)."""
+    version = _affected_train_tag()
+    monkeypatch.setattr(doctor.installed, "find_spec", lambda name: None)
+    recorded = f"{version}+fm.1"
+    monkeypatch.setattr(doctor.installed, "dist_version", lambda name: recorded if name == doctor.PROJECT else None)
+    state = doctor.overlay_state()
+    assert state.installed is False and state.version == recorded and state.damaged is True
+    assert state.reason and "recorded as installed" in state.reason and f"{doctor.PACKAGE}/ is gone" in state.reason
+    report = _report(DATA, version, **{f.name: getattr(state, f.name) for f in dataclasses.fields(state)})
+    assert (report["verdict"], report["exit_code"]) == ("affected", 1)
+    assert state.reason in report["summary"]
+    assert report["fix"]["argv"][3:7] == ["install", "--force-reinstall", "--no-deps", "--no-index"]
+    assert report["fix"]["argv"][-2:] == ["-r", f"https://index.example/requirements/vllm-{version}.txt"]
+    assert "damaged" not in report["overlay"]  # schema-valid: the flag is the doctor's own
+    assert f"{doctor.PROJECT} not installed: {state.reason}" in doctor.format_report(doctor.report_from_json(report))
+
+
+def test_an_overlay_left_from_another_release_on_a_fixed_vllm_is_named_with_its_removal() -> None:
+    fixed = DATA["fixed_in"]
+    old = _affected_train_tag()
+    stale = {
+        "installed": True,
+        "version": f"{old}+fm.1",
+        "vllm_tag": f"v{old}",
+        "for_this_vllm": False,
+        "location": "/site-packages/vllm_fused_moe",
+        "activates": False,
+        "reason": f"built for vLLM v{old}, but vLLM {fixed} is installed",
+    }
+    report = _report(DATA, fixed, **stale)
+    assert (report["verdict"], report["exit_code"]) == ("not-affected", 0)
+    assert f"{doctor.PROJECT} {old}+fm.1 is still installed, built for vLLM v{old}" in report["summary"]
+    assert f"pip check fails on its requirement of vllm=={old}" in report["summary"]
+    assert report["fix"]["argv"] == [sys.executable, "-m", "pip", "uninstall", "-y", doctor.PROJECT]
+    assert _report(DATA, fixed)["fix"] is None  # nothing left over: nothing to do
+
+
+def test_the_console_script_without_its_package_says_how_to_repair_it(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import _vllm_fused_moe_pth
+
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)  # what a deleted folder imports as
+    monkeypatch.setenv(doctor.INDEX_ENV, "https://index.example/simple")
+    assert _vllm_fused_moe_pth.main() == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
+    assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
+    assert "-m pip uninstall -y vllm-fused-moe" in said

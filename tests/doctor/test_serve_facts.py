@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import tag_facts
-from helpers.doctor import doctor_module, scan_data
+from helpers.doctor import doctor_module, scan_data, scan_records
 from release.core.errors import ConfigError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
@@ -48,7 +48,8 @@ def test_every_affected_release_and_train_tag_is_in_exactly_one_range_of_its_lin
         assert len(holding) == 1, f"vLLM {version} (line {line}) is in the ranges {holding}"
         assert train.get(version, line) == line
         # The doctor's own matcher (stdlib fallback included) finds the same range.
-        assert doctor.serve_facts(data, line, version)["range"]["releases"] == holding[0]
+        found = doctor.serve_facts(scan_records(data), line, version)
+        assert found is not None and found.range is not None and found.range.releases == holding[0]
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,6 +29,11 @@ def scan_file() -> Path:
 
 def scan_data() -> dict[str, Any]:
     return json.loads(scan_file().read_text(encoding="utf-8"))
+
+
+def scan_records(data: dict[str, Any] | None = None) -> Any:
+    """The scan data (`data`, else the file) as the doctor reads it: its ScanData record."""
+    return doctor_module().ScanData.from_json(scan_data() if data is None else data)
 
 
 def doctor_module() -> ModuleType:
@@ -58,3 +65,36 @@ def imported(importtime_stderr: str) -> set[str]:
 def heavy(names: set[str]) -> set[str]:
     """torch and vLLM modules among `names` (our own vllm_fused_moe is not vLLM)."""
     return {n for n in names if n.split(".")[0] in ("torch", "vllm")}
+
+
+def overlay(doctor: ModuleType, **fields: Any) -> Any:
+    """The doctor's Overlay record: not installed, but for `fields` (lists as tuples; `carried` from build info)."""
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    if "carried" in given:
+        given["carried"] = tuple(doctor.records.CarriedPatch.from_json(p) for p in given["carried"])
+    return dataclasses.replace(doctor.blank_overlay(), **given)
+
+
+def judge(
+    doctor: ModuleType,
+    vllm: str | None,
+    release: Any,
+    installed: Any = None,
+    serve: Any = None,
+    index_url: str | None = "https://index.example/simple",
+    python: str = sys.executable,
+) -> dict[str, Any]:
+    """The report (JSON) that conclude() makes of these facts: as report() finds them in an environment
+    with vLLM `vllm` and our overlay as `installed` says (default: not installed)."""
+    facts = doctor.Facts(
+        doctor=str(SCRIPT),
+        python=python,
+        vllm=vllm,
+        flashinfer=None,
+        scan=doctor.ScanRead(None, doctor.words.ScanSource.GIVEN, None, None, None),
+        release=release,
+        overlay=installed if installed is not None else doctor.blank_overlay(),
+        serve=serve,
+    )
+    report: dict[str, Any] = doctor.conclude(facts, index_url).to_json()
+    return report

@@ -198,3 +198,27 @@ def add_shape_check(project: Path, lines_skip: bool = False) -> str:
         "fused_moe: shape check in finalize",
         lines_skip,
     )
+
+
+def impostor(directory: Path, project: str, version: str) -> Path:
+    """A real wheel of `project` that is not the real thing; importing it shows it (`IMPOSTOR`)."""
+    package = project.replace("-", "_")
+    dist_info = f"{package}-{version}.dist-info"
+    files = {
+        f"{package}/__init__.py": f"IMPOSTOR = True\n__version__ = {version!r}\n".encode(),
+        f"{dist_info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\nRequires-Python: >=3.10\n"
+        ).encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for name, data in files.items()
+    )
+    files[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{package}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path

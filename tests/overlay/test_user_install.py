@@ -29,9 +29,7 @@ Three venvs in all, built concurrently, shared by every test of the module.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -40,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import venv
-import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,6 +50,7 @@ from helpers import tag_facts
 from helpers.build import PUBLISH_BUILT
 from helpers.doc_commands import user_install_blocks
 from helpers.freshvenv import install_no_deps, lend_test_env, requirements_met, uv_binary
+from helpers.synthetic import impostor
 from release.core.versions import version_of_tag
 from release.overlay.build import BuildResult
 from release.overlay.index import publish
@@ -98,30 +96,6 @@ def as_tested(line: str, url: str, vllm: str) -> str:
     """The doc's line with our server and the head's vLLM in place of the examples."""
     line = line.replace(DOC_URL, url).replace(f"vllm-{DOC_VLLM}.txt", f"vllm-{vllm}.txt")
     return line.replace(f"vllm=={DOC_VLLM}", f"vllm=={vllm}")
-
-
-def impostor(directory: Path, project: str, version: str) -> Path:
-    """A real wheel of `project` that is not the real thing; importing it shows it (`IMPOSTOR`)."""
-    package = project.replace("-", "_")
-    dist_info = f"{package}-{version}.dist-info"
-    files = {
-        f"{package}/__init__.py": f"IMPOSTOR = True\n__version__ = {version!r}\n".encode(),
-        f"{dist_info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\nRequires-Python: >=3.10\n"
-        ).encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
-        for name, data in files.items()
-    )
-    files[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{package}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return path
 
 
 def impostor_of(vllm: str) -> str:

@@ -63,7 +63,7 @@ def what_to_do(info: _meta.BuildInfo, vllm_installed: str | None, vllm_problem: 
     """For a vLLM this wheel was not built for: which wheel to install instead, or why there is none."""
     if mode == "off" or not vllm_installed or not vllm_problem:
         return None
-    from vllm_fused_moe.doctor import overlay_install  # only here: `info` on a mismatch
+    from vllm_fused_moe._doctor.verdict import overlay_install  # only here: `info` on a mismatch
 
     wanted = vllm_installed.split("+", 1)[0]
     install, check = overlay_install("python", "URL", wanted)
