@@ -106,12 +106,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="add the regression test without running it; PR.md then says in a warning that it was not run",
     )
-    parser.epilog = (
-        "exit codes: 0 written; 1 the regression test did not fail without the patch or did not pass "
-        "with it (nothing written); 2 bad input (unknown, retired or non-applying patch, a missing "
-        "Upstream-Test file, a clone that is not clean), nothing changed; 4 the package index could not "
-        "be read"
-    )
 
 
 # ------------------------------------------------------------------ the steps

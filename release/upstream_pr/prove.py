@@ -121,7 +121,7 @@ def patched_tree(tree: Path, base: dict[str, bytes], mail: Path, work: Path, tag
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to vLLM {tag}'s subtree: {applied.err.strip()}")
     patched = repo.subtree_files()
     out = work / "python"
-    shutil.copytree(tree / "vllm", out / "vllm", copy_function=os.link)  # links: the cache is never written
+    shutil.copytree(tree / "vllm", out / "vllm", copy_function=_link_or_copy)
     subtree = out / UPSTREAM_SUBTREE
     for name in set(pristine) | set(patched):
         if pristine.get(name) == patched.get(name):
@@ -131,6 +131,17 @@ def patched_tree(tree: Path, base: dict[str, bytes], mail: Path, work: Path, tag
             (subtree / name).parent.mkdir(parents=True, exist_ok=True)
             (subtree / name).write_bytes(patched[name])
     return out
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link where the cache and the scratch directory share a file system, else a copy.
+
+    Either way the cache is never written: a changed file is unlinked and written anew.
+    """
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 # ------------------------------------------------------------------------------ one run
@@ -201,7 +212,7 @@ def _junit(path: Path) -> tuple[tuple[int, int, int, int], str]:
 def prove(
     runs: list[Run], mail: Patch, test_path: str, test_text: str, base: dict[str, bytes], python: str
 ) -> list[Outcome]:
-    """Every run of the plan, in order (each in a fresh scratch directory)."""
+    """The runs of the plan in order, each in a fresh scratch directory, up to the first not as expected."""
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-prove-") as tmp:
         mail_file = Path(tmp) / mail.name
@@ -214,9 +225,11 @@ def prove(
                 tree = source_tree(run.tag)
             except SourceError as exc:
                 outcomes.append(Outcome(run, "error", "no source", str(exc), 0.0))
-                continue
+                break
             if run.patched:
                 tree = patched_tree(tree, base, mail_file, work, run.tag)
             result, summary, detail = run_test(python, tree, test_path, test_text, work)
             outcomes.append(Outcome(run, result, summary, detail, time.monotonic() - started))
+            if not outcomes[-1].as_expected:
+                break  # the test proves nothing already: the runs left would only cost time
     return outcomes
