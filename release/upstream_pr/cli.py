@@ -4,7 +4,7 @@ Steps, each refusing with exit 2 before anything is written:
   resolve   PATCH (path, file name in patches/, or number) -> the patch file
   refuse    retired or `Applied-Upstream:` patches (nothing left to send)
   mail      the upstream form of the mail (internal trailers out, diff untouched)
-  test      the regression test its `Upstream-Test:` names (kept in patches/upstream-tests/),
+  test      the regression test its `Upstream-Test:` (or patches/upstream-tests/tests.toml) names,
             added to the mail; none is said loudly in PR.md
   check     it applies to the pinned tag: in the clone (--vllm), else to the pristine
             tree recovered offline from vendor/ by undoing the series
@@ -20,6 +20,7 @@ import argparse
 import re
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 from release.core import log
@@ -57,12 +58,13 @@ and OUT/PR.md (vLLM's template: Purpose, Test Plan, Test Result). The patch is f
 to apply to the pinned tag's pristine tree, recovered offline from vendor/.
 
 The regression test: the patch's `Upstream-Test: tests/...py` trailer names the test's path in
-vLLM's checkout; its content is patches/upstream-tests/<that path>. It is added to the mail (so
+vLLM's checkout (for a patch already released, whose text ships in its wheels, the entry of
+patches/upstream-tests/tests.toml does); its content is patches/upstream-tests/<that path>. It is added to the mail (so
 the branch carries it) and proven first: pytest runs it (under --python) against vLLM's real
 source of each release, from the release wheel: it must fail on the pinned tag and on the newest
 train tag carrying the patch, pass on both with the patch, and pass on the first release the scan
 data (affected-releases.json) says has the change upstream. Every run is quoted in PR.md. A patch
-without `Upstream-Test:` is sent without a test, and PR.md says so in a warning at its top.
+naming no test is sent without one, and PR.md says so in a warning at its top.
 
 With --vllm PATH (a clean clone of vLLM holding the pinned tag): also creates the branch
 fused-moe/<slug> at that tag with the patch as one commit, author and message from the
@@ -158,16 +160,38 @@ def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to the pristine {pin.tag} subtree: {detail}")
 
 
+def upstream_tests_dir(layout: Layout) -> Path:
+    return layout.patches / "upstream-tests"
+
+
+def named_test(layout: Layout, patch: Patch) -> str:
+    """The test path the patch's `Upstream-Test:` names, else patches/upstream-tests/tests.toml's entry, or ""."""
+    if patch.upstream_test:
+        return patch.upstream_test
+    index = upstream_tests_dir(layout) / "tests.toml"
+    try:
+        data = tomllib.loads(index.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MissingUpstreamTestError(f"{index} cannot be read as TOML: {exc}") from None
+    tests = data.get("tests", {})
+    value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
+    if not isinstance(value, str):
+        raise MissingUpstreamTestError(f"{index}: the test of {patch.name} is not a string")
+    return value.strip()
+
+
 def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
-    """The regression test the patch names (`Upstream-Test:`): its path upstream and our copy's text."""
-    path = patch.upstream_test
+    """The regression test that goes with the patch: its path upstream and our copy's text; None: none is named."""
+    path = named_test(layout, patch)
     if not path:
         return None
-    where = layout.patches / "upstream-tests"
+    where = upstream_tests_dir(layout)
     problem = safe.name_problem(path)
     if problem or not path.startswith("tests/") or not path.endswith(".py"):
         raise MissingUpstreamTestError(
-            f"{patch.name}: Upstream-Test: {path!r} is not a path under vLLM's tests/ ending in .py"
+            f"{patch.name}: its upstream test {path!r} is not a path under vLLM's tests/ ending in .py"
             + (f" ({problem})" if problem else "")
         )
     ours = where / path
@@ -175,7 +199,7 @@ def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
         text = safe.read_regular_file(ours, str(where)).decode("utf-8")
     except (SourceError, OSError, UnicodeDecodeError):
         raise MissingUpstreamTestError(
-            f"{patch.name} names Upstream-Test: {path}, but {ours} is not a readable UTF-8 file",
+            f"{patch.name} names the upstream test {path}, but {ours} is not a readable UTF-8 file",
             hint=f"write the test at {ours.relative_to(layout.root) if ours.is_relative_to(layout.root) else ours}",
         ) from None
     if not text.strip() or "\r" in text or not text.endswith("\n"):
@@ -278,7 +302,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if test is None:
         log.note(
             f"{patch.name} carries no regression test (PR.md says so): write one under patches/upstream-tests/ "
-            "and name it in an `Upstream-Test: tests/...py` trailer"
+            "and name it in an `Upstream-Test: tests/...py` trailer (or in patches/upstream-tests/tests.toml)"
         )
     missing = [e.title for e in pr.evidence if not e.ran]
     if missing:

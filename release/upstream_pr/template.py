@@ -35,7 +35,7 @@ PURPOSE, TEST_PLAN, TEST_RESULT = TEMPLATE["sections"]
 class RegressionTest:
     """The test that goes upstream with the patch, and its runs (none: it was not run)."""
 
-    path: str  # in vLLM's checkout, tests/...py
+    path: str  # the test's path in vLLM's checkout, under its `tests/`
     outcomes: list[Outcome] = field(default_factory=list)
 
     @property

@@ -107,6 +107,22 @@ def test_patch_0001_names_its_test_and_the_file_is_ours() -> None:
     assert "pytestmark = pytest.mark.cpu_test" in text  # a CPU test, marked as vLLM marks them
 
 
+def test_a_patchs_own_trailer_names_its_test_before_the_index(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    tests = tmp_path / "patches" / "upstream-tests"
+    (tests / "tests" / "a").mkdir(parents=True)
+    (tests / "tests" / "a" / "test_b.py").write_text("def test_b():\n    pass\n")
+    (tests / "tests.toml").write_text(f'[tests]\n"{PATCH.name}" = "{TEST}"\n')
+    patch = Patch.load(PATCH)
+    assert not patch.upstream_test
+    with pytest.raises(MissingUpstreamTestError):  # named by the index, but not in this layout
+        upstream_test(layout, patch)
+    assert upstream_test(layout, patch.with_trailer("Upstream-Test", "tests/a/test_b.py")) == (
+        "tests/a/test_b.py",
+        "def test_b():\n    pass\n",
+    )
+
+
 @pytest.mark.parametrize(
     "value", ["tests/kernels/moe/test_missing.py", "../tests/test_x.py", "vllm/test_x.py", "tests/x.txt"]
 )

@@ -6,8 +6,6 @@ FlashInfer's NVLink combine (two-sided and one-sided) already sums the top-k
 expert outputs of each token, so every rank holds the complete routed output
 of its own tokens: `output_is_reduced()` must say so, or the MoE runner
 all-reduces it over the TP group a second time.
-
-Run `pytest tests/kernels/moe/test_flashinfer_nvlink_output_is_reduced.py`.
 """
 
 import pytest
