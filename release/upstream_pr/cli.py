@@ -4,8 +4,13 @@ Steps, each refusing with exit 2 before anything is written:
   resolve   PATCH (path, file name in patches/, or number) -> the patch file
   refuse    retired or `Applied-Upstream:` patches (nothing left to send)
   mail      the upstream form of the mail (internal trailers out, diff untouched)
+  test      the regression test its `Upstream-Test:` (or patches/upstream-tests/tests.toml) names,
+            added to the mail; none is said loudly in PR.md
   check     it applies to the pinned tag: in the clone (--vllm), else to the pristine
             tree recovered offline from vendor/ by undoing the series
+  prove     the test fails on the pinned tag (and on the newest train tag carrying the patch)
+            and passes with the patch on each, and on the first release upstream fixed it in
+            (exit 1 if any run shows otherwise, nothing written)
   write     OUT/<patch>.patch and OUT/PR.md; with --vllm also the branch fused-moe/<slug>
 """
 
@@ -13,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 from release.core import log
@@ -21,19 +28,26 @@ from release.core.errors import (
     EXIT_OK,
     AlreadyUpstreamError,
     DirtyVendorError,
+    MissingUpstreamTestError,
     PatchDoesNotApplyError,
+    SourceError,
     UnknownPatchError,
+    UnprovenUpstreamTestError,
 )
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
+from release.model.train import Train
+from release.pristine import safe
+from release.queue.bugs import scan_data
 from release.queue.drift import drift
 from release.queue.load import Queue
 from release.upstream_pr import evidence as pr_evidence
 from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
-from release.upstream_pr.mail import applies_to, upstream_mail
-from release.upstream_pr.template import PullRequest, render
+from release.upstream_pr.mail import applies_to, upstream_mail, with_test
+from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run, prove
+from release.upstream_pr.template import PullRequest, RegressionTest, render, results_table
 
 DESCRIPTION = """\
 Turn a patch of patches/ into an upstream vLLM pull request.
@@ -42,6 +56,15 @@ Without --vllm: writes OUT/<patch>.patch (our mail in upstream paths, with our i
 DEP-3 trailers Origin, Risk, Depends-On, ... removed from the message; they go into PR.md)
 and OUT/PR.md (vLLM's template: Purpose, Test Plan, Test Result). The patch is first checked
 to apply to the pinned tag's pristine tree, recovered offline from vendor/.
+
+The regression test: the patch's `Upstream-Test: tests/...py` trailer names the test's path in
+vLLM's checkout (for a patch already released, whose text ships in its wheels, the entry of
+patches/upstream-tests/tests.toml does); its content is patches/upstream-tests/<that path>. It is added to the mail (so
+the branch carries it) and proven first: pytest runs it (under --python) against vLLM's real
+source of each release, from the release wheel: it must fail on the pinned tag and on the newest
+train tag carrying the patch, pass on both with the patch, and pass on the first release the scan
+data (affected-releases.json) says has the change upstream. Every run is quoted in PR.md. A patch
+naming no test is sent without one, and PR.md says so in a warning at its top.
 
 With --vllm PATH (a clean clone of vLLM holding the pinned tag): also creates the branch
 fused-moe/<slug> at that tag with the patch as one commit, author and message from the
@@ -72,6 +95,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--title-prefix", default="[Bugfix]", help="vLLM title category when the subject has none (default: [Bugfix])"
+    )
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the interpreter the regression test runs under: pytest, torch and what vLLM imports "
+        "(default: this one; `nox -s upstream_pr` makes such a venv)",
+    )
+    parser.add_argument(
+        "--skip-test-run",
+        action="store_true",
+        help="add the regression test without running it; PR.md then says in a warning that it was not run",
     )
 
 
@@ -125,6 +160,86 @@ def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to the pristine {pin.tag} subtree: {detail}")
 
 
+def upstream_tests_dir(layout: Layout) -> Path:
+    return layout.patches / "upstream-tests"
+
+
+def named_test(layout: Layout, patch: Patch) -> str:
+    """The test path the patch's `Upstream-Test:` names, else patches/upstream-tests/tests.toml's entry, or ""."""
+    if patch.upstream_test:
+        return patch.upstream_test
+    index = upstream_tests_dir(layout) / "tests.toml"
+    try:
+        data = tomllib.loads(index.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MissingUpstreamTestError(f"{index} cannot be read as TOML: {exc}") from None
+    tests = data.get("tests", {})
+    value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
+    if not isinstance(value, str):
+        raise MissingUpstreamTestError(f"{index}: the test of {patch.name} is not a string")
+    return value.strip()
+
+
+def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
+    """The regression test that goes with the patch: its path upstream and our copy's text; None: none is named."""
+    path = named_test(layout, patch)
+    if not path:
+        return None
+    where = upstream_tests_dir(layout)
+    problem = safe.name_problem(path)
+    if problem or not path.startswith("tests/") or not path.endswith(".py"):
+        raise MissingUpstreamTestError(
+            f"{patch.name}: its upstream test {path!r} is not a path under vLLM's tests/ ending in .py"
+            + (f" ({problem})" if problem else "")
+        )
+    ours = where / path
+    try:
+        text = safe.read_regular_file(ours, str(where)).decode("utf-8")
+    except (SourceError, OSError, UnicodeDecodeError):
+        raise MissingUpstreamTestError(
+            f"{patch.name} names the upstream test {path}, but {ours} is not a readable UTF-8 file",
+            hint=f"write the test at {ours.relative_to(layout.root) if ours.is_relative_to(layout.root) else ours}",
+        ) from None
+    if not text.strip() or "\r" in text or not text.endswith("\n"):
+        raise MissingUpstreamTestError(f"{ours} is empty, holds a carriage return, or does not end in a newline")
+    return path, text
+
+
+def proof_plan(layout: Layout, pin: Pin, patch: Patch) -> list[Run]:
+    """Which releases the test runs on, and what each must show."""
+    runs = [
+        Run(pin.tag, False, EXPECT_FAIL, "the PR's base"),
+        Run(pin.tag, True, EXPECT_PASS, "the PR's base"),
+    ]
+    carrying = [entry.tag for entry in Train.load(layout.train).entries if patch.name in entry.patches]
+    if carrying and carrying[-1] != pin.tag:
+        newest = carrying[-1]
+        runs += [
+            Run(newest, False, EXPECT_FAIL, "the newest release the train carries this patch on"),
+            Run(newest, True, EXPECT_PASS, "the newest release the train carries this patch on"),
+        ]
+    data = scan_data(layout) or {}
+    first = ((data.get("patches") or {}).get(patch.name) or {}).get("first_upstream")
+    if isinstance(first, str) and first:
+        why = "the first release with the change upstream, per the scan data"
+        runs.append(Run(f"v{first}", False, EXPECT_PASS, why))
+    return runs
+
+
+def check_proof(patch: Patch, outcomes: list[Outcome]) -> None:
+    wrong = [o for o in outcomes if not o.as_expected]
+    if wrong:
+        listing = "; ".join(
+            f"vLLM {o.run.tag}{' with the patch' if o.run.patched else ''}: {o.result} ({o.summary}"
+            + (f": {o.detail}" if o.detail else "")
+            + f"), must {o.run.expect}"
+            for o in wrong
+        )
+        raise UnprovenUpstreamTestError(f"{patch.name}: the regression test is not proven: {listing}")
+
+
 # ------------------------------------------------------------------------- run
 
 
@@ -134,6 +249,9 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     refuse_if_upstream(layout, path, patch)
     pin = Pin.load(layout.upstream_toml)
     mail = upstream_mail(patch)
+    test = upstream_test(layout, patch)
+    if test is not None:
+        mail = with_test(mail, *test)
     out = (args.out or layout.root / "reports" / "upstream-pr" / patch.slug).resolve()
 
     branch = ""
@@ -147,8 +265,20 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     else:
         check_applies_offline(layout, pin, mail)
 
+    regression = None
+    if test is not None:
+        outcomes: list[Outcome] = []
+        if not args.skip_test_run:
+            log.out(f"proving {test[0]} on vLLM's source (pytest under {args.python}) ...")
+            outcomes = prove(proof_plan(layout, pin, patch), mail, *test, pristine_of_pin(layout), args.python)
+            for line in results_table(outcomes):
+                log.out(line)
+            check_proof(patch, outcomes)
+        regression = RegressionTest(test[0], outcomes)
+
     reports = (args.reports or layout.root / "reports").resolve()
-    pr = PullRequest(patch, mail, pin.tag, args.title_prefix, pr_evidence.collect(reports, layout.root))
+    evidence = pr_evidence.collect(reports, layout.root)
+    pr = PullRequest(patch, mail, pin.tag, args.title_prefix, evidence, regression)
     out.mkdir(parents=True, exist_ok=True)
     mail_path, pr_path = out / patch.name, out / "PR.md"
     write_atomic(mail_path, mail.text.encode("utf-8"))
@@ -168,6 +298,11 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         log.out(
             f"next: in a vLLM clone at {pin.tag}: `git switch -c fused-moe/{patch.slug} {pin.tag} && "
             f"git am --signoff --keep-non-patch {mail_path}` (or rerun with --vllm PATH)"
+        )
+    if test is None:
+        log.note(
+            f"{patch.name} carries no regression test (PR.md says so): write one under patches/upstream-tests/ "
+            "and name it in an `Upstream-Test: tests/...py` trailer (or in patches/upstream-tests/tests.toml)"
         )
     missing = [e.title for e in pr.evidence if not e.ran]
     if missing:

@@ -9,12 +9,13 @@ exactly where ours does.
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from release.core.git import WorkRepo
-from release.model.patch import TRAILER_RE, Patch
+from release.model.patch import TRAILER_RE, UPSTREAM_TEST_TRAILER, Patch
 
 # DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(
@@ -32,6 +33,7 @@ INTERNAL_TRAILERS = frozenset(
         "Description",
         "Reviewed-By",
         "Applied-Upstream-In",
+        UPSTREAM_TEST_TRAILER,
     }
 )
 
@@ -70,3 +72,21 @@ def applies_to(files: dict[str, bytes], mail: Patch) -> tuple[bool, str]:
         mail_file.write_text(mail.text, encoding="utf-8")
         result = repo.apply_check(mail_file)
     return result.ok, result.err.strip()
+
+
+def new_file_diff(path: str, text: str) -> str:
+    """The `git format-patch --full-index` section that creates `path` holding `text` (LF, ends in a newline)."""
+    data = text.encode("utf-8")
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    lines = text.splitlines()
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex {'0' * 40}..{blob}\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1{f',{len(lines)}' if len(lines) != 1 else ''} @@\n"
+        + "".join(f"+{line}\n" for line in lines)
+    )
+
+
+def with_test(mail: Patch, path: str, text: str) -> Patch:
+    """The mail with the regression test `path` added to its diff, first, as git orders paths (tests/ < vllm/)."""
+    diff = mail.diff
+    return replace(mail, text=mail.text[: len(mail.text) - len(diff)] + new_file_diff(path, text) + diff)

@@ -4,21 +4,26 @@ The vLLM "clone" is a git repository made in the test from the subtree of the re
 release wheel of the tag vendor/ was built from (UPSTREAM.toml; cached from the package
 index), committed at upstream paths and tagged with it, the way a clone of
 github.com/vllm-project/vllm has it.
+
+One run proves patch 0001's regression test (pytest against vLLM's real source of each release
+the plan names, from their release wheels: five runs, about 10 s of CPU each); the others pass
+--skip-test-run, or stop before the proof.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import run_release, snapshot, tag_facts
+from helpers import REPO, run_release, snapshot, tag_facts
 from release.core.layout import UPSTREAM_SUBTREE
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
-from release.model.patch import Patch
+from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.source import Source
 from release.pristine.sources import fetch
 from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
@@ -30,6 +35,7 @@ BRANCH = "fused-moe/flashinfer-nvlink-output-is-reduced"
 AUTHOR = "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
 CONTRIBUTOR = {"user.name": "A Contributor", "user.email": "contributor@example.com"}
 HEAD = tag_facts.head()
+UPSTREAM_TEST = "tests/kernels/moe/test_flashinfer_nvlink_output_is_reduced.py"
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -84,7 +90,9 @@ def clone_state(repo: Path) -> tuple[str, str, str, str]:
 def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
     before = snapshot(project)
     out = tmp_path / "out"
-    result = run_release(project, "upstream-pr", "0001", "--out", str(out), "--reports", str(tmp_path / "none"))
+    result = run_release(
+        project, "upstream-pr", "0001", "--out", str(out), "--reports", str(tmp_path / "none"), "--skip-test-run"
+    )
     assert result.returncode == 0, result.stderr
     assert snapshot(project) == before
 
@@ -95,11 +103,14 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
     )
     assert check.returncode == 0, check.stderr
     ours, theirs = Patch.load(project / "patches" / PATCH_0001), Patch(mail.name, mail.read_text())
-    theirs.validate_mail()  # a well-formed mail; our trailers are gone from it, so it is no queue patch
+    # A well-formed mail that also adds the regression test; our trailers are gone, so it is no queue patch.
+    theirs.validate_mail((UPSTREAM_SUBTREE_PREFIX, "tests/"))
     assert theirs.subject == ours.subject and theirs.author.startswith("Seed 129948c4 maintainers")
-    assert theirs.diff == ours.diff
+    assert theirs.diff.endswith(ours.diff) and theirs.files == [UPSTREAM_TEST, *ours.files]
+    test_text = (project / "patches" / "upstream-tests" / UPSTREAM_TEST).read_text()
+    assert [h.added for h in theirs.hunks if h.path == UPSTREAM_TEST] == [test_text.splitlines()]
     text = mail.read_text()
-    for key in ("Origin", "Risk", "Depends-On", "Forwarded", "Last-Update"):
+    for key in ("Origin", "Risk", "Depends-On", "Forwarded", "Last-Update", "Upstream-Test"):
         assert f"\n{key}: " not in text
     assert "GSM8K 5-shot fell from 0.92-0.93 to about 0.80" in text  # the prose stays
 
@@ -113,21 +124,41 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
     assert "nox -s kernel" in pr and "--backend flashinfer_nvlink_one_sided --compare" in pr
     assert "- [ ] The test results" in pr
     assert "<!-- Title: [Bugfix] fused_moe: FlashInfer NVLink combine output is already reduced -->" in pr
+    # Not run, and said so before anything else.
+    assert pr.split("## Purpose")[0].count(f"**The regression test `{UPSTREAM_TEST}` was not run**") == 1
+    assert f"`pytest {UPSTREAM_TEST}`" in pr
+
+
+def newest_train_tag_carrying(name: str) -> str:
+    return [entry.tag for entry in tag_facts.train().entries if name in entry.patches][-1]
 
 
 def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> None:
-    result = run_release(
-        project,
-        "upstream-pr",
-        PATCH_0001,
-        "--vllm",
-        str(vllm),
-        "--out",
-        str(tmp_path / "out"),
-        "--reports",
-        str(tmp_path / "none"),
+    # The proof runs pytest five times against real releases: longer than run_release's limit on a loaded machine.
+    options = ["--vllm", str(vllm), "--out", str(tmp_path / "out"), "--reports", str(tmp_path / "none")]
+    result = subprocess.run(
+        [sys.executable, "-m", "release", "--root", str(project), "upstream-pr", PATCH_0001, *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
+    # The regression test was proven on vLLM's real source, and PR.md shows each run.
+    pr = (tmp_path / "out" / "PR.md").read_text()
+    newest, fixed = newest_train_tag_carrying(PATCH_0001), tag_facts.first_fixed()
+
+    def rows(tag: str) -> list[str]:
+        return [line.split(") ", 1)[1] for line in pr.splitlines() if line.startswith(f"| `{tag}` (")]
+
+    for tag in (HEAD.tag, newest):
+        assert rows(tag)[:2] == [
+            "| without | fail | failed, as expected | 2 failed: `assert False is True` |",
+            "| with | pass | passed, as expected | 2 passed |",
+        ]
+    assert rows(fixed) == ["| without | pass | passed, as expected | 2 passed |"]
+    assert "was not run" not in pr and "carries no regression test" not in pr
     assert git(vllm, "symbolic-ref", "--short", "HEAD").strip() == BRANCH
     assert git(vllm, "rev-parse", "HEAD^").strip() == git(vllm, "rev-parse", f"{HEAD.tag}^{{commit}}").strip()
     assert git(vllm, "log", "-1", "--format=%an <%ae>").strip() == AUTHOR
@@ -137,6 +168,7 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
     assert not any(f"\n{key}: " in message for key in INTERNAL_TRAILERS)
     changed = git(vllm, "diff", "--name-only", HEAD.tag, "HEAD").split()
     assert changed == [
+        UPSTREAM_TEST,
         f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_one_sided.py",
         f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py",
     ]
@@ -254,10 +286,37 @@ def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> N
     report.passed, report.verdict = True, "with-fix strict-match 0.9257 >= 0.90"
     write_report(report, reports / "gsm8k" / "20261201T100000Z-flashinfer_nvlink_two_sided")
 
-    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"), "--reports", str(reports))
+    out, skip = tmp_path / "out", "--skip-test-run"
+    result = run_release(project, "upstream-pr", "0001", "--out", str(out), "--reports", str(reports), skip)
     assert result.returncode == 0, result.stderr
     pr = (tmp_path / "out" / "PR.md").read_text()
     assert "10 passed, 0 failed, 0 errors, 2 skipped (pytest, 2026-12-01T10:00:00)" in pr
     assert "| `flashinfer_nvlink_two_sided` | with-fix | 0.9257 ± 0.0072 | 0.9267 ± 0.0071 | 1319 | PASS" in pr
     assert "| `flashinfer_nvlink_two_sided` | without-fix | 0.8012 ± 0.0072 |" in pr
     assert pr.count("Not run yet. Produce it with:") == 1  # only the kernel report is missing
+
+
+def test_patch_without_a_test_says_so_loudly(project: Path, tmp_path: Path) -> None:
+    path = project / "patches" / PATCH_0001
+    assert not Patch.load(path).upstream_test  # 0001's test is named in tests.toml: that entry goes
+    (project / "patches" / "upstream-tests" / "tests.toml").write_text("[tests]\n")
+    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"), "--reports", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "carries no regression test" in result.stderr
+    pr = (tmp_path / "out" / "PR.md").read_text()
+    assert pr.split("## Purpose")[0].count("**This PR carries no regression test.**") == 1
+    assert "- [ ] The test results" in pr
+    assert Patch(PATCH_0001, (tmp_path / "out" / PATCH_0001).read_text()).diff == Patch.load(path).diff
+
+
+def test_a_test_that_passes_without_the_patch_is_refused(project: Path, tmp_path: Path) -> None:
+    test = project / "patches" / "upstream-tests" / UPSTREAM_TEST
+    # Calls the method, but asserts nothing about the answer: it passes before the fix too.
+    test.write_text(test.read_text().replace("assert prepare_finalize.output_is_reduced() is True", "assert True"))
+    before = snapshot(project)
+    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"))
+    assert result.returncode == 1, result.stderr
+    assert f"error: {PATCH_0001}: the regression test is not proven: vLLM {HEAD.tag}: passed (2 passed), must fail" in (
+        result.stderr
+    )
+    assert snapshot(project) == before and not (tmp_path / "out").exists()
