@@ -38,7 +38,7 @@ from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, rebase_patches
-from release.queue.replay import Replay, replay_series
+from release.queue.replay import Replay, replay_series, start
 from release.queue.verified import verified_versions_text
 from release.rebase.head import move_head
 from release.rebase.report import RebaseReport, retirements, upstream_changes
@@ -155,9 +155,9 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     try:
         fault_point("rebase:work-dir")
         repo = WorkRepo.create(work / "repo")
-        # The old pristine goes in first so that `am --3way` finds each patch's pre-image blobs.
-        repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
-        base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
+        # The old pristine goes in first, with the series applied on it, so that `am --3way` finds each
+        # patch's pre-image blobs (a second patch on a file: the file as the first left it).
+        base = start(repo, work, upstream.files, f"vllm {options.tag} (pristine)", old_pristine, queue.patches)
         patches = rebase_patches(layout, queue, options.tag)
         run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay(), patches)
         return replay_then_stop_or_finish(run, patches)

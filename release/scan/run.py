@@ -41,6 +41,7 @@ from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
 from release.queue.load import Queue, entry_patch, is_head, line_series, varies
+from release.queue.replay import start
 from release.queue.upstreamed import classify
 
 
@@ -234,9 +235,8 @@ def classify_patches(
         return states
     repo = WorkRepo.create(work, root)
     try:
-        if pinned:
-            repo.commit_subtree(pinned, "pinned pristine")
-        repo.commit_subtree(files, "release pristine")
+        # The pinned tree with the series on it first: its blobs are the bases of the patches' 3-way merges.
+        start(repo, work, files, "release pristine", pinned, patches)
         for patch in present:
             decided = classify(repo, patch, work / ".patches")
             if decided.status == PatchStatus.CONFLICT:
