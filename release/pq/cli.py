@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 
 from release.core import log
-from release.core.errors import EXIT_OK
+from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
-from release.pq.carry import carry, skip
+from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
 from release.pq.export import export_queue
 from release.pq.importer import import_queue
 from release.pq.names import SLUG_LENGTH
@@ -27,9 +27,11 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        edit, add, reorder (`rebase -i pristine`), drop: plain git
   python -m release pq export          patches/ (the patches, series) and vendor/, in one swap
   python -m release pq export --check  exit 1 if patches/ or vendor/ differ from that export
-  python -m release pq carry NAME      carry a new or changed common patch onto every older release line:
-                                       writes each line's variant where it applies (3-way, never fuzz),
-                                       names each line that needs one made by hand
+  python -m release pq carry --all     carry every new or changed common patch onto every older release line
+                                       (or `pq carry NAME`, one): writes each line's variant where it applies
+                                       on every train tag of the line (3-way, never fuzz), names each line that
+                                       needs one made by hand, and replays the head line's series on each of
+                                       its train tags (exit 3 naming the tag where it conflicts)
   python -m release pq skip NAME --line LINE --reason WHY
                                        a line does without the patch: `skip NAME: WHY` in its series
 
@@ -112,10 +114,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "entries, check the line's new series on every train tag of the line, and write the variant "
             "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
             "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
-            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why."
-        ),
+            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
+            "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
+            "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
+            "conflicts is named, before `train add` would refuse it."
+        )
+        + "\n\nexit codes:\n  0  carried (or nothing to do); a line that needs a hand-made variant is reported, "
+        "not an error\n  2  bad input: no such patch or line, PATCH and --all together or neither, a malformed "
+        "queue\n  3  the head line's series conflicts on one of its train tags (the report names it); what "
+        "was carried onto the other lines is written\n  4  the network failed while reading a train tag",
     )
-    car.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    car.add_argument(
+        "patch", metavar="PATCH", nargs="?", help="a patch of patches/series: its file name or number (0002)"
+    )
+    car.add_argument("--all", action="store_true", help="every patch of patches/series, in order (instead of PATCH)")
     car.add_argument("--line", action="append", default=None, metavar="LINE", help="only this line (repeatable)")
     car.add_argument("--json", action="store_true", help="print the report as JSON")
     car.add_argument(
@@ -148,7 +160,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
 
     if args.action == "carry":
-        return run_carry(layout, args.patch, args.line, args.json, args.report)
+        return run_carry(layout, args.patch, args.all, args.line, args.json, args.report)
     if args.action == "skip":
         where = skip(layout, args.patch, args.line, args.reason)
         print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
@@ -228,7 +240,12 @@ def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> i
     return EXIT_OK
 
 
-def run_carry(layout: Layout, patch: str, lines: list[str] | None, as_json: bool, report: Path | None) -> int:
-    done = carry(layout, patch, lines, report.absolute() if report else None)
-    print(done.to_json() if as_json else done.to_markdown(), end="")
-    return EXIT_OK
+def run_carry(
+    layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
+) -> int:
+    if every == (patch is not None):
+        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
+    where = report.absolute() if report else None
+    done = carry_all(layout, lines, where) if every else [carry(layout, patch or "", lines, where)]
+    print(reports_json(done) if as_json else reports_markdown(done), end="")
+    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK
