@@ -241,12 +241,20 @@ def _queue_fingerprint(layout: Layout) -> str:
 
 
 def stop_on_conflict(run: RebaseRun, stopped: Patch) -> RebaseReport:
-    """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict."""
+    """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict.
+
+    A dry run reports the conflict (hunk by hunk, both sides) and keeps nothing: it writes only the report,
+    so no work directory is left that a later rebase onto the tag would have to `--abort` first."""
     options, replay, upstream = run.options, run.replay, run.upstream
     names = [p.name for p in run.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
+    if options.dry_run:
+        report = make_report(run, "conflict")
+        shutil.rmtree(run.work, ignore_errors=True)
+        write_report(options, report)
+        return report
     state: RebaseState = {
         "tag": options.tag,
         "source": str(options.source),
