@@ -12,7 +12,8 @@ from release.core import log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
 from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
-from release.pq.export import export_queue
+from release.pq.drop import drop_patch
+from release.pq.export import Export, export_queue
 from release.pq.importer import import_queue
 from release.pq.names import SLUG_LENGTH
 from release.pq.new import new_patch
@@ -34,6 +35,8 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        its train tags (exit 3 naming the tag where it conflicts)
   python -m release pq skip NAME --line LINE --reason WHY
                                        a line does without the patch: `skip NAME: WHY` in its series
+  python -m release pq drop NAME       a patch out of the queue: its commit taken out of the work tree, then
+                                       exported (patches/, series, vendor/, and what carry and skip wrote)
 
 A commit keeps its patch's file name by the `Patch-Name:` line import adds to its message (the
 export strips it); without one it takes the name of the old patch with its subject, or the next
@@ -139,6 +142,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "writable directory is exit 2 before any line is carried",
     )
 
+    drp = actions.add_parser(
+        "drop",
+        help="take a patch out of the queue and export",
+        description=wrapped(
+            "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
+            "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
+            "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
+            "release lines dropped with it (a variant made by hand stays, reported as a note)."
+        )
+        + "\n\nexit codes:\n  0  dropped and exported\n  2  bad input, nothing changed: no such patch in the work "
+        "tree, a work tree holding commits or changes not exported or a git command half-done, a release line "
+        "that takes PATCH as it is\n  3  a later patch does not apply without PATCH; the work tree is as it was "
+        "and nothing is written",
+    )
+    drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    drp.add_argument("--dir", type=Path, default=None, help=where)
+    drp.add_argument("--json", action="store_true", help="print the export's result as JSON")
+
     skp = actions.add_parser(
         "skip",
         help="a release line does without a common patch, and says why",
@@ -170,6 +191,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         return run_import(layout, path, args.force)
     if args.action == "new":
         return run_new(layout, path, args.slug)
+    if args.action == "drop":
+        return show_export(drop_patch(layout, path, args.patch), path, False, args.json)
     return run_export(layout, path, args.check, args.json)
 
 
@@ -207,8 +230,10 @@ def run_new(layout: Layout, path: Path, slug: str) -> int:
 
 
 def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
+    return show_export(export_queue(layout, path, check_only), path, check_only, as_json)
 
-    result = export_queue(layout, path, check_only)
+
+def show_export(result: Export, path: Path, check_only: bool, as_json: bool) -> int:
     if as_json:
         log.out(json.dumps(result.as_json(), indent=2))
         return EXIT_OK
