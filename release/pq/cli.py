@@ -121,11 +121,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
             "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
             "conflicts is named, before `train add` would refuse it."
-        )
-        + "\n\nexit codes:\n  0  carried (or nothing to do); a line that needs a hand-made variant is reported, "
-        "not an error\n  2  bad input: no such patch or line, PATCH and --all together or neither, a malformed "
-        "queue\n  3  the head line's series conflicts on one of its train tags (the report names it); what "
-        "was carried onto the other lines is written\n  4  the network failed while reading a train tag",
+        ),
     )
     car.add_argument(
         "patch", metavar="PATCH", nargs="?", help="a patch of patches/series: its file name or number (0002)"
@@ -150,11 +146,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
             "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
             "release lines dropped with it (a variant made by hand stays, reported as a note)."
-        )
-        + "\n\nexit codes:\n  0  dropped and exported\n  2  bad input, nothing changed: no such patch in the work "
-        "tree, a work tree holding commits or changes not exported or a git command half-done, a release line "
-        "that takes PATCH as it is\n  3  a later patch does not apply without PATCH; the work tree is as it was "
-        "and nothing is written",
+        ),
     )
     drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
     drp.add_argument("--dir", type=Path, default=None, help=where)

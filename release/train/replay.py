@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from release.core.errors import ReleaseError
+from release.core.errors import ReleaseError, TransportError
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
@@ -120,6 +120,8 @@ def line_made_on(train: Train, line: Line, tag: str) -> dict[str, bytes]:
     newest = entries[-1]
     try:
         tree = fetch(newest.tag, Source.parse(newest.source), line, lazy=True)
+    except TransportError:
+        raise  # the network broke, not the tag: exit 4 as from every command
     except ReleaseError:
         return {}  # the tag's own check reports it; without its blobs a replay merges only where git still can
     return tree.files if tree.file_hashes() == newest.pristine else {}
