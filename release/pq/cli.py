@@ -245,7 +245,7 @@ def show_export(result: Export, path: Path, check_only: bool, as_json: bool) -> 
     moved = [p.name for p in result.patches if p.status != "unchanged"]
     if moved:
         log.out(
-            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry NAME`), then "
+            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry --all`), then "
             "`python -m release check` and re-record the train: `python -m release train add --all` and "
             "`python -m release train check` (every tag's patched files follow the series)"
         )
