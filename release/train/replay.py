@@ -20,7 +20,6 @@ from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.lines import Line
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
-from release.model.source import Source
 from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
@@ -119,7 +118,7 @@ def line_made_on(train: Train, line: Line, tag: str) -> dict[str, bytes]:
         return {}
     newest = entries[-1]
     try:
-        tree = fetch(newest.tag, Source.parse(newest.source), line, lazy=True)
+        tree = fetch(newest.tag, newest.recorded_source(), line, lazy=True)
     except TransportError:
         raise  # the network broke, not the tag: exit 4 as from every command
     except ReleaseError:
