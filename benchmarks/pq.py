@@ -1,12 +1,15 @@
-"""Wall time of the patch editing loop: `pq import`, `pq export`, and adding a downstream patch to every tag.
+"""Wall time of the patch editing loop: `pq import`, `pq export`, and adding two downstream patches to every tag.
 
 Not a test: every figure is a real process (`python -m release`, or the maintainer's `git`) on a
 throw-away copy of this checkout, median of --runs fresh copies, with the release wheels already
 cached (a first `train check` warms the cache and the page cache). The flow is the commands of
-docs/patch-queue.md, "Add a patch", as written: import, new, the edit (a shape check in the
-two-sided finalize, made by this script), `git commit -t` (the template answered by a scripted
-GIT_EDITOR), export, `pq carry` (each older release line's variant, where it applies), `pq skip`
-(the line it does not apply to), check, `train add --all`, `train check`.
+docs/patch-queue.md, "Add a patch", as written, for three patches, two on one file: import, then
+twice `pq new`, the edit (a check of the EP size in the one-sided finalize, the file 0001 changes,
+so it is stacked on 0001; then a shape check in the two-sided finalize; both made by this script)
+and `git commit -t` (the template answered by a scripted GIT_EDITOR); export, `pq carry --all`
+(each older release line's variants, where they apply on every tag of the line, and the head
+line's series on its every tag), `pq skip` of each line the carry report names, check,
+`train add --all`, `train check`.
 
     python benchmarks/pq.py [--runs 3]
 """
@@ -14,6 +17,7 @@ GIT_EDITOR), export, `pq carry` (each older release line's variant, where it app
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -26,16 +30,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TWO_SIDED = ".work/pq/vllm/model_executor/layers/fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
+ONE_SIDED = ".work/pq/vllm/model_executor/layers/fused_moe/prepare_finalize/flashinfer_nvlink_one_sided.py"
+EP_SIZE = "        ep_size = self.all2all_manager.world_size\n"
+EP_SIZE_CHECK = '        assert ep_size > 0, "finalize: no EP ranks"\n'
 SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
 # The maintainer's answers to the template, typed by GIT_EDITOR.
 FILL = """import re, sys
 path = sys.argv[1]
 out = []
-for line in open(path, encoding="utf-8").read().splitlines():
+text = open(path, encoding="utf-8").read()
+for line in text.splitlines():
     if line.startswith("Bug:"):
         continue
     if re.fullmatch(r"<[^>]*>", line):
-        line = "fused_moe: check the output's shape in the two-sided finalize"
+        line = "fused_moe: a check in the finalize, " + re.search(r"^Patch-Name: (\\S+)$", text, re.M).group(1)
     out.append(re.sub(r"^([A-Za-z][A-Za-z -]*): <.*>$", lambda m: m.group(1) + ": benchmark answer", line))
 open(path, "w", encoding="utf-8").write("\\n".join(out) + "\\n")
 """
@@ -43,26 +51,15 @@ STEPS = [
     ("import", ["python", "-m", "release", "pq", "import"]),
     ("export, unchanged", ["python", "-m", "release", "pq", "export"]),
     ("export --check", ["python", "-m", "release", "pq", "export", "--check"]),
-    ("new", ["python", "-m", "release", "pq", "new", "shape-check"]),
-    ("edit", ["$EDITOR", TWO_SIDED]),
+    ("new (stacked on 0001's file)", ["python", "-m", "release", "pq", "new", "ep-size-check"]),
+    ("edit", ["$EDITOR", ONE_SIDED]),
     ("git commit -t", ["git", "-C", ".work/pq", "commit", "-q", "-a", "-t", ".git/pq-template"]),
-    ("export, a new patch", ["python", "-m", "release", "pq", "export"]),
-    ("carry", ["python", "-m", "release", "pq", "carry", "0002-shape-check.patch"]),
-    (
-        "skip",
-        [
-            "python",
-            "-m",
-            "release",
-            "pq",
-            "skip",
-            "0002-shape-check.patch",
-            "--line",
-            "flashinfer_cutlass",
-            "--reason",
-            "its all-to-all class's finalize has another shape; the check stays on the NVLink classes",
-        ],
-    ),
+    ("new (another file)", ["python", "-m", "release", "pq", "new", "shape-check"]),
+    ("edit ", ["$EDITOR", TWO_SIDED]),
+    ("git commit -t ", ["git", "-C", ".work/pq", "commit", "-q", "-a", "-t", ".git/pq-template"]),
+    ("export, two new patches", ["python", "-m", "release", "pq", "export"]),
+    ("carry --all", ["python", "-m", "release", "pq", "carry", "--all"]),
+    ("skip (each line carry names)", ["$SKIP"]),
     ("check", ["python", "-m", "release", "check"]),
     ("train add --all", ["python", "-m", "release", "train", "add", "--all"]),
     ("train check", ["python", "-m", "release", "train", "check"]),
@@ -71,7 +68,10 @@ STEPS = [
 FLOW = [name for name, _ in STEPS if name not in ("export, unchanged", "export --check")]
 
 
-def shape_check(path: Path) -> None:
+def edit(path: Path) -> None:
+    if path.name.endswith("one_sided.py"):
+        path.write_text(path.read_text().replace(EP_SIZE, EP_SIZE + EP_SIZE_CHECK, 1))
+        return
     lines = path.read_text().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("    def finalize("))
     body = next(i for i in range(at, len(lines)) if re.match(r"^\s*\) -> None:\s*$", lines[i])) + 1
@@ -81,7 +81,14 @@ def shape_check(path: Path) -> None:
 def run(root: Path, argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     if argv[0] == "$EDITOR":
-        shape_check(root / argv[1])
+        edit(root / argv[1])
+        return time.perf_counter() - start
+    if argv[0] == "$SKIP":
+        report = json.loads((root / "reports" / "pq-carry" / "carry-report.json").read_text())
+        for patch, lines in report["silent"].items():
+            for line in lines:
+                why = "the line has no counterpart of the class it changes (benchmark)"
+                run(root, ["python", "-m", "release", "pq", "skip", patch, "--line", line, "--reason", why], env)
         return time.perf_counter() - start
     if argv[:3] == ["python", "-m", "release"]:
         command, cwd = [sys.executable, "-m", "release", "--root", str(root), *argv[3:]], REPO
@@ -128,10 +135,11 @@ def main() -> int:
     for name, argv in STEPS:
         values = [r[name] for r in runs]
         shown = " ".join(argv).replace(TWO_SIDED, ".work/pq/.../flashinfer_nvlink_two_sided.py")
+        shown = shown.replace(ONE_SIDED, ".work/pq/.../flashinfer_nvlink_one_sided.py").replace("$SKIP", "pq skip ...")
         print(f"| {name} | `{shown}` | {min(values):.2f} | {statistics.median(values):.2f} | {max(values):.2f} |")
     totals = [sum(r[name] for name in FLOW) for r in runs]
     print(
-        f'| **add a downstream patch to every tag** | the {len(FLOW)} commands of "Add a patch" | '
+        f'| **add two downstream patches to every tag** | the {len(FLOW)} commands of "Add a patch" | '
         f"{min(totals):.2f} | {statistics.median(totals):.2f} | {max(totals):.2f} |"
     )
     return 0

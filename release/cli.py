@@ -88,12 +88,17 @@ COMMANDS: tuple[Command, ...] = (
             (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT)),
     Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
     Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
-    Command("pq", "release.pq.cli", "edit the patch queue as git commits, carry a patch to the lines", _COMMON,
+    Command("pq", "release.pq.cli", "edit the patch queue as git commits, carry a patch to the lines",
+            (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT),
             exit_texts=((EXIT_FAILED, "`export --check`: patches/ or vendor/ differ from the export; or a tool failed"),
                         (EXIT_BAD_INPUT, "bad input: no or a foreign work tree, work not exported, a commit that is "
                          "no patch (merge, empty, message without the template's answers), dirty vendor/, a "
                          "CRLF or control character in a series, a slug, --reason, --report or --dir refused; "
-                         "nothing was changed"))),
+                         "nothing was changed"),
+                        (EXIT_CONFLICT, "`carry`: the head line's series conflicts on one of its train tags (the "
+                         "report names it; what was carried onto the other lines is written); `drop`: a later "
+                         "patch does not apply without the one dropped (nothing was changed)"),
+                        (EXIT_TRANSPORT, "`carry`: the network broke while reading a train tag"))),
     Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
             _NETWORK),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),

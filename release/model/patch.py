@@ -37,6 +37,12 @@ REQUIRED_TRAILERS = ("Origin", "Depends-On", "Risk")
 # also on patches/upstream-tests/tests.toml, which names the tests of patches already released).
 UPSTREAM_TEST_TRAILER = "Upstream-Test"
 PURPOSE_TRAILERS = ("Bug", "Downstream")
+# An upstream backport taken with `git am` keeps upstream's own message (DEP-3's Description: is the
+# subject and body): `Origin: upstream, URL` (or `backport, URL`) and `Applied-Upstream: <first vLLM tag
+# that has it>[, URL]` say where it comes from and when it can go, so Why / How / Related PR / Future plan,
+# Depends-On and Risk are not asked of it. What it fixes (Bug: or Downstream:) still is.
+BACKPORT_ORIGINS = ("upstream", "backport")
+BACKPORT_TRAILERS = ("Origin", "Applied-Upstream")
 # A value still as the template wrote it: `<...>` (`Bug: <id or URL> <title>` included).
 PLACEHOLDER_RE = re.compile(r"^<.*>$", re.S)
 TEMPLATE_HINT = (
@@ -135,14 +141,15 @@ class Patch:
         subject = self.subject
         if PLACEHOLDER_RE.match(subject):
             problems.append("the subject is the template's placeholder")
-        for label in SECTIONS:
+        backport = self.is_backport
+        for label in () if backport else SECTIONS:
             value = sections.get(label)
             if not value:
                 problems.append(f"no {label}:")
             elif any(PLACEHOLDER_RE.match(part) for part in value.split("\n\n")):
                 problems.append(f"{label}: is the template's placeholder")
         trailers = self.trailers
-        for key in REQUIRED_TRAILERS:
+        for key in BACKPORT_TRAILERS if backport else REQUIRED_TRAILERS:
             value = trailers.get(key, "").strip()
             if not value:
                 problems.append(f"no {key}: trailer")
@@ -162,6 +169,14 @@ class Patch:
         if problems:
             listing = "; ".join(problems)
             raise MalformedPatchError(f"{self.name}: message not in the template's shape: {listing}", TEMPLATE_HINT)
+
+    @property
+    def is_backport(self) -> bool:
+        """An upstream backport in DEP-3's shape: `Origin: upstream, URL` (or backport) and `Applied-Upstream:`."""
+        trailers = self.trailers
+        origin = trailers.get("Origin", "").strip().split(",", 1)[0].strip().lower()
+        applied = trailers.get("Applied-Upstream", "").strip()
+        return origin in BACKPORT_ORIGINS and bool(applied) and not PLACEHOLDER_RE.match(applied)
 
     def validate_mail(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
         """A `git format-patch` mail, LF only, whose hunks parse and whose paths stay inside `prefixes`."""

@@ -11,11 +11,17 @@ it), the job as its steps:
 3. classify the mapped patch as `rebase` does (apply, reverse-apply, the semantic check, `git am
    --3way`; never fuzz): it applies (the variant is its `git format-patch`, with `Varies:` and
    `Carried-From:` added to the common patch's message), its change is already there, or it conflicts;
-4. replay the line's whole new series on every train tag of the line: a variant that does not hold on
-   each of them is not written;
+4. replay the line's whole new series on every train tag of the line (each replay first holds the
+   newest tag with the series on it, so a later patch on a file merges 3-way from its blobs): a variant
+   that does not hold on each of them is not written;
 5. write each line's variant and series entry (before the line's entry of the next common patch) in
    one journaled change, and report every line: written, updated, up to date, taken or skipped as its
-   series says, a hand-made variant left as it is, or one that needs a hand-made variant (and why).
+   series says, a hand-made variant left as it is, or one that needs a hand-made variant (and why);
+6. replay the head line's series on every train tag of the head line (its older tags too, from the
+   head's pristine tree with the series on it, as `train add` does) and report the first tag where it
+   conflicts: `pq carry` says so before `train add` does, and exits 3.
+
+`--all` does this for every patch of patches/series, in order, under one lock.
 
 `pq skip PATCH --line LINE --reason WHY` writes the other answer a line may give: it does without it.
 """
@@ -46,8 +52,8 @@ from release.pq.export import replay as apply_all
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
-from release.queue.load import Queue, account, entry_patch, is_head, line_series, varies
-from release.queue.replay import Replay, replay_series
+from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches, varies
+from release.queue.replay import Replay, replay_series, start
 from release.queue.upstreamed import classify
 
 REPORT_DIR = "reports/pq-carry"
@@ -68,6 +74,12 @@ class CarryReport:
     patch: str
     lines: list[LineCarry]
     written: list[str] = field(default_factory=list)  # paths the run changed
+    # The head line's series on every train tag of the head line: `replays`, or `conflicts` (which tag, why).
+    head: LineCarry | None = None
+
+    @property
+    def head_conflicts(self) -> bool:
+        return self.head is not None and self.head.result == "conflicts"
 
     @property
     def silent(self) -> list[str]:
@@ -82,6 +94,9 @@ class CarryReport:
         out += ["| --- | --- | --- | --- |"]
         for c in self.lines:
             out.append(f"| `{c.line}` | **{c.result}** | {', '.join(c.tags) or '-'} | {c.detail} |")
+        if self.head is not None:
+            h = self.head
+            out.append(f"| `{h.line}` (head) | **{h.result}** | {', '.join(h.tags) or '-'} | {h.detail} |")
         out.append("")
         out.append(f"Written: {', '.join(f'`{p}`' for p in self.written) or 'nothing'}.")
         if self.silent:
@@ -96,36 +111,92 @@ class CarryReport:
 
 
 def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: Path | None = None) -> CarryReport:
+    """Carry one patch onto the older lines; the head line's series is replayed on its every train tag."""
+    refuse_unwritable_report(layout, report_dir)
+    with repo_lock(layout, "pq carry"):
+        queue = Queue.load(layout)
+        report = carry_one(layout, queue, common_patch(queue, name), only)
+        report.head = head_holds(layout, queue)
+        write_report(layout, [report], report_dir)
+        return report
+
+
+def carry_all(layout: Layout, only: list[str] | None = None, report_dir: Path | None = None) -> list[CarryReport]:
+    """Carry every patch of patches/series, in order, each seeing the lines as the ones before it left them."""
+    refuse_unwritable_report(layout, report_dir)
+    with repo_lock(layout, "pq carry --all"):
+        queue = Queue.load(layout)
+        reports = [carry_one(layout, queue, patch, only) for patch in queue.patches]
+        if reports:
+            reports[-1].head = head_holds(layout, queue)
+        write_report(layout, reports, report_dir)
+        return reports
+
+
+def refuse_unwritable_report(layout: Layout, report_dir: Path | None) -> None:
     directory = report_dir or layout.root / REPORT_DIR
     problem = writable_dir_problem(directory)
     if problem:  # bad input, before any work: not a failure once the lines are carried
         raise OutputNotWritableError(f"cannot write the report to {directory}: {problem}")
-    with repo_lock(layout, "pq carry"):
-        queue = Queue.load(layout)
-        patch = common_patch(queue, name)
-        lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
-        if only:
-            unknown = sorted(set(only) - {line.name for line in lines})
-            if unknown:
-                raise BadInputError(f"no release line {', '.join(unknown)} besides the head's in patches/lines.toml")
-            lines = [line for line in lines if line.name in only]
-        head_before = head_tree_before(layout, queue, patch)
-        train = Train.load(layout.train)
-        report = CarryReport(patch.name, [])
-        outputs = []
-        # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.
-        with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(len(lines), 1))) as pool:
-            carried = list(pool.map(lambda line: carry_line(layout, queue, patch, line, head_before, train), lines))
-        for line, (done, files) in zip(lines, carried, strict=True):
-            report.lines.append(done)
-            if files is not None:
-                folder = line.patch_dir(layout.root)
-                outputs.append(Output(folder.relative_to(layout.root).as_posix(), files=files))
-                report.written += [f"{folder.relative_to(layout.root).as_posix()}/{n}" for n in (patch.name, "series")]
-        if outputs:
-            commit(layout, outputs, f"pq carry {patch.name}")
-        write_report(layout, report, report_dir)
-        return report
+
+
+def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
+    """The head line's series (a retired patch too where a tag is older than its upstream release) on every
+    train tag of the head line, each from the head's pristine tree with the series on it; the first that
+    conflicts is named. None without a train or a head line."""
+    head = next((line for line in read_lines(layout.lines).lines if is_head(layout, line)), None)
+    if head is None or not layout.train.is_file():
+        return None
+    tags = [e for e in Train.load(layout.train).entries if e.line == head.name]
+    pristine = require_pristine(layout, queue)
+    for entry in tags:
+        patches = tag_patches(layout, head, entry.tag)
+        tree = fetch(entry.tag, entry.recorded_source(), None, lazy=True)
+        if tree.file_hashes() != entry.pristine:
+            detail = f"{entry.tag}'s files are not what patches/train.toml records (`python -m release train check`)"
+            return LineCarry(head.name, "conflicts", detail, tags=[entry.tag])
+        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
+            work = Path(tmp)
+            repo = WorkRepo.create(work / "repo")
+            made_on = pristine if pristine != tree.files else None  # the pin: its own replay writes the blobs
+            start(repo, work, tree.files, f"vllm {entry.tag} (pristine)", made_on, queue.patches)
+            stopped = replay_series(repo, work, patches, Replay(), tree)
+            where = ", ".join(repo.unmerged_paths()) if stopped is not None else ""
+        if stopped is not None:
+            detail = (
+                f"{stopped.name} conflicts on {entry.tag}{f' in {where}' if where else ''}: it neither applies nor "
+                f"3-way merges (never fuzz); `train add` refuses {entry.tag} until the head line's series holds there "
+                '(docs/patch-queue.md, "A head line tag that needs a variant")'
+            )
+            return LineCarry(head.name, "conflicts", detail, tags=[e.tag for e in tags])
+    return LineCarry(head.name, "replays", f"the series replays on every train tag of the line ({len(tags)})",
+                     tags=[e.tag for e in tags])  # fmt: skip
+
+
+def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None) -> CarryReport:
+    """One patch onto the older lines (each line's new files committed in one journaled change)."""
+    lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
+    if only:
+        unknown = sorted(set(only) - {line.name for line in lines})
+        if unknown:
+            raise BadInputError(f"no release line {', '.join(unknown)} besides the head's in patches/lines.toml")
+        lines = [line for line in lines if line.name in only]
+    head_before = head_tree_before(layout, queue, patch)
+    train = Train.load(layout.train)
+    report = CarryReport(patch.name, [])
+    outputs = []
+    # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(len(lines), 1))) as pool:
+        carried = list(pool.map(lambda line: carry_line(layout, queue, patch, line, head_before, train), lines))
+    for line, (done, files) in zip(lines, carried, strict=True):
+        report.lines.append(done)
+        if files is not None:
+            folder = line.patch_dir(layout.root)
+            outputs.append(Output(folder.relative_to(layout.root).as_posix(), files=files))
+            report.written += [f"{folder.relative_to(layout.root).as_posix()}/{n}" for n in (patch.name, "series")]
+    if outputs:
+        commit(layout, outputs, f"pq carry {patch.name}")
+    return report
 
 
 def common_patch(queue: Queue, name: str) -> Patch:
@@ -178,7 +249,10 @@ def carry_line(
     cut = next((i for i, e in enumerate(entries) if e.name == before), len(entries))
     preceding = [p for e in entries[:cut] if (p := entry_patch(layout, line, e)) is not None]
     newest = tags[-1]
-    made = make_variant(layout, line, newest, preceding, mapped, head_before)
+    tree = line_tree(layout, line, newest)
+    if isinstance(tree, str):
+        return LineCarry(line.name, "needs-variant", tree, tags=[newest.tag]), None
+    made = make_variant(line, tree, preceding, mapped, head_before)
     if isinstance(made, str):
         return LineCarry(line.name, "needs-variant", made, tags=[newest.tag]), None
     variant = made.with_trailer("Varies", patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
@@ -187,7 +261,7 @@ def carry_line(
     following = [p for e in entries[cut:] if (p := entry_patch(layout, line, e)) is not None]
     replayed = [*preceding, variant, *following]
     for entry in tags:
-        problem = holds_on(layout, line, entry, replayed)
+        problem = holds_on(layout, line, entry, replayed, tree.files)
         if problem:
             return LineCarry(line.name, "needs-variant", problem, tags=[e.tag for e in tags]), None
     files = read_tree(line.patch_dir(layout.root))
@@ -247,41 +321,43 @@ def line_tree(layout: Layout, line: Line, entry: TrainEntry) -> UpstreamTree | s
 
 
 def make_variant(
-    layout: Layout, line: Line, entry: TrainEntry, preceding: list[Patch], mapped: Patch, head_before: dict[str, bytes]
+    line: Line, tree: UpstreamTree, preceding: list[Patch], mapped: Patch, head_before: dict[str, bytes]
 ) -> Patch | str:
-    """The mapped patch as it applies on `entry`'s modules after the line's preceding entries, or why not."""
-    tree = line_tree(layout, line, entry)
-    if isinstance(tree, str):
-        return tree
+    """The mapped patch as it applies on `tree` (the line's newest train tag) after the line's preceding
+    entries, or why not."""
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
         work = Path(tmp)
         # The head's blobs first (under the head's paths), so that --3way finds the pre-image the patch names.
         WorkRepo.create(work / "repo", UPSTREAM_SUBTREE).commit_subtree(head_before, "head: the patch's pre-image")
         repo = WorkRepo(work / "repo", line.root)
-        repo.commit_subtree(tree.files, f"vllm {entry.tag} (pristine)")
+        repo.commit_subtree(tree.files, f"vllm {tree.tag} (pristine)")
         stopped = replay_series(repo, work, preceding, Replay(), tree)
         if stopped is not None:
-            return f"the line's {stopped.name} does not replay on {entry.tag} (`python -m release train check`)"
+            return f"the line's {stopped.name} does not replay on {tree.tag} (`python -m release train check`)"
         base = repo.head()
         decided = classify(repo, mapped, work / "patches")
         if decided.status == PatchStatus.CONFLICT:
             conflicted = ", ".join(repo.unmerged_paths()) or ", ".join(line.map_path(f) or f for f in mapped.files)
             repo.run("am", "--abort", check=False)
-            return f"conflicts on {entry.tag} in {conflicted}: it neither applies nor 3-way merges (never fuzz)"
+            return f"conflicts on {tree.tag} in {conflicted}: it neither applies nor 3-way merges (never fuzz)"
         if decided.status == PatchStatus.UPSTREAM:
-            return f"its change is already in {entry.tag}'s modules ({decided.how}): skip it with that reason"
+            return f"its change is already in {tree.tag}'s modules ({decided.how}): skip it with that reason"
         [exported] = repo.export(base, work / "out")
         return Patch(mapped.name, exported.read_bytes().decode("utf-8"))
 
 
-def holds_on(layout: Layout, line: Line, entry: TrainEntry, patches: list[Patch]) -> str | None:
-    """Why the line's new series does not replay on this train tag, or None."""
+def holds_on(
+    layout: Layout, line: Line, entry: TrainEntry, patches: list[Patch], made_on: dict[str, bytes]
+) -> str | None:
+    """Why the line's new series does not replay on this train tag, or None. `made_on` is the tree the
+    series was made on (the line's newest train tag): the series goes on it first, for its blobs."""
     tree = line_tree(layout, line, entry)
     if isinstance(tree, str):
         return tree
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
         repo = WorkRepo.create(Path(tmp) / "repo", line.root)
-        repo.commit_subtree(tree.files, f"vllm {entry.tag} (pristine)")
+        seed = made_on if made_on != tree.files else None
+        start(repo, Path(tmp), tree.files, f"vllm {entry.tag} (pristine)", seed, patches)
         replay = Replay()
         stopped = replay_series(repo, Path(tmp), patches, replay, tree)
     if stopped is not None:
@@ -289,12 +365,24 @@ def holds_on(layout: Layout, line: Line, entry: TrainEntry, patches: list[Patch]
     return None
 
 
-def write_report(layout: Layout, report: CarryReport, report_dir: Path | None) -> tuple[Path, Path]:
+def reports_markdown(reports: list[CarryReport]) -> str:
+    return "\n".join(r.to_markdown() for r in reports)
+
+
+def reports_json(reports: list[CarryReport]) -> str:
+    """One patch: its report; several (`--all`): {"reports": [...], "silent": {patch: [lines]}}."""
+    if len(reports) == 1:
+        return reports[0].to_json()
+    every = [{**asdict(r), "silent": r.silent} for r in reports]
+    return json.dumps({"reports": every, "silent": {r.patch: r.silent for r in reports}}, indent=2) + "\n"
+
+
+def write_report(layout: Layout, reports: list[CarryReport], report_dir: Path | None) -> tuple[Path, Path]:
     directory = report_dir or layout.root / REPORT_DIR
     directory.mkdir(parents=True, exist_ok=True)
     md, js = directory / MARKDOWN, directory / JSON
-    write_atomic(md, report.to_markdown().encode("utf-8"))
-    write_atomic(js, report.to_json().encode("utf-8"))
+    write_atomic(md, reports_markdown(reports).encode("utf-8"))
+    write_atomic(js, reports_json(reports).encode("utf-8"))
     return md, js
 
 

@@ -9,10 +9,11 @@ import textwrap
 from pathlib import Path
 
 from release.core import log
-from release.core.errors import EXIT_OK
+from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
 from release.core.layout import Layout
-from release.pq.carry import carry, skip
-from release.pq.export import export_queue
+from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
+from release.pq.drop import drop_patch
+from release.pq.export import Export, export_queue
 from release.pq.importer import import_queue
 from release.pq.names import SLUG_LENGTH
 from release.pq.new import new_patch
@@ -27,11 +28,15 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        edit, add, reorder (`rebase -i pristine`), drop: plain git
   python -m release pq export          patches/ (the patches, series) and vendor/, in one swap
   python -m release pq export --check  exit 1 if patches/ or vendor/ differ from that export
-  python -m release pq carry NAME      carry a new or changed common patch onto every older release line:
-                                       writes each line's variant where it applies (3-way, never fuzz),
-                                       names each line that needs one made by hand
+  python -m release pq carry --all     carry every new or changed common patch onto every older release line
+                                       (or `pq carry NAME`, one): writes each line's variant where it applies
+                                       on every train tag of the line (3-way, never fuzz), names each line that
+                                       needs one made by hand, and replays the head line's series on each of
+                                       its train tags (exit 3 naming the tag where it conflicts)
   python -m release pq skip NAME --line LINE --reason WHY
                                        a line does without the patch: `skip NAME: WHY` in its series
+  python -m release pq drop NAME       a patch out of the queue: its commit taken out of the work tree, then
+                                       exported (patches/, series, vendor/, and what carry and skip wrote)
 
 A commit keeps its patch's file name by the `Patch-Name:` line import adds to its message (the
 export strips it); without one it takes the name of the old patch with its subject, or the next
@@ -112,10 +117,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "entries, check the line's new series on every train tag of the line, and write the variant "
             "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
             "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
-            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why."
+            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
+            "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
+            "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
+            "conflicts is named, before `train add` would refuse it."
         ),
     )
-    car.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    car.add_argument(
+        "patch", metavar="PATCH", nargs="?", help="a patch of patches/series: its file name or number (0002)"
+    )
+    car.add_argument("--all", action="store_true", help="every patch of patches/series, in order (instead of PATCH)")
     car.add_argument("--line", action="append", default=None, metavar="LINE", help="only this line (repeatable)")
     car.add_argument("--json", action="store_true", help="print the report as JSON")
     car.add_argument(
@@ -126,6 +137,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where carry-report.md and .json go (reports/pq-carry/); one that cannot be (created as) a "
         "writable directory is exit 2 before any line is carried",
     )
+
+    drp = actions.add_parser(
+        "drop",
+        help="take a patch out of the queue and export",
+        description=wrapped(
+            "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
+            "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
+            "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
+            "release lines dropped with it (a variant made by hand stays, reported as a note)."
+        ),
+    )
+    drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    drp.add_argument("--dir", type=Path, default=None, help=where)
+    drp.add_argument("--json", action="store_true", help="print the export's result as JSON")
 
     skp = actions.add_parser(
         "skip",
@@ -148,7 +173,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
 
     if args.action == "carry":
-        return run_carry(layout, args.patch, args.line, args.json, args.report)
+        return run_carry(layout, args.patch, args.all, args.line, args.json, args.report)
     if args.action == "skip":
         where = skip(layout, args.patch, args.line, args.reason)
         print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
@@ -158,6 +183,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         return run_import(layout, path, args.force)
     if args.action == "new":
         return run_new(layout, path, args.slug)
+    if args.action == "drop":
+        return show_export(drop_patch(layout, path, args.patch), path, False, args.json)
     return run_export(layout, path, args.check, args.json)
 
 
@@ -195,8 +222,10 @@ def run_new(layout: Layout, path: Path, slug: str) -> int:
 
 
 def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
+    return show_export(export_queue(layout, path, check_only), path, check_only, as_json)
 
-    result = export_queue(layout, path, check_only)
+
+def show_export(result: Export, path: Path, check_only: bool, as_json: bool) -> int:
     if as_json:
         log.out(json.dumps(result.as_json(), indent=2))
         return EXIT_OK
@@ -216,7 +245,7 @@ def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> i
     moved = [p.name for p in result.patches if p.status != "unchanged"]
     if moved:
         log.out(
-            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry NAME`), then "
+            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry --all`), then "
             "`python -m release check` and re-record the train: `python -m release train add --all` and "
             "`python -m release train check` (every tag's patched files follow the series)"
         )
@@ -228,7 +257,12 @@ def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> i
     return EXIT_OK
 
 
-def run_carry(layout: Layout, patch: str, lines: list[str] | None, as_json: bool, report: Path | None) -> int:
-    done = carry(layout, patch, lines, report.absolute() if report else None)
-    print(done.to_json() if as_json else done.to_markdown(), end="")
-    return EXIT_OK
+def run_carry(
+    layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
+) -> int:
+    if every == (patch is not None):
+        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
+    where = report.absolute() if report else None
+    done = carry_all(layout, lines, where) if every else [carry(layout, patch or "", lines, where)]
+    print(reports_json(done) if as_json else reports_markdown(done), end="")
+    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK

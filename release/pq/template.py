@@ -36,4 +36,7 @@ Last-Update: {today.isoformat()}
 # Downstream: (a change with no bug behind it), and delete the other line.
 # {NAME_TRAILER}: is the file name `python -m release pq export` gives the patch; the
 # export strips the line. Lines starting with '#' are left out of the message.
+# An upstream commit taken with `git am --keep` keeps upstream's own message instead
+# (DEP-3's Description:): add `Origin: upstream, URL` (or backport, URL), `Applied-Upstream:
+# <first vLLM tag that has it>[, URL]` and Bug: or Downstream:, and no other answer is asked.
 """

@@ -48,7 +48,7 @@ class Queue:
 def applied_upstream(patch: Patch) -> str | None:
     """The first vLLM tag that has the patch's change (its `Applied-Upstream:` trailer), or None."""
     value = patch.trailers.get(APPLIED_UPSTREAM, "").strip()
-    return canonical_tag(value.split()[0]) if value else None
+    return canonical_tag(value.split()[0].rstrip(",")) if value else None  # DEP-3: `vX.Y.Z, URL` too
 
 
 def older(tag: str, than: str) -> bool:
@@ -119,7 +119,9 @@ def tag_patches(layout: Layout, line: Line, tag: str | None) -> list[Patch]:
     out = []
     for entry in line_series(layout, line).entries:
         patch = entry_patch(layout, line, entry)
-        if patch is not None and replays_on(patch, tag):
+        # The head (None) holds every patch of the active series: an upstream backport in it says with
+        # Applied-Upstream: which release has it, which retires it once the head is there (rebase).
+        if patch is not None and (replays_on(patch, tag) or (tag is None and entry.kind != EntryKind.RETIRED)):
             out.append(patch)
     return out
 

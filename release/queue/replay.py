@@ -4,8 +4,13 @@ Each patch, in series order, is classified on the tree as the patches before it 
 it applies as it is (`git apply --check`), or is already upstream (it reverse-applies, or
 its effect is present by the semantic check), or else it goes through `git am --3way`,
 which either merges cleanly or is a conflict. Never fuzz: git takes no -C and no
---recount here. The repository must hold the pre-image blobs of the patches (the pinned
-pristine tree, committed first) for the 3-way merge to find them.
+--recount here.
+
+A replay is a git history, not a loose apply: `start` first commits the tree the series was
+made on (the head's pinned pristine tree, or a line's newest train tag) and applies the series
+there too, so the object store holds every blob the series produces on it. Each patch's `index`
+line names its pre-image on that tree (for a second patch on a file, the file as the first left
+it), and `git am --3way` on another tag finds that base wherever git would.
 """
 
 from __future__ import annotations
@@ -20,6 +25,42 @@ from release.model.outcome import Conflict, PatchOutcome, PatchStatus
 from release.model.patch import Patch
 from release.model.tree import UpstreamTree
 from release.queue.upstreamed import classify, hunk_label
+
+
+def start(
+    repo: WorkRepo,
+    work: Path,
+    upstream: dict[str, bytes],
+    message: str,
+    made_on: dict[str, bytes] | None = None,
+    series: list[Patch] | None = None,
+) -> str:
+    """Commit the tag's pristine tree `upstream` as the base of a replay; returns its commit.
+
+    `made_on` (with `series`, the patches made on it) goes in first: see `remember`.
+    """
+    if made_on:
+        remember(repo, work, made_on, series or [])
+    return repo.commit_subtree(upstream, message)
+
+
+def remember(repo: WorkRepo, work: Path, made_on: dict[str, bytes], series: list[Patch]) -> str:
+    """Commit `made_on`, then write into the object store every blob `series` produces on it.
+
+    Each patch goes through `git apply --cached` onto the index the patches before it left, which
+    writes its post-image blobs; one that does not apply there (a retired patch, a variant of
+    another line) adds nothing and the next goes on. The index is then put back to the commit, so
+    nothing but the objects remains. Returns the commit of `made_on`.
+    """
+    commit = repo.commit_subtree(made_on, "the tree the series was made on: its blobs for --3way")
+    mails = work / "remembered"
+    mails.mkdir(parents=True, exist_ok=True)
+    for patch in series:
+        mail = mails / patch.name
+        mail.write_text(patch.text, encoding="utf-8")
+        repo.run("apply", "--cached", str(mail), check=False)
+    repo.run("reset", "--quiet", check=False)
+    return commit
 
 
 @dataclass

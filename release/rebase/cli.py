@@ -52,7 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--from", dest="source", default=DEFAULT_SOURCE, metavar="SOURCE", help="where to read TAG from (see below)"
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="classify and report; write nothing to vendor/ or patches/"
+        "--dry-run",
+        action="store_true",
+        help="classify and report; write nothing but the report (on a conflict too: exit 3, no work directory "
+        "is kept, so nothing needs --abort)",
     )
     parser.add_argument(
         "--allow-older",

@@ -38,7 +38,7 @@ from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, rebase_patches
-from release.queue.replay import Replay, replay_series
+from release.queue.replay import Replay, replay_series, start
 from release.queue.verified import verified_versions_text
 from release.rebase.head import move_head
 from release.rebase.report import RebaseReport, retirements, upstream_changes
@@ -155,9 +155,9 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     try:
         fault_point("rebase:work-dir")
         repo = WorkRepo.create(work / "repo")
-        # The old pristine goes in first so that `am --3way` finds each patch's pre-image blobs.
-        repo.commit_subtree(old_pristine, f"vllm {queue.pin.tag} (pristine)")
-        base = repo.commit_subtree(upstream.files, f"vllm {options.tag} (pristine)")
+        # The old pristine goes in first, with the series applied on it, so that `am --3way` finds each
+        # patch's pre-image blobs (a second patch on a file: the file as the first left it).
+        base = start(repo, work, upstream.files, f"vllm {options.tag} (pristine)", old_pristine, queue.patches)
         patches = rebase_patches(layout, queue, options.tag)
         run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay(), patches)
         return replay_then_stop_or_finish(run, patches)
@@ -241,12 +241,20 @@ def _queue_fingerprint(layout: Layout) -> str:
 
 
 def stop_on_conflict(run: RebaseRun, stopped: Patch) -> RebaseReport:
-    """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict."""
+    """Keep the work directory with a state.json that `--continue` finishes from, and report the conflict.
+
+    A dry run reports the conflict (hunk by hunk, both sides) and keeps nothing: it writes only the report,
+    so no work directory is left that a later rebase onto the tag would have to `--abort` first."""
     options, replay, upstream = run.options, run.replay, run.upstream
     names = [p.name for p in run.patches]
     remaining = names[names.index(stopped.name) + 1 :]
     for name in remaining:
         replay.outcomes.append(PatchOutcome(name, "", PatchStatus.NOT_REACHED, "after the conflict"))
+    if options.dry_run:
+        report = make_report(run, "conflict")
+        shutil.rmtree(run.work, ignore_errors=True)
+        write_report(options, report)
+        return report
     state: RebaseState = {
         "tag": options.tag,
         "source": str(options.source),

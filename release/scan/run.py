@@ -27,6 +27,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from release.core import log
+from release.core.errors import ReleaseError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
@@ -41,7 +42,9 @@ from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
 from release.queue.load import Queue, entry_patch, is_head, line_series, varies
+from release.queue.replay import start
 from release.queue.upstreamed import classify
+from release.train.replay import line_made_on
 
 
 @dataclass
@@ -143,6 +146,7 @@ def scan(options: ScanOptions) -> ScanResult:
     # The pinned pristine tree goes into each scratch repository first, as in rebase, so that
     # `git am --3way` finds each patch's pre-image blobs.
     pinned_pristine, _ = unapply(layout.vendor_files(), queue.patches)
+    made_on = lines_made_on(layout, lines)
     base = index_url()
     listed = [r for r in releases(base) if in_range(r.version, options)]
     skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Version(v), options)}
@@ -152,7 +156,7 @@ def scan(options: ScanOptions) -> ScanResult:
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
-            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants)
+            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants, made_on)
             results.append(result)
             log.note(progress_line(number, len(todo), result))
     return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
@@ -173,6 +177,26 @@ def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str,
     return out
 
 
+def lines_made_on(layout: Layout, lines: list[Line]) -> dict[str, dict[str, bytes]]:
+    """Each older line's newest train tag's modules, where `pq carry` makes the line's variants: the tree
+    whose blobs (with the line's series on it) a variant stacked on another merges 3-way from. A line
+    whose tag cannot be read here (no train, an index that does not have it) goes without them."""
+    if not layout.train.is_file():
+        return {}
+    train = Train.load(layout.train)
+    out = {}
+    for line in lines:
+        if is_head(layout, line):
+            continue
+        try:
+            files = line_made_on(train, line, "")
+        except ReleaseError:
+            continue
+        if files:
+            out[line.name] = files
+    return out
+
+
 def scan_release(
     release: Release,
     lines: list[Line],
@@ -180,6 +204,7 @@ def scan_release(
     pinned: dict[str, bytes],
     tmp: Path,
     variants: dict[str, dict[str, Patch | None]] | None = None,
+    made_on: dict[str, dict[str, bytes]] | None = None,
 ) -> ReleaseResult:
     started = time.monotonic()
     version = str(release.version)
@@ -195,7 +220,8 @@ def scan_release(
     else:
         # An older line: each common patch is judged by the variant the line takes in its place.
         taken = [variant for variant in own.values() if variant is not None]
-        found = classify_patches(taken, line.relative(content.files), {}, tmp / version, line.root)
+        seed = (made_on or {}).get(line.name, {})
+        found = classify_patches(taken, line.relative(content.files), seed, tmp / version, line.root)
         states = {}
         for p in patches:
             variant = own.get(p.name, p)
@@ -234,9 +260,8 @@ def classify_patches(
         return states
     repo = WorkRepo.create(work, root)
     try:
-        if pinned:
-            repo.commit_subtree(pinned, "pinned pristine")
-        repo.commit_subtree(files, "release pristine")
+        # The pinned tree with the series on it first: its blobs are the bases of the patches' 3-way merges.
+        start(repo, work, files, "release pristine", pinned, patches)
         for patch in present:
             decided = classify(repo, patch, work / ".patches")
             if decided.status == PatchStatus.CONFLICT:

@@ -22,7 +22,7 @@ from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
 from release.queue.load import Queue, is_head, tag_patches
-from release.train.replay import TagReplay, replay_tag
+from release.train.replay import TagReplay, line_made_on, replay_tag
 
 DEFAULT_TRAIN_SOURCE = "pypi"
 
@@ -56,8 +56,10 @@ def replay_for_add(
     if is_head(layout, line):
         replay = replay_tag(upstream, base, patches)
     else:
-        # Another line: its own series, and its files keyed below its own root; no head blobs needed.
-        replay = replay_tag(upstream, {}, patches, line.root)
+        # Another line: its own series, and its files keyed below its own root; its variants' blobs are
+        # those of the line's newest train tag, where `pq carry` made them.
+        train = Train.load(layout.train) if layout.train.is_file() else Train(())
+        replay = replay_tag(upstream, line_made_on(train, line, tag), patches, line.root)
     refusal = replay.refusal(head=tag == queue.pin.tag)
     if refusal:
         statuses = {o.status for o in replay.outcomes}

@@ -26,7 +26,7 @@ from release.model.patch import Patch
 from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
 from release.queue.load import Queue, is_head, require_accounted, tag_patches
-from release.train.replay import TagReplay, head_pristine, replay_tag
+from release.train.replay import TagReplay, head_pristine, line_made_on, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"
 
@@ -76,10 +76,19 @@ def check_train(layout: Layout, tags: list[str] | None = None, jobs: int | None 
     lines = read_lines(layout.lines)
     # Each tag's series, read once here: its line's, with the retired patches it is older than.
     series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    # What each line's series was made on (the head's pristine tree; an older line's newest train tag),
+    # read once per line: a later patch on a file an earlier one changed merges 3-way from its blobs.
+    made_on = {e.line: base for e in entries}
+    for name in made_on:
+        line = lines.get(name)
+        if not is_head(layout, line):
+            made_on[name] = line_made_on(train, line, "")
     workers = jobs or min(4, os.cpu_count() or 1, max(len(entries), 1))
     with ThreadPoolExecutor(workers) as pool:
         results = list(
-            pool.map(lambda e: check_entry(layout, queue, e, base, lines.get(e.line), series[e.tag]), entries)
+            pool.map(
+                lambda e: check_entry(layout, queue, e, made_on[e.line], lines.get(e.line), series[e.tag]), entries
+            )
         )
     if not tags and queue.pin.tag not in train.tags:
         results.insert(
@@ -100,7 +109,10 @@ def check_entry(
     line: Line | None = None,
     patches: list[Patch] | None = None,
 ) -> TagCheck:
-    """One tag: its line's modules from the recorded source, replayed with the series it takes."""
+    """One tag: its line's modules from the recorded source, replayed with the series it takes.
+
+    `base`: the tree the line's series was made on (the head's pristine tree; for an older line its
+    newest train tag's modules), whose blobs the replay's 3-way merges find their bases in."""
     started = time.perf_counter()
     result = TagCheck(entry.tag)
     head_line = line is None or is_head(layout, line)
@@ -130,7 +142,7 @@ def check_entry(
         replay = replay_tag(upstream, base, patches)
     else:
         assert line is not None
-        replay = replay_tag(upstream, {}, patches, line.root)
+        replay = replay_tag(upstream, base, patches, line.root)
     refusal = replay.refusal(head=tag == queue.pin.tag)
     if refusal:
         bad = [o for o in replay.outcomes if o.status in (PatchStatus.CONFLICT, PatchStatus.UPSTREAM)]

@@ -2,8 +2,9 @@
 
 The same classification as `rebase` (release.queue.replay: applies as it is, already
 upstream, 3-way, conflict; never fuzz), in a throw-away repository that first holds the
-head's pristine tree, so `git am --3way` finds the pre-image blobs the patches name.
-vendor/ is only ever read.
+tree the series was made on with the series applied there (the head's pristine tree for the
+head line, the line's newest train tag for an older line), so `git am --3way` finds the
+pre-image blobs the patches name, a second patch on a file included. vendor/ is only ever read.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from release.core.errors import ReleaseError, TransportError
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.lines import Line
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
-from release.model.train import DEFAULT_LINE, TrainEntry, digest_carried
+from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
+from release.pristine.sources import fetch
 from release.queue.drift import unapply
 from release.queue.load import Queue
-from release.queue.replay import Replay, replay_series
+from release.queue.replay import Replay, replay_series, start
 
 
 @dataclass(frozen=True)
@@ -105,20 +109,37 @@ def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
     return recovered
 
 
+def line_made_on(train: Train, line: Line, tag: str) -> dict[str, bytes]:
+    """The tree an older line's variants were made on: `pq carry` makes them on the line's newest train
+    tag, read here from its recorded source and held to its recorded sha256. Nothing when `tag` is that
+    tag itself (its own tree is the base), when the line has no train tag, or when the read disagrees."""
+    entries = [e for e in train.entries if e.line == line.name]
+    if not entries or entries[-1].tag == tag:
+        return {}
+    newest = entries[-1]
+    try:
+        tree = fetch(newest.tag, newest.recorded_source(), line, lazy=True)
+    except TransportError:
+        raise  # the network broke, not the tag: exit 4 as from every command
+    except ReleaseError:
+        return {}  # the tag's own check reports it; without its blobs a replay merges only where git still can
+    return tree.files if tree.file_hashes() == newest.pristine else {}
+
+
 def replay_tag(
     upstream: UpstreamTree, base: dict[str, bytes], patches: list[Patch], root: str = UPSTREAM_SUBTREE
 ) -> TagReplay:
     """pristine(tag) + series, classified patch by patch, in a scratch repository.
 
-    `root` is the upstream directory the line's files are keyed below; `base` (the head's
-    pristine tree, or nothing for another line) only supplies pre-image blobs for --3way.
+    `root` is the upstream directory the line's files are keyed below; `base` is the tree the
+    series was made on (the head's pristine tree, or `line_made_on` for another line): with the
+    series applied on it first, it only supplies pre-image blobs for --3way.
     """
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
         work = Path(tmp)
         repo = WorkRepo.create(work / "repo", root)
-        if base:
-            repo.commit_subtree(base, "head pristine: the pre-image blobs for --3way")
-        repo.commit_subtree(upstream.files, f"vllm {upstream.tag} (pristine)")
+        made_on = base if base != upstream.files else None  # the tag itself: its own replay writes the blobs
+        start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, patches)
         replay = Replay()
         replay_series(repo, work, patches, replay, upstream)
         files = repo.subtree_files()

@@ -148,3 +148,21 @@ def test_a_patch_whose_file_the_new_tag_deleted_says_it_is_absent(project: Path,
     assert f"absent in vLLM {NEXT_TAG}" in conflict["ours"]
     assert "+import torch  # ours" in conflict["theirs"]
     assert f"absent in vLLM {NEXT_TAG}" in (project / "reports/r/rebase-report.md").read_text()
+
+
+def test_a_dry_run_that_meets_a_conflict_reports_it_and_leaves_nothing(project: Path, tmp_path: Path) -> None:
+    """`rebase TAG --dry-run` writes only the report: no work directory (so no --abort), and the real
+    rebase onto the same tag can start at once."""
+    add_patch(project, PATCH, "mori.py", "import torch\n", OURS, "mori: ours")
+    tree = next_tree(project)
+    tree["mori.py"] = tree["mori.py"].replace(b"import torch\n", UPSTREAM.encode(), 1)
+    source = make_dir(tmp_path / "src", tree, NEXT_TAG.removeprefix("v"))
+    before = snapshot(project)
+    dry = release_here(project, "rebase", NEXT_TAG, "--from", f"dir:{source}", "--dry-run", "--report", "reports/r")
+    assert dry.returncode == 3, dry.stderr
+    report = json.loads((project / "reports" / "r" / "rebase-report.json").read_text())
+    assert report["result"] == "conflict" and report["work_dir"] == "", report
+    assert [c["file"] for o in report["patches"] for c in o.get("conflicts", [])] == [f"{SUBTREE}/mori.py"]
+    assert not (project / WORK).exists() and snapshot(project) == before
+    again = release_here(project, "rebase", NEXT_TAG, "--from", f"dir:{source}", "--report", "reports/r")
+    assert again.returncode == 3 and "already in progress" not in again.stderr, again.stderr

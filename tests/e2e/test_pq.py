@@ -228,7 +228,9 @@ def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: P
     assert (project / "patches" / PATCH_0001).read_bytes() == original[f"patches/{PATCH_0001}"]
     # pq carry wrote a variant where the line has the class, pq skip answered for the rest: no line is silent.
     layout = Layout(project)
-    carried = json.loads((project / "reports/pq-carry/carry-report.json").read_text())
+    report = json.loads((project / "reports/pq-carry/carry-report.json").read_text())  # `pq carry --all`: per patch
+    carried = next(r for r in report["reports"] if r["patch"] == NEW)
+    assert report["reports"][-1]["head"]["result"] == "replays"
     older = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
     assert {c["line"] for c in carried["lines"]} == {line.name for line in older}
     written = [c["line"] for c in carried["lines"] if c["result"] == "written"]

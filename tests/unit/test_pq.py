@@ -196,6 +196,35 @@ def test_the_template_unfilled_is_refused_and_answered_passes() -> None:
     assert patch.trailers["Last-Update"] == "2026-12-04"
 
 
+# An upstream commit as `git am` brings it: upstream's own message, then the DEP-3 trailers of a backport.
+UPSTREAM_MESSAGE = (
+    "The combine already reduces over top-k, so the finalize must not reduce again.\n\n"
+    "Signed-off-by: An Upstream Author <author@example.com>\n"
+    "Origin: upstream, https://github.com/vllm-project/vllm/commit/0123456789abcdef\n"
+    "Applied-Upstream: v0.99.0, https://github.com/vllm-project/vllm/commit/0123456789abcdef\n"
+    "Bug: https://github.com/vllm-project/vllm/issues/1 a double reduce"
+)
+
+
+def test_an_upstream_backport_keeps_its_own_message_with_dep3_trailers() -> None:
+    patch = Patch("0002-backport.patch", mail(UPSTREAM_MESSAGE, "[Bugfix] FlashInfer combine is reduced"))
+    patch.validate_message()
+    assert patch.is_backport and patch.purpose.title == "a double reduce"
+
+
+@pytest.mark.parametrize(
+    "cut, problem",
+    [
+        ("Applied-Upstream: v0.99.0, https://github.com/vllm-project/vllm/commit/0123456789abcdef\n", "no Why:"),
+        ("Bug: https://github.com/vllm-project/vllm/issues/1 a double reduce", "neither Bug:"),
+    ],
+)
+def test_a_backport_without_where_it_landed_or_what_it_fixes_is_refused(cut: str, problem: str) -> None:
+    patch = Patch("0002-backport.patch", mail(UPSTREAM_MESSAGE.replace(cut, ""), "[Bugfix] a subject"))
+    with pytest.raises(MalformedPatchError, match=re.escape(problem)):
+        patch.validate_message()
+
+
 def test_a_bug_is_its_id_then_its_title() -> None:
     patch = Patch("x.patch", mail(ANSWERED.replace("Downstream: a check we keep downstream", "Bug: vllm#41 a title")))
     assert patch.purpose.bug == "vllm#41" and patch.purpose.title == "a title" and not patch.purpose.downstream

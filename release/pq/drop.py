@@ -1,0 +1,62 @@
+"""`pq drop NAME`: a patch out of the queue in one command (what `git rebase -i` then `pq export` do by hand).
+
+In the work tree (`pq import` makes it when there is none; one holding work not exported is refused),
+the patch's commit is taken out of the line of commits with `git rebase --onto C^ C`, the later
+commits replayed on the one before it; a later patch that does not apply without it stops the drop
+(exit 3) and the rebase is aborted, so nothing changes. Then `pq export` writes patches/, its
+series and vendor/ in one swap, and drops from every release line what `pq carry` and `pq skip`
+wrote about the patch (a line that takes it as it is refuses the drop, exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from release.core.errors import ConflictError, PatchQueueTreeError, UnknownPatchError
+from release.core.git import FIXED_DATE, git
+from release.core.layout import Layout
+from release.pq.export import Export, export_queue, require_exportable
+from release.pq.importer import import_queue
+from release.pq.names import unmark
+from release.pq.tree import BRANCH, PqTree
+
+
+def drop_patch(layout: Layout, path: Path, name: str) -> Export:
+    if not PqTree(path).is_ours() and not path.exists():
+        import_queue(layout, path)
+    tree = PqTree.open(path)
+    require_exportable(tree)
+    state = tree.state()
+    if tree.head() != state.synced:
+        raise PatchQueueTreeError(
+            f"{path} holds commits not exported yet: drop would export them with it",
+            hint=f"export them first (`python -m release pq export`), or drop by hand (`git -C {path} rebase -i "
+            "pristine`, then `pq export`)",
+        )
+    commits = tree.commits(state.base)
+    named = {commit: unmark(tree.message(commit))[0] for commit in commits}
+    found = [c for c, names in named.items() if any(n == name or n.split("-", 1)[0] == name for n in names)]
+    if len(found) != 1:
+        listed = ", ".join(n for names in named.values() for n in names) or "none"
+        raise UnknownPatchError(f"{name!r} is not one patch of the work tree {path} ({listed})")
+    [commit] = found
+    before = tree.head()
+    moved = git(
+        "rebase", "--quiet", "--onto", f"{commit}^", commit, BRANCH,
+        cwd=path, check=False, env={"GIT_COMMITTER_DATE": FIXED_DATE},
+    )  # fmt: skip
+    if not moved.ok:
+        later = tree.repo.run("log", "-1", "--format=%s", "REBASE_HEAD", check=False).out.strip()
+        git("rebase", "--abort", cwd=path, check=False)
+        git("reset", "--quiet", "--hard", before, cwd=path, check=False)
+        raise ConflictError(
+            f"dropping {named[commit][0]}: a later patch ({later or 'one after it'}) does not apply without it; "
+            "nothing was changed",
+            hint=f"drop that one too, or change it so that it stands alone (`git -C {path} rebase -i pristine`), "
+            "then `python -m release pq export`",
+        )
+    try:
+        return export_queue(layout, path)
+    except BaseException:
+        git("reset", "--quiet", "--hard", before, cwd=path, check=False)  # the tree as patches/ still is
+        raise

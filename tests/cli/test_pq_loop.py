@@ -1,0 +1,90 @@
+"""The loop's one-command steps, offline, as real processes with real git: `pq drop`, and an upstream
+backport taken with `git am` that keeps its own message (DEP-3 trailers, no Why / How).
+
+`pq drop NAME`: a patch out of the queue in one command.
+
+The patches are a test's own (helpers/synthetic.add_patch: a format-patch mail, its series line, vendor/
+patched, a `skip` in every older line's series); dropping one gives back patches/ and vendor/ byte for byte
+as they were before it was added, `skip`s included. A patch that a later one needs is not dropped (exit 3)
+and nothing changes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from helpers import run_release, snapshot
+from helpers.synthetic import SUBTREE, add_patch
+from release.core.git import WorkRepo
+from release.core.layout import Layout, read_tree
+from release.model.lines import read_lines
+from release.model.series import Series
+from release.queue.load import is_head
+
+FIRST = "0002-mori-first.patch"
+SECOND = "0003-mori-second.patch"
+
+
+def test_drop_gives_back_the_queue_as_it_was_before_the_patch(project: Path) -> None:
+    before = snapshot(project)
+    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    assert snapshot(project) != before
+    dropped = run_release(project, "pq", "drop", "0002")
+    assert dropped.returncode == 0, dropped.stderr
+    assert re.search(rf"(?m)^{re.escape(FIRST)} +dropped$", dropped.stdout), dropped.stdout
+    assert snapshot(project) == before
+    again = run_release(project, "pq", "drop", FIRST)
+    assert again.returncode == 2 and "is not one patch of the work tree" in again.stderr, again.stderr
+
+
+def test_a_patch_a_later_one_needs_is_not_dropped_and_nothing_changes(project: Path) -> None:
+    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    add_patch(project, SECOND, "mori.py", "import torch  # first\n", "import torch  # second\n", "mori: second")
+    assert run_release(project, "pq", "import").returncode == 0
+    before = snapshot(project)
+    refused = run_release(project, "pq", "drop", FIRST)
+    assert refused.returncode == 3, refused.stderr
+    assert refused.stderr.startswith(f"error: dropping {FIRST}: a later patch (mori: second) does not apply"), (
+        refused.stderr
+    )
+    assert snapshot(project) == before
+    assert run_release(project, "pq", "export", "--check").returncode == 0  # the work tree is as it was
+
+
+BACKPORT_MESSAGE = """[Bugfix] mori: say why torch comes first
+
+Upstream's own words: the import order matters for the extension.
+
+Signed-off-by: An Upstream Author <author@example.com>
+Origin: upstream, https://github.com/vllm-project/vllm/commit/0123456789abcdef
+Applied-Upstream: v0.99.0, https://github.com/vllm-project/vllm/commit/0123456789abcdef
+Bug: https://github.com/vllm-project/vllm/issues/1 the import order
+"""
+
+
+def test_an_upstream_commit_taken_with_git_am_keeps_its_message(project: Path, tmp_path: Path) -> None:
+    vendor = project / "vendor" / "vllm_fused_moe" / "prepare_finalize"
+    clone = WorkRepo.create(tmp_path / "vllm")
+    base = clone.commit_subtree(read_tree(vendor), "upstream at the head's tag, our patches on it")
+    mori = clone.subtree / "mori.py"
+    mori.write_text(mori.read_text().replace("import torch\n", "import torch  # first: the extension needs it\n", 1))
+    clone.run("commit", "--quiet", "-a", "-m", BACKPORT_MESSAGE, fixed_date=True)
+    [upstream] = clone.export(base, tmp_path / "mail")
+
+    assert run_release(project, "pq", "import").returncode == 0
+    WorkRepo(project / ".work" / "pq").run("am", "--keep", str(upstream))
+    exported = run_release(project, "pq", "export")
+    assert exported.returncode == 0, exported.stderr
+    [name] = [n for n in Series.load(project / "patches" / "series").names if "mori" in n]
+    text = (project / "patches" / name).read_text()
+    assert "Upstream's own words" in text and "\nWhy:" not in text and "\nApplied-Upstream: v0.99.0, " in text
+    assert "# first: the extension needs it" in (vendor / "mori.py").read_text()
+    layout = Layout(project)
+    for line in read_lines(layout.lines).lines:
+        if not is_head(layout, line):
+            skipped = run_release(project, "pq", "skip", name, "--line", line.name, "--reason", "no mori.py here")
+            assert skipped.returncode == 0, skipped.stderr
+    checked = run_release(project, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"{SUBTREE}/mori.py" in text
