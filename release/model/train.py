@@ -41,7 +41,10 @@ HEADER = (
     "# `bugs`: the bugs the tag has (it only grows); `level`: the N of its overlay's <vllm>+fm.N, and\n"
     "# `carried_digest`: the digest of the patches it carries at that level; a re-record that carries\n"
     "# other patches raises the level by one, so a tag's patch level only goes up.\n"
+    "# [[removed]]: what `train remove` keeps of a tag (its level, bugs and carried digest), so that adding\n"
+    "# it again goes on from there.\n"
 )
+REMOVED_KEYS = ("tag", "patches", "bugs", "level", "carried_digest")
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,9 @@ class TrainEntry:
 @dataclass(frozen=True)
 class Train:
     entries: tuple[TrainEntry, ...]
+    # What `train remove` kept of each removed tag (REMOVED_KEYS): its level was published, so a tag added
+    # again continues from it (`previous`), and its bugs stay known.
+    removed: tuple[TrainEntry, ...] = ()
 
     @property
     def tags(self) -> list[str]:
@@ -137,13 +143,25 @@ class Train:
     def get(self, tag: str) -> TrainEntry | None:
         return next((entry for entry in self.entries if entry.tag == tag), None)
 
+    def previous(self, tag: str) -> TrainEntry | None:
+        """What the train knows of `tag` before it is recorded again: its entry, or what removing it kept."""
+        return self.get(tag) or next((e for e in self.removed if e.tag == tag), None)
+
     def with_entry(self, entry: TrainEntry) -> Train:
         """The train with `entry` added, or replacing the entry of the same tag; oldest first."""
         kept = [e for e in self.entries if e.tag != entry.tag]
-        return Train(tuple(sorted([*kept, entry], key=lambda e: _order(e.tag))))
+        removed = tuple(e for e in self.removed if e.tag != entry.tag)
+        return Train(tuple(sorted([*kept, entry], key=lambda e: _order(e.tag))), removed)
 
     def without(self, tag: str) -> Train:
-        return Train(tuple(e for e in self.entries if e.tag != tag))
+        """The train without `tag`, keeping its level, bugs and carried digest under [[removed]]."""
+        gone = [
+            TrainEntry(e.tag, "", patches=e.patches, bugs=e.bugs, level=e.patch_level, carried_digest=e.carried_digest)
+            for e in self.entries
+            if e.tag == tag
+        ]
+        removed = sorted([*(e for e in self.removed if e.tag != tag), *gone], key=lambda e: _order(e.tag))
+        return Train(tuple(e for e in self.entries if e.tag != tag), tuple(removed))
 
     @classmethod
     def load(cls, path: Path, lines: Collection[str] | None = None) -> Train:
@@ -159,9 +177,11 @@ class Train:
             raise TrainFileError(f"{path} is missing", hint="restore patches/train.toml from git") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise TrainFileError(f"{path} is not valid TOML: {exc}") from None
-        unknown = sorted(set(data) - {"release"})
+        unknown = sorted(set(data) - {"release", "removed"})
         if unknown:
-            raise TrainFileError(f"{path}: unknown top-level key {unknown[0]!r} (the train is [[release]] tables)")
+            raise TrainFileError(
+                f"{path}: unknown top-level key {unknown[0]!r} (the train is [[release]] and [[removed]] tables)"
+            )
         raw = data.get("release", [])
         if not isinstance(raw, list):
             raise TrainFileError(f"{path}: `release` must be an array of tables ([[release]])")
@@ -170,7 +190,8 @@ class Train:
         )
         _refuse_duplicates(path, raw)
         entries = [_entry(path, index, item, known) for index, item in enumerate(raw)]
-        return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))))
+        removed = _removed(path, data.get("removed", []), {e.tag for e in entries})
+        return cls(tuple(sorted(entries, key=lambda e: _order(e.tag))), removed)
 
     def require_head(self, path: Path, head: str) -> Train:
         """The train, after proving it records the head (UPSTREAM.toml's tag): vendor/ is that entry's tree.
@@ -200,7 +221,20 @@ class Train:
             }
             for e in self.entries
         ]
-        return HEADER + (f"\n{tomli_w.dumps({'release': releases})}" if releases else "")
+        removed = [
+            {
+                "tag": e.tag,
+                "patches": list(e.patches),
+                **({"bugs": list(e.bugs)} if e.bugs else {}),
+                "level": e.level,
+                **({"carried_digest": e.carried_digest} if e.carried_digest else {}),
+            }
+            for e in self.removed
+        ]
+        tables = {"release": releases} if releases else {}
+        if removed:
+            tables["removed"] = removed
+        return HEADER + (f"\n{tomli_w.dumps(tables)}" if tables else "")
 
 
 def digest_carried(patches: Iterable[tuple[str, str]]) -> str:
@@ -237,6 +271,56 @@ def _refuse_duplicates(path: Path, raw: list[object]) -> None:
         seen[canonical] = (index, tag)
 
 
+def _removed(path: Path, raw: object, recorded: set[str]) -> tuple[TrainEntry, ...]:
+    """The [[removed]] tables: each a tag not in the train, once, with a positive level."""
+    if not isinstance(raw, list):
+        raise TrainFileError(f"{path}: `removed` must be an array of tables ([[removed]])")
+    _refuse_duplicates(path, raw)
+    kept: list[TrainEntry] = []
+    for index, item in enumerate(raw):
+        where = f"{path}: removed #{index + 1}"
+        if not isinstance(item, dict) or sorted(set(item) - set(REMOVED_KEYS)):
+            raise TrainFileError(f"{where}: a removed tag is a table of {', '.join(REMOVED_KEYS)}")
+        tag = _tag(where, item.get("tag"))
+        if tag in recorded:
+            raise TrainFileError(f"{where} ({tag}): the tag is in the train and removed at once")
+        patches, bugs, level, carried = _carried(f"{where} ({tag})", {"level": None, **item})
+        kept.append(TrainEntry(tag, "", patches=patches, bugs=bugs, level=level, carried_digest=carried))
+    return tuple(sorted(kept, key=lambda e: _order(e.tag)))
+
+
+def _tag(where: str, tag: object) -> str:
+    """A tag as the tool writes it: a vLLM release tag in its one spelling."""
+    if not isinstance(tag, str) or not tag:
+        raise TrainFileError(f"{where}: `tag` is missing")
+    try:
+        canonical = canonical_tag(tag)
+    except UnknownTagError:
+        raise TrainFileError(f"{where}: tag {tag!r} is not a vLLM release tag (vX.Y.Z or vX.Y.Z.postN)") from None
+    if tag != canonical:
+        raise TrainFileError(f"{where}: tag {tag!r} must be written {canonical!r}, the one spelling the tool writes")
+    return tag
+
+
+def _carried(where: str, item: dict[str, object]) -> tuple[tuple[str, ...], tuple[str, ...], int, str]:
+    """What a tag carries and has, as a [[release]] or [[removed]] table records it: patches, bugs, level, digest.
+
+    An absent `level` is 0 (not recorded); a present one is a positive integer."""
+    patches = item.get("patches", [])
+    if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
+        raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
+    bugs = item.get("bugs", [])
+    if not isinstance(bugs, list) or not all(isinstance(b, str) and b and not CONTROL_RE.search(b) for b in bugs):
+        raise TrainFileError(f"{where}: `bugs` must be a list of bug ids (the `Bug:` ids of the patches)")
+    level = item.get("level", 0)
+    if not isinstance(level, int) or isinstance(level, bool) or level < ("level" in item):
+        raise TrainFileError(f"{where}: `level` {level!r} is not a patch level (a positive integer)")
+    carried = item.get("carried_digest", "")
+    if not isinstance(carried, str) or (carried and not DIGEST_RE.fullmatch(carried)):
+        raise TrainFileError(f"{where}: `carried_digest` {carried!r} is not a digest (sha256:<64 hex digits>)")
+    return tuple(patches), tuple(bugs), level, carried
+
+
 def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> TrainEntry:
     where = f"{path}: release #{index + 1}"
     if not isinstance(item, dict):
@@ -255,13 +339,7 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         if CONTROL_RE.search(value):
             raise TrainFileError(f"{where}: `{key}` {value!r} holds a control character")
         texts[key] = value
-    tag = texts["tag"]
-    try:
-        canonical = canonical_tag(tag)
-    except UnknownTagError:
-        raise TrainFileError(f"{where}: tag {tag!r} is not a vLLM release tag (vX.Y.Z or vX.Y.Z.postN)") from None
-    if tag != canonical:
-        raise TrainFileError(f"{where}: tag {tag!r} must be written {canonical!r}, the one spelling the tool writes")
+    tag = _tag(where, texts["tag"])
     where = f"{where} ({tag})"
     if texts["line"] not in lines:
         raise TrainFileError(
@@ -271,18 +349,7 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         raise TrainFileError(f"{where}: wheel_sha256 {texts['wheel_sha256']!r} is not a sha256 hex digest")
     if texts["commit"] and not COMMIT_RE.fullmatch(texts["commit"]):
         raise TrainFileError(f"{where}: commit {texts['commit']!r} is not a git commit id")
-    patches = item.get("patches", [])
-    if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
-        raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
-    bugs = item.get("bugs", [])
-    if not isinstance(bugs, list) or not all(isinstance(b, str) and b and not CONTROL_RE.search(b) for b in bugs):
-        raise TrainFileError(f"{where}: `bugs` must be a list of bug ids (the `Bug:` ids of the patches)")
-    level = item.get("level", 0)
-    if not isinstance(level, int) or isinstance(level, bool) or level < ("level" in item):
-        raise TrainFileError(f"{where}: `level` {level!r} is not a patch level (a positive integer)")
-    carried = item.get("carried_digest", "")
-    if not isinstance(carried, str) or (carried and not DIGEST_RE.fullmatch(carried)):
-        raise TrainFileError(f"{where}: `carried_digest` {carried!r} is not a digest (sha256:<64 hex digits>)")
+    patches, bugs, level, carried = _carried(where, item)
     tables: dict[str, dict[str, str]] = {}
     for key in ("pristine", "patched"):
         table = item.get(key, {})
@@ -302,8 +369,8 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         wheel_sha256=texts["wheel_sha256"],
         commit=texts["commit"],
         flashinfer=texts["flashinfer"],
-        patches=tuple(patches),
-        bugs=tuple(bugs),
+        patches=patches,
+        bugs=bugs,
         level=level,
         carried_digest=carried,
         pristine=tables["pristine"],

@@ -41,5 +41,5 @@ def move_head(
         TrainEntry.of(upstream, hashes, patches=tuple(applied)),
         bugs=tuple(sorted({p.purpose.bug for p in carried if p.purpose.bug})),
         carried_digest=digest_carried((p.name, p.text) for p in carried) if texts is not None else "",
-    ).after(train.get(upstream.tag))
+    ).after(train.previous(upstream.tag))
     return MovedHead(train.with_entry(entry).dumps())

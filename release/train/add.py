@@ -106,7 +106,7 @@ def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_
     # A wheel by its name and sha256, not its directory; the bugs it had and its patch level carried over
     # (one level up when it now carries other patches: a tag's patch level only goes up).
     old = train.get(replay.tag)
-    entry = replay.entry(str(source.recorded()), line).after(old)
+    entry = replay.entry(str(source.recorded()), line).after(train.previous(replay.tag))
     changed = sum(1 for name, digest in entry.pristine.items() if entry.patched.get(name) != digest)
     how = "; ".join(f"{o.name.removesuffix('.patch')} {o.how}" for o in replay.outcomes)
     verb = "added" if old is None else ("re-recorded (unchanged)" if old == entry else "re-recorded (changed)")

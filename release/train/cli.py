@@ -54,7 +54,8 @@ EPILOG = """actions:
                   and its patch level with the digest of what it carries: the level before, one
                   above it when the carried patches changed (a tag's level only goes up).
   add --all       re-record every tag from its recorded source (after a change to patches/)
-  remove TAG      drop TAG from the train (never the head: rebase away from it first)
+  remove TAG      drop TAG from the train (never the head: rebase away from it first); its patch level is
+                  kept under [[removed]], so a later `add TAG` continues from it, never back at 1
   list            the train as a table (--json for machines), with each tag's FlashInfer
                   range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
                   its overlay carries: a bug fix, or downstream changes only. A train without the

@@ -71,6 +71,24 @@ def test_the_bugs_a_tag_has_only_grow() -> None:
     assert recorded(SHAPE).after(recorded(FIX, level=1)).bugs == ("#1",)
 
 
+def test_a_removed_tag_added_again_goes_on_from_its_level(tmp_path: Path) -> None:
+    """`train remove` then `train add`: the level published before is kept under [[removed]], so the tag comes
+    back at that level (the same carried patches) or one above, never at 1; the file reads back byte-stably."""
+    other = replace(recorded(FIX), tag="v0.17.0")
+    train = Train((recorded(FIX, SHAPE).after(recorded(FIX, level=1)), other))
+    gone = train.without("v0.16.0")
+    assert gone.tags == ["v0.17.0"] and gone.previous("v0.16.0") is not None
+    path = tmp_path / "train.toml"
+    path.write_text(gone.dumps())
+    assert "[[removed]]" in path.read_text() and Train.load(path, lines=("prepare_finalize",)) == gone
+    again = gone.with_entry(recorded(FIX, SHAPE).after(gone.previous("v0.16.0")))
+    assert again == train and again.dumps() == train.dumps()
+    assert recorded(FIX).after(gone.previous("v0.16.0")).patch_level == 3
+    path.write_text(gone.dumps().replace("level = 2", "level = 0"))
+    with pytest.raises(TrainFileError, match="not a patch level"):
+        Train.load(path, lines=("prepare_finalize",))
+
+
 def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path) -> None:
     layout = Layout.default()
     text = layout.train.read_text()
