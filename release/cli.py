@@ -215,16 +215,16 @@ COMMANDS: tuple[Command, ...] = (
                       ("upstream-pr 0001 --vllm ../vllm", "the same, and a branch in a vLLM clone"))),
     Command("doctor", _doctor, "is an environment affected by the double reduce, is the fix live",
             _COMMON,
-            examples=(("doctor --python /venv/bin/python", "what that environment has: vLLM, FlashInfer, the overlay"),
-                      ("doctor --python /venv/bin/python --json", "the same report as JSON (docs/doctor.schema.json)"),
-                      ("doctor --python /venv/bin/python -- vllm serve M -dp 2 --enable-expert-parallel",
-                       "would that serve command be affected?"))),
+            examples=(("doctor --python PY", "what PY's environment has: vLLM, FlashInfer, the overlay"),
+                      ("doctor --python PY --json", "the same report as JSON (docs/doctor.schema.json)"),
+                      ("doctor --python PY -- vllm serve M --enable-expert-parallel",
+                       "would that serve command be affected in PY's environment?"))),
     Command("gsm8k", _gsm8k, "GSM8K 5-shot smoke against a real `vllm serve`",
             _NETWORK, exit_texts=_GSM8K_EXITS,
-            examples=(("gsm8k --model M --backend flashinfer_nvlink_two_sided --limit 200",
-                       "a short gated run, with the fix"),
-                      ("gsm8k --model M --backend flashinfer_nvlink_two_sided --without-patches",
-                       "upstream vLLM alone: the bug"))),
+            examples=(("gsm8k --model M --backend flashinfer_all2allv --limit 200",
+                       "a short gated run of M with the fix"),
+                      ("gsm8k --model M --backend flashinfer_all2allv --compare",
+                       "the same, and a run without the fix beside it (evidence, not gated)"))),
 )  # fmt: skip
 
 
@@ -248,7 +248,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     a command) keeps its lines and breaks only those too long, under the text of their first column."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n\n".join(fill_paragraph(part, width, indent) for part in text.split("\n\n"))
+        # Examples stay as written: a command line is copied, and a break in it would spoil the copy.
+        return "\n\n".join(
+            part if part.startswith("examples:\n") else fill_paragraph(part, width, indent)
+            for part in text.split("\n\n")
+        )
 
 
 def fill(text: str, width: int, indent: str, hang: str) -> str:
@@ -262,15 +266,22 @@ def fill_paragraph(text: str, width: int, indent: str = "") -> str:
     lines = text.splitlines()
     if not any(line[:1].isspace() for line in lines):
         return fill(" ".join(lines), width, indent, indent)
-    out = []
+    # A list or a table: each entry is a line, and the lines under its text (a first column's, as in
+    # "  git:PATH   a local clone") that carry it on; an entry is refilled only where it is too long.
+    entries: list[tuple[str, int]] = []  # (the entry's text, where its continuation lines start)
     for line in lines:
-        if len(indent + line) <= width:
-            out.append(indent + line)
+        lead = len(line) - len(line.lstrip())
+        if entries and lead == entries[-1][1] and lead > len(entries[-1][0]) - len(entries[-1][0].lstrip()):
+            entries[-1] = (f"{entries[-1][0]} {line.strip()}", entries[-1][1])
             continue
-        # Continuation lines start under the text: after the indent, and after a first column ("  2  ...").
         column = re.match(r"\s*(?:\S+(?: \S+)*\s{2,}(?=\S))?", line)
-        hang = " " * min(len(column.group(0)) if column else 0, width // 2)
-        out.append(fill(line, width, indent, indent + hang))
+        entries.append((line, min(len(column.group(0)) if column else lead, width // 2)))
+    out = []
+    for entry, hang in entries:
+        if len(indent + entry) <= width:
+            out.append(indent + entry)
+        else:
+            out.append(fill(entry, width, indent, indent + " " * hang))
     return "\n".join(out)
 
 
@@ -323,12 +334,12 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
         own = exit_codes_text({code: command.meaning(code) for code in command.exit_codes})
         if command.examples:
             own = examples_text(prog, command.examples) + "\n\n" + own
-        sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + own
+        sub.epilog = (sub.epilog.rstrip("\n") + "\n\n" if sub.epilog else "") + own
         for action in sub._actions:  # an action's own --help (`pq export --help`) ends with them too
             if isinstance(action, argparse._SubParsersAction):
                 for child in action.choices.values():
                     child.formatter_class = HelpFormatter
-                    child.epilog = (child.epilog + "\n\n" if child.epilog else "") + own
+                    child.epilog = (child.epilog.rstrip("\n") + "\n\n" if child.epilog else "") + own
     return parser
 
 
