@@ -15,8 +15,9 @@ from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 from release.scan.document import build_document, dumps, load_document, to_markdown
 from release.scan.run import ScanOptions, human_bytes, scan, train_versions
 
-EPILOG = f"""what it prints: a few lines, each status with its releases; --markdown prints the whole
-table instead, --json the whole document (both as written to the files below).
+EPILOG = f"""what it prints: a few lines, how many releases of each status (oldest … newest) and the
+affected ones the train does not ship; --markdown prints the whole table instead, --json the
+whole document (both as written to the files below).
 
 what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
@@ -97,16 +98,18 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
 
 
 def summary(document: dict[str, Any], scanned: list[str]) -> str:
-    """What a scan found, in a few lines: each status with its releases, newest last."""
+    """What a scan found, in a few lines: how many releases of each status, from the oldest to the newest,
+    and the affected ones that the train does not ship yet (what to act on)."""
     releases = document["releases"]
     out = [f"scanned {len(scanned)} release(s); the document holds {len(releases)}"]
     for status in ReleaseStatus:
         these = [v for v in scanned if releases[v]["status"] == status]
         if these:
-            missing = [v for v in these if status == ReleaseStatus.AFFECTED and not releases[v]["in_train"]]
-            out.append(f"  {status.value:<13} {len(these):>3}  {', '.join(these)}")
-            if missing:
-                out.append(f"  {'':<13} {'':>3}  not in the train: {', '.join(missing)}")
+            span = ", ".join(these) if len(these) <= 3 else f"{these[0]} … {these[-1]}"
+            out.append(f"  {status.value:<13} {len(these):>3}  {span}")
+    missing = [v for v in scanned if releases[v]["status"] == ReleaseStatus.AFFECTED and not releases[v]["in_train"]]
+    if missing:
+        out.append(f"affected and not in the train: {', '.join(missing)}")
     if document.get("fixed_in"):
         out.append(f"fixed upstream in {document['fixed_in']}")
     out.append("the whole table: --markdown (docs/affected-releases.md); the JSON document: --json")
