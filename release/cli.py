@@ -303,7 +303,13 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
         epilog=exit_codes_text(every) + f"\n\nwhat each code means for one command: {prog} COMMAND --help",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="the checkout to work on (default: the one this program lies in, or else the one that holds the working "
+        "directory)",
+    )
     said = parser.add_mutually_exclusive_group()
     said.add_argument(
         "-q",
