@@ -1,4 +1,4 @@
-"""The commit message a new patch starts from (upstream_pr/template.py is an upstream PR's PR.md).
+"""The commit message a new patch starts from (upstream_pr/pull_request.py is an upstream PR's PR.md).
 
 `git commit -t` with it, then answer every `<...>`.
 

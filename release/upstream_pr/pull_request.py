@@ -1,4 +1,4 @@
-"""PR.md of an upstream vLLM pull request (pq/template.py is the commit message a new patch starts from).
+"""PR.md of an upstream vLLM pull request (pq/template.py: the message a new patch starts from).
 
 In the shape of vLLM's pull request template: its sections (Purpose, Test Plan, Test Result), then its
 checklist and footer (GitHub Actions strips what follows the footer).
