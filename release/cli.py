@@ -211,8 +211,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("upstream-pr", _upstream_pr, "turn a patch into an upstream vLLM pull request", _NETWORK,
             exit_texts=((EXIT_FAILED, "the regression test did not fail without the patch or did not pass with it "
                          "(every run is named); nothing was written"),),
-            examples=(("upstream-pr 0001", "the mail, PR.md and its evidence for patch 0001, offline"),
-                      ("upstream-pr 0001 --vllm ../vllm", "the same, and a branch in a vLLM clone"))),
+            examples=(("upstream-pr 0001", "the mail and PR.md for patch 0001, its regression test proven first"),
+                      ("upstream-pr 0001 --skip-test-run", "the same without running the test (PR.md says so)"),
+                      ("upstream-pr 0001 --vllm ../vllm", "the same as the first, and a branch in a vLLM clone"))),
     Command("doctor", _doctor, "is an environment affected by the double reduce, is the fix live",
             _COMMON,
             examples=(("doctor --python PY", "what PY's environment has: vLLM, FlashInfer, the overlay"),
