@@ -150,7 +150,7 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
     # [tool.importlinter] in pyproject.toml; --no-cache: no cache directory in the checkout (it takes < 1 s).
     session.run("lint-imports", "--no-cache")
-    session.run("python", "-m", "release.core.py310", "release/overlay/runtime")
+    session.run("python", "-m", "release.overlay.py310", "release/overlay/runtime")
 
 
 @nox.session

@@ -1,8 +1,13 @@
-"""The command line: `python -m release COMMAND`.
+"""The command line: `python -m release COMMAND` (installed: `vllm-fused-moe-release COMMAND`).
 
-One registry (`COMMANDS`) names every command, the module that configures and runs it,
-and the exit codes it can return; `--help` of each command lists exactly those, and
-docs/architecture.md holds the table of all of them (`exit_code_table()`, checked by a test).
+One table (`COMMANDS`) names every command, the module that configures and runs it, the exit
+codes it can return and its examples; `--help` of each command lists exactly those, and
+docs/architecture.md holds the table of all the codes (`exit_code_table()`, checked by a test).
+Each command is one module of its stage with `configure(parser)` and `run(args, layout)`: the
+stage's `cli.py` for the command named after the stage, `<command>_cli.py` for another command of
+it (docs/architecture.md, "How a command is wired"). The table imports each of them in a function
+of its own, so that import-linter and a reader see which module a command reaches, and a command
+imports only its own module (`check --help` does not pay for the wheel reader's requests).
 Errors are caught here once, printed as one `error:` line plus a `hint:` line, and turned
 into their exit code (release.core.errors).
 """
@@ -10,8 +15,9 @@ into their exit code (release.core.errors).
 from __future__ import annotations
 
 import argparse
-import importlib
+import re
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +31,12 @@ from release.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TRANSPORT,
+    ModuleMissingError,
     ReleaseError,
 )
 from release.core.layout import Layout
+
+PROG = "python -m release"
 
 # What each exit code means, in one place; each command lists the ones it can return.
 EXIT_MEANINGS: dict[int, str] = {
@@ -43,27 +52,98 @@ EXIT_MEANINGS: dict[int, str] = {
 }
 
 
-class Runner(Protocol):
-    def __call__(self, args: argparse.Namespace, layout: Layout) -> int: ...
+class CommandModule(Protocol):
+    """What the module of one command holds (mypy checks every loader of COMMANDS against it)."""
+
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, layout: Layout) -> int: ...
 
 
-Configure = Callable[[argparse.ArgumentParser], None]
+# One loader per command module: the import sits in the function, so that a command imports its own
+# module alone, and is a plain import statement, so that import-linter sees the edge.
+def _rebase() -> CommandModule:
+    from release.rebase import cli
+
+    return cli
+
+
+def _tags() -> CommandModule:
+    from release.rebase import tags_cli
+
+    return tags_cli
+
+
+def _check() -> CommandModule:
+    from release.queue import check_cli
+
+    return check_cli
+
+
+def _status() -> CommandModule:
+    from release.queue import status_cli
+
+    return status_cli
+
+
+def _pq() -> CommandModule:
+    from release.pq import cli
+
+    return cli
+
+
+def _train() -> CommandModule:
+    from release.train import cli
+
+    return cli
+
+
+def _scan() -> CommandModule:
+    from release.scan import cli
+
+    return cli
+
+
+def _build() -> CommandModule:
+    from release.overlay import build_cli
+
+    return build_cli
+
+
+def _publish() -> CommandModule:
+    from release.overlay import publish_cli
+
+    return publish_cli
+
+
+def _doctor() -> CommandModule:
+    from release.overlay import doctor_cli
+
+    return doctor_cli
+
+
+def _upstream_pr() -> CommandModule:
+    from release.upstream_pr import cli
+
+    return cli
+
+
+def _gsm8k() -> CommandModule:
+    from release.gsm8k import cli
+
+    return cli
 
 
 @dataclass(frozen=True)
 class Command:
     name: str
-    module: str  # holds configure[_SUFFIX](parser) and run[_SUFFIX](args, layout)
+    load: Callable[[], CommandModule]
     help: str
     exit_codes: tuple[int, ...]
-    suffix: str = ""  # for modules that hold several commands (queue.cli: check, status)
     # What a code means for this command, where that says more than EXIT_MEANINGS.
     exit_texts: tuple[tuple[int, str], ...] = ()
-
-    def load(self) -> tuple[Configure, Runner]:
-        loaded = importlib.import_module(self.module)
-        end = f"_{self.suffix}" if self.suffix else ""
-        return getattr(loaded, f"configure{end}"), getattr(loaded, f"run{end}")
+    # (the arguments after the program's name, what they do): the "examples:" of its --help.
+    examples: tuple[tuple[str, str], ...] = ()
 
     def meaning(self, code: int) -> str:
         return dict(self.exit_texts).get(code, EXIT_MEANINGS[code])
@@ -84,11 +164,17 @@ _GSM8K_EXITS = (
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the server was stopped"),
 )  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
-    Command("rebase", "release.rebase.cli", "move vendor/ and patches/ onto another vLLM tag",
-            (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT)),
-    Command("check", "release.queue.cli", "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON, "check"),
-    Command("status", "release.queue.cli", "the pinned tag, the patches and their states", _COMMON, "status"),
-    Command("pq", "release.pq.cli", "edit the patch queue as git commits, carry a patch to the lines",
+    Command("rebase", _rebase, "move vendor/ and patches/ onto another vLLM tag",
+            (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT),
+            examples=(("rebase v0.21.0 --from pypi", "replay the series on v0.21.0's release wheel, swap it in"),
+                      ("rebase v0.21.0 --from pypi --dry-run", "classify each patch and report; change nothing"),
+                      ("rebase --continue .work/rebase-v0.21.0", "finish a rebase that stopped at a conflict"))),
+    Command("check", _check, "verify vendor/ == pristine(UPSTREAM.toml) + series", _COMMON,
+            examples=(("check", "is vendor/ exactly the pinned release plus the series?"),
+                      ("-q check", "the same, with nothing on stderr unless it fails"))),
+    Command("status", _status, "the pinned tag, the patches and their states", _COMMON,
+            examples=(("status", "the pinned tag, its FlashInfer pin and each patch with its trailers"),)),
+    Command("pq", _pq, "edit the patch queue as git commits, carry a patch to the lines",
             (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT),
             exit_texts=((EXIT_FAILED, "`export --check`: patches/ or vendor/ differ from the export; or a tool failed"),
                         (EXIT_BAD_INPUT, "bad input: no or a foreign work tree, work not exported, a commit that is "
@@ -98,23 +184,48 @@ COMMANDS: tuple[Command, ...] = (
                         (EXIT_CONFLICT, "`carry`: the head line's series conflicts on one of its train tags (the "
                          "report names it; what was carried onto the other lines is written); `drop`: a later "
                          "patch does not apply without the one dropped (nothing was changed)"),
-                        (EXIT_TRANSPORT, "`carry`: the network broke while reading a train tag"))),
-    Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
-            _NETWORK),
-    Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),
-    Command("scan", "release.scan.cli", "classify every vLLM release on the index for each patch", _NETWORK),
-    Command("build", "release.overlay.build_cli", "build the overlay wheel into dist/", _COMMON),
-    Command("publish", "release.overlay.publish_cli", "add wheels to a PEP 503 index directory", _COMMON,
+                        (EXIT_TRANSPORT, "`carry`: the network broke while reading a train tag")),
+            examples=(("pq import", "the queue as commits in .work/pq/: pristine, then one commit per patch"),
+                      ("pq new shape-check", "the message template of a new patch, 0002-shape-check.patch"),
+                      ("pq export", "the commits back into patches/ and vendor/, in one swap"))),
+    Command("train", _train, "the release train: add, remove, list, check the tags we ship", _NETWORK,
+            examples=(("train list", "every tag we ship an overlay for"),
+                      ("train add v0.21.0", "add a release to the train, with its pristine and patched hashes"),
+                      ("train check", "rebuild every train tag and compare the recorded hashes"))),
+    Command("tags", _tags, "list vLLM release tags newer than the pin", _NETWORK,
+            examples=(("tags", "vLLM final releases newer than the pin, oldest first"),
+                      ("tags --newest", "only the newest one (what the watch workflow rebases onto)"))),
+    Command("scan", _scan, "classify every vLLM release on the index for each patch", _NETWORK,
+            examples=(("scan --since v0.21.0", "classify the newer releases and update the affected-releases files"),
+                      ("scan --dry-run --markdown", "print the whole table; write nothing"),
+                      ("scan --dry-run --json", "print the JSON document (what `train watch` reads)"))),
+    Command("build", _build, "build the overlay wheel into dist/", _COMMON,
+            examples=(("build", "the head's overlay wheel into dist/"),
+                      ("build --all", "one wheel per train tag"))),
+    Command("publish", _publish, "add wheels to a PEP 503 index directory", _COMMON,
             exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
                          "device, a directory), not ours, dirty or missing a fix; a clash or an index no publish "
-                         "leaves; the index was not changed"),)),
-    Command("upstream-pr", "release.upstream_pr.cli", "turn a patch into an upstream vLLM pull request", _NETWORK,
+                         "leaves; the index was not changed"),),
+            examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
+                      ("publish dist/ONE.whl index", "add one wheel"))),
+    Command("upstream-pr", _upstream_pr, "turn a patch into an upstream vLLM pull request", _NETWORK,
             exit_texts=((EXIT_FAILED, "the regression test did not fail without the patch or did not pass with it "
-                         "(every run is named); nothing was written"),)),
-    Command("doctor", "release.overlay.doctor_cli", "is an environment affected by the double reduce, is the fix live",
-            _COMMON),
-    Command("gsm8k", "release.gsm8k.cli", "GSM8K 5-shot smoke against a real `vllm serve`",
-            _NETWORK, exit_texts=_GSM8K_EXITS),
+                         "(every run is named); nothing was written"),),
+            examples=(("upstream-pr 0001", "the mail and PR.md for patch 0001, its regression test proven first"),
+                      ("upstream-pr 0001 --skip-test-run", "the same without running the test (PR.md says so)"),
+                      ("upstream-pr 0001 --vllm ../vllm", "the same as the first, and a branch in a vLLM clone"))),
+    Command("doctor", _doctor, "is an environment affected by the double reduce, is the fix live",
+            _COMMON,
+            examples=(("doctor --python PY", "what PY's environment has: vLLM, FlashInfer, the overlay"),
+                      ("doctor --python PY --json", "the same report as JSON (docs/doctor.schema.json)"),
+                      ("doctor --python PY -- vllm serve M --enable-expert-parallel",
+                       "would that serve command be affected in PY's environment?"))),
+    Command("gsm8k", _gsm8k, "GSM8K 5-shot smoke against a real `vllm serve`",
+            _NETWORK, exit_texts=_GSM8K_EXITS,
+            examples=(("gsm8k --model M --backend flashinfer_all2allv --limit 200",
+                       "a short gated run of M with the fix"),
+                      ("gsm8k --model M --backend flashinfer_all2allv --compare",
+                       "the same, and a run without the fix beside it (evidence, not gated)"))),
 )  # fmt: skip
 
 
@@ -132,21 +243,74 @@ def exit_code_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs wrapped at the terminal's width (80 where there is none), as argparse
+    wraps the options: a paragraph of plain lines is filled; one with indented lines (a list, a table,
+    a command) keeps its lines and breaks only those too long, under the text of their first column."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        # Examples stay as written: a command line is copied, and a break in it would spoil the copy.
+        return "\n\n".join(
+            part if part.startswith("examples:\n") else fill_paragraph(part, width, indent)
+            for part in text.split("\n\n")
+        )
+
+
+def fill(text: str, width: int, indent: str, hang: str) -> str:
+    # Paths, options and file names stay whole (`affected-releases.json`, `--allow-dirty`).
+    return textwrap.fill(
+        text, width, initial_indent=indent, subsequent_indent=hang, break_on_hyphens=False, break_long_words=False
+    )
+
+
+def fill_paragraph(text: str, width: int, indent: str = "") -> str:
+    lines = text.splitlines()
+    if not any(line[:1].isspace() for line in lines):
+        return fill(" ".join(lines), width, indent, indent)
+    # A list or a table: each entry is a line, and the lines under its text (a first column's, as in
+    # "  git:PATH   a local clone") that carry it on; an entry is refilled only where it is too long.
+    entries: list[tuple[str, int]] = []  # (the entry's text, where its continuation lines start)
+    for line in lines:
+        lead = len(line) - len(line.lstrip())
+        if entries and lead == entries[-1][1] and lead > len(entries[-1][0]) - len(entries[-1][0].lstrip()):
+            entries[-1] = (f"{entries[-1][0]} {line.strip()}", entries[-1][1])
+            continue
+        column = re.match(r"\s*(?:\S+(?: \S+)*\s{2,}(?=\S))?", line)
+        entries.append((line, min(len(column.group(0)) if column else lead, width // 2)))
+    out = []
+    for entry, hang in entries:
+        if len(indent + entry) <= width:
+            out.append(indent + entry)
+        else:
+            out.append(fill(entry, width, indent, indent + " " * hang))
+    return "\n".join(out)
+
+
+def examples_text(prog: str, examples: Sequence[tuple[str, str]]) -> str:
+    return "examples:\n" + "\n".join(f"  {prog} {line}\n      {what}" for line, what in examples)
+
+
+def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argparse.ArgumentParser:
     """The whole command line; with `argv`, only the commands it names are configured.
 
     Configuring a command imports its module, and some pull in heavy libraries (the wheel reader
     imports requests): `python -m release check` should not pay for them. The list of commands
-    and their help come from the registry either way.
+    and their help come from the table either way.
     """
     every = {code: EXIT_MEANINGS[code] for command in COMMANDS for code in command.exit_codes}
     parser = argparse.ArgumentParser(
-        prog="python -m release",
+        prog=prog,
         description="Maintain the vendored vLLM fused-MoE code, its patch series and the overlay wheels.",
-        epilog=exit_codes_text(every) + "\n\nwhat each code means for one command: python -m release COMMAND --help",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_text(every) + f"\n\nwhat each code means for one command: {prog} COMMAND --help",
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("--root", type=Path, default=None, help="the checkout to work on (default: this one)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="the checkout to work on (default: the one this program lies in, or else the one that holds the working "
+        "directory)",
+    )
     said = parser.add_mutually_exclusive_group()
     said.add_argument(
         "-q",
@@ -168,38 +332,37 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.set_defaults(verbosity=log.DEFAULT)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        sub = commands.add_parser(
-            command.name,
-            help=command.help,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        sub = commands.add_parser(command.name, help=command.help, formatter_class=HelpFormatter)
         if argv is None or command.name in argv:
-            configure, runner = command.load()
-            configure(sub)
-            sub.set_defaults(func=runner)
-        # A command may write its own epilog (sources, notes); the exit codes always end it.
+            module = command.load()
+            module.configure(sub)
+            sub.set_defaults(func=module.run)
+        # A command may write its own epilog (sources, notes); its examples and exit codes always end it.
         own = exit_codes_text({code: command.meaning(code) for code in command.exit_codes})
-        sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + own
+        if command.examples:
+            own = examples_text(prog, command.examples) + "\n\n" + own
+        sub.epilog = (sub.epilog.rstrip("\n") + "\n\n" if sub.epilog else "") + own
         for action in sub._actions:  # an action's own --help (`pq export --help`) ends with them too
             if isinstance(action, argparse._SubParsersAction):
                 for child in action.choices.values():
-                    child.formatter_class = argparse.RawDescriptionHelpFormatter
-                    child.epilog = (child.epilog + "\n\n" if child.epilog else "") + own
+                    child.formatter_class = HelpFormatter
+                    child.epilog = (child.epilog.rstrip("\n") + "\n\n" if child.epilog else "") + own
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
-    log.configure(args.verbosity)
-    layout = Layout(args.root.resolve()) if args.root else Layout.default()
     try:
+        args = build_parser(argv, prog).parse_args(argv)
+        log.configure(args.verbosity)
+        layout = Layout(args.root.resolve()) if args.root else Layout.default()
         return int(args.func(args, layout))
+    except ModuleNotFoundError as exc:
+        if (exc.name or "release").partition(".")[0] == "release":
+            raise  # a module of ours missing is a broken checkout, not a missing dependency
+        return report(ModuleMissingError.of(exc.name or str(exc)))
     except ReleaseError as exc:
-        log.error(f"error: {exc}")
-        if exc.hint:
-            log.error(f"hint: {exc.hint}")
-        return exc.exit_code
+        return report(exc)
     except KeyboardInterrupt:
         log.error("interrupted; vendor/ and patches/ are only ever changed in one journaled swap")
         return EXIT_INTERRUPTED
@@ -209,3 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"error: {exc.strerror or exc}{where}")
         log.error("hint: a swap cut short is finished by the next command; see docs/guarantees.md")
         return EXIT_FAILED
+
+
+def report(exc: ReleaseError) -> int:
+    log.error(f"error: {exc}")
+    if exc.hint:
+        log.error(f"hint: {exc.hint}")
+    return exc.exit_code

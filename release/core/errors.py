@@ -139,6 +139,12 @@ class DirtyVendorError(BadInputError):
     default_hint = "run `python -m release check` to see the hand edits; move them into a patch or discard them"
 
 
+class NotACheckoutError(BadInputError):
+    """No checkout to work on: an installed command run outside one, without --root."""
+
+    default_hint = "run it inside a clone of vllm-fused-moe, or name one with --root CHECKOUT"
+
+
 class ConfigError(BadInputError):
     """UPSTREAM.toml or VERIFIED.toml is missing or malformed (the train file: TrainFileError)."""
 
@@ -159,6 +165,22 @@ class ToolMissingError(ReleaseError):
     """A program the tooling runs (git, PyPA build) is not installed."""
 
     default_hint = "run through nox (`nox -s test`), which installs what the tooling needs"
+
+
+class ModuleMissingError(ToolMissingError):
+    """A Python module the tooling imports is not installed in this interpreter."""
+
+    default_hint = (
+        "install the tooling with its dependencies: `python3 -m pip install --group tooling` in the checkout "
+        "(`python -m release`), or `pipx install .`, `uv tool install .` or `pip install .` "
+        "(`vllm-fused-moe-release`); nox sessions install it themselves"
+    )
+
+    @classmethod
+    def of(cls, module: str) -> ModuleMissingError:
+        import sys  # the message names the interpreter that lacks it
+
+        return cls(f"the tooling needs the Python module {module!r}, which {sys.executable} does not have")
 
 
 class GitError(ReleaseError):

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import UnsafeSourceError
+from release.core.errors import NotACheckoutError, UnsafeSourceError
 
 # The upstream path of the subtree we vendor; patches are written against it.
 UPSTREAM_SUBTREE = "vllm/model_executor/layers/fused_moe/prepare_finalize"
@@ -24,7 +24,18 @@ class Layout:
 
     @classmethod
     def default(cls) -> Layout:
-        return cls(PROJECT_ROOT)
+        """The checkout this package lies in (`python -m release`, an editable install); for an installed
+        `vllm-fused-moe-release`, the checkout that holds the working directory, as git finds its own."""
+        if cls(PROJECT_ROOT).is_checkout():
+            return cls(PROJECT_ROOT)
+        here = Path.cwd()
+        for directory in (here, *here.parents):
+            if cls(directory).is_checkout():
+                return cls(directory)
+        raise NotACheckoutError(f"{here} is not inside a checkout of vllm-fused-moe (no vendor/ and patches/)")
+
+    def is_checkout(self) -> bool:
+        return (self.vendored / "UPSTREAM.toml").is_file() and (self.root / "patches").is_dir()
 
     @property
     def vendored(self) -> Path:

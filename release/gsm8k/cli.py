@@ -39,11 +39,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "score it the way lm-eval's gsm8k task does, gate on a threshold and write a report."
     )
     parser.epilog = GATED_RUN_HELP
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
     what = parser.add_argument_group("what to serve")
     what.add_argument("--model", required=True, help="model name or path given to `vllm serve`")
-    what.add_argument("--backend", required=True, choices=BACKENDS, help="the --all2all-backend to test")
+    what.add_argument(
+        "--backend",
+        required=True,
+        choices=BACKENDS,
+        metavar="BACKEND",
+        help="the --all2all-backend to test: " + ", ".join(BACKENDS),
+    )
     what.add_argument("--tp", type=int, default=2, help="--tensor-parallel-size (default: 2)")
     what.add_argument("--dp", type=int, default=2, help="--data-parallel-size (default: 2)")
     what.add_argument(
@@ -87,8 +92,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--wheel-version", default=None, help="pin vllm-fused-moe to this version (default: newest)")
     which.add_argument(
         "--vllm-version",
-        default=pinned_vllm_version(),
-        help="the vLLM release to serve (default: the tag vendor/ was built from, %(default)s)",
+        default=None,
+        help="the vLLM release to serve (default: the tag vendor/ was built from, UPSTREAM.toml's)",
     )
     which.add_argument(
         "--vllm-index-url",
@@ -137,7 +142,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--data",
         type=Path,
         default=None,
-        help=f"directory with test.jsonl and train.jsonl (default: {dataset.default_data_dir()})",
+        help="directory with test.jsonl and train.jsonl (default: ../shared/data/gsm8k beside the checkout)",
     )
     evaluation.add_argument(
         "--concurrency",
@@ -222,7 +227,7 @@ def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
         work_dir=args.work_dir,
         index_dir=None if args.without_patches else args.index,
         overlay_version=args.wheel_version,
-        vllm_version=args.vllm_version,
+        vllm_version=args.vllm_version or pinned_vllm_version(),
         vllm_index_args=("--index-url", args.vllm_index_url) if args.vllm_index_url else (),
         fixed_venv=args.venv,
         upstream_venv=args.upstream_venv,

@@ -1,4 +1,6 @@
-"""The release train (patches/train.toml): every vLLM release we ship an overlay for.
+"""The train file's data: patches/train.toml, every vLLM release we ship an overlay for, parsed and written.
+
+The `train` command that changes it is release/train/ (a stage); this module is the model it shares.
 
 Each entry says where that tag's pristine code came from (wheel file and sha256, or git
 commit), the sha256 of every pristine file, and of every file after the series. vendor/

@@ -1,4 +1,4 @@
-"""One tag's pristine subtree and where it came from."""
+"""One tag's pristine subtree, in memory, and where it came from (pq/tree.py is pq's git work tree)."""
 
 from __future__ import annotations
 

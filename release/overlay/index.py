@@ -1,4 +1,6 @@
-"""Add wheels to a PEP 503 "simple" index directory that pip reads with --index-url file://...
+"""The index we write: `publish` adds our wheels to a PEP 503 directory (pristine/index.py reads PyPI's).
+
+A "simple" index directory that pip reads with --index-url file://...
 
 Layout: INDEX/simple/index.html lists the projects; INDEX/simple/<project>/ holds the wheels
 and an index.html linking each as `<file>#sha256=<hex>` with `data-requires-python`.

@@ -12,5 +12,5 @@ A patch keeps its file name through the loop by a `Patch-Name:` line that import
 commit message and export strips again (gbp's `Gbp-Pq: Name`, Electron's `Patch-Filename:`),
 so an unchanged queue exports byte for byte.
 
-Layering: this package may import core, queue, pristine and rebase; only release/cli.py imports it.
+Where it sits among the layers, and what it may import: docs/architecture.md, "Layers".
 """

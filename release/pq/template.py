@@ -1,4 +1,6 @@
-"""The message a new patch starts from: `git commit -t` with it, then answer every `<...>`.
+"""The commit message a new patch starts from (upstream_pr/pull_request.py is an upstream PR's PR.md).
+
+`git commit -t` with it, then answer every `<...>`.
 
 The four questions are vllm-ascend's (Why / How / Related PR / Future plan); the trailers are
 DEP-3's plus ours (docs/patch-queue.md, "A patch file"). `Patch.validate_message` refuses a

@@ -1,4 +1,6 @@
-"""The work tree `pq import` makes: a git repository with upstream paths, and what it remembers.
+"""pq's git work tree with upstream paths, and what it remembers (model/tree.py: a tag's files in memory).
+
+The work tree `pq import` makes.
 
 Its first commit is the pinned tag's pristine subtree (tagged `pristine`), each later commit one
 patch; the branch is `patch-queue`. `.git/vllm-fused-moe-pq.json` records the checkout it belongs

@@ -1,4 +1,6 @@
-"""The package index: which vLLM releases exist, and which wheel file (URL, sha256, size) is each one's.
+"""The package index we read: vLLM's releases and each one's wheel (overlay/index.py is the index we write).
+
+Which vLLM releases exist, and which wheel file (URL, sha256, size) is each one's.
 
 We ask the index's simple API (PEP 691 JSON, or PEP 503 HTML where an index only has that), the
 way pip does, so any index works: PyPI by default, a mirror or a loopback test index through

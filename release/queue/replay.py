@@ -1,4 +1,6 @@
-"""Replay the patch series on one tag's pristine subtree: the classification `rebase` and the train share.
+"""The series replayed on one pristine subtree, patch by patch: the classifier rebase, train and scan share.
+
+train/replay.py builds a train tag's patched tree with it.
 
 Each patch, in series order, is classified on the tree as the patches before it left it:
 it applies as it is (`git apply --check`), or is already upstream (it reverse-applies, or

@@ -1,4 +1,4 @@
-"""`rebase`: move the vendored subtree and the patch series onto another vLLM tag.
+"""`rebase`'s job: move vendor/ and patches/ onto another vLLM tag (scan/run.py classifies, moves nothing).
 
 The job reads as its steps (after pip's `vendoring`): load the queue, prove vendor/
 is pristine + series, fetch the new pristine subtree, replay the series in a scratch

@@ -1,4 +1,4 @@
-"""`python -m release tags`: which vLLM release tags are newer than our pin.
+"""Which vLLM release tags are newer than our pin (`python -m release tags`: tags_cli.py).
 
 The scheduled watch workflow asks this module for the newest release to rebase onto.
 Parsing and choosing are pure functions over the text `git ls-remote --tags` prints, so
@@ -12,17 +12,11 @@ release 0.21.0, never a release of its own: it maps to 0.21.0 and is merged with
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from pathlib import Path
 
-from release.core import log
-from release.core.errors import EXIT_OK, BadInputError, BadTagError, GitError, RemoteError
+from release.core.errors import BadTagError, GitError, RemoteError
 from release.core.git import ls_remote_tags
-from release.core.layout import Layout
 from release.core.versions import Version, parse_version
-from release.model.pin import Pin
-from release.model.source import DEFAULT_GIT_URL
 from release.pristine import transport
 
 
@@ -97,44 +91,3 @@ def ls_remote(url: str) -> str:
         return ls_remote_tags(url, timeout=transport.settings().deadline)
     except GitError as exc:
         raise RemoteError(str(exc)) from None
-
-
-# -------------------------------------------------------------------------- CLI
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "List vLLM final release tags newer than the pin in UPSTREAM.toml, oldest first, one a line. "
-        "Pre-releases (rc, dev) are left out; a wheel build tag such as 0.21.0-1 counts as release 0.21.0. "
-        "Prints nothing (exit 0) when the pin is the newest release."
-    )
-    parser.add_argument(
-        "--remote", default=DEFAULT_GIT_URL, metavar="URL", help=f"the git remote to list (default: {DEFAULT_GIT_URL})"
-    )
-    parser.add_argument(
-        "--ls-remote-output",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="read recorded `git ls-remote --tags` output from FILE instead of asking the remote",
-    )
-    parser.add_argument("--pin", default=None, metavar="TAG", help="compare with TAG instead of UPSTREAM.toml's tag")
-    parser.add_argument(
-        "--newest", action="store_true", help="print only the newest release (what the watch rebases onto)"
-    )
-
-
-def run(args: argparse.Namespace, layout: Layout) -> int:
-    pin_tag = args.pin or Pin.load(layout.upstream_toml).tag
-    if args.ls_remote_output is not None:
-        try:
-            text = args.ls_remote_output.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BadInputError(f"cannot read {args.ls_remote_output}: {exc.strerror}") from None
-    else:
-        text = ls_remote(args.remote)
-    newer = newer_than(pin_tag, parse_ls_remote(text))
-    log.note(f"pinned {pin_tag}; {len(newer)} newer release(s) on the remote")
-    for version in newer[-1:] if args.newest else newer:
-        log.out(version.tag)
-    return EXIT_OK

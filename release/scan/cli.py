@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.versions import release_version
+from release.model.outcome import ReleaseStatus
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
 from release.scan.document import build_document, dumps, load_document, to_markdown
 from release.scan.run import ScanOptions, human_bytes, scan, train_versions
 
-EPILOG = f"""what it writes (unless --dry-run):
+EPILOG = f"""what it prints: a few lines, how many releases of each status (oldest … newest) and the
+affected ones the train does not ship; --markdown prints the whole table instead, --json the
+whole document (both as written to the files below).
+
+what it writes (unless --dry-run):
   docs/affected-releases.md  the table, for people
   release/overlay/runtime/vllm_fused_moe/affected-releases.json
-                             the same data, shipped in every overlay wheel (schema:
-                             docs/affected-releases.schema.json); doctor reads it
+                             the same data, shipped in every overlay wheel
+                             (schema: docs/affected-releases.schema.json);
+                             doctor reads it
   A scan of a range updates that range and keeps the rest of the previous document.
 
 per patch and release:
@@ -52,7 +59,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the oldest release to scan, e.g. v0.17.0 (a final release, at most 40 characters)",
     )
     parser.add_argument("--until", metavar="TAG", default=None, help="the newest release to scan, e.g. v0.22.1")
-    parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--markdown", action="store_true", help="print the whole table (docs/affected-releases.md)")
+    shown.add_argument("--json", action="store_true", help="print the whole JSON document (what `train watch` reads)")
     parser.add_argument("--dry-run", action="store_true", help="print only; write neither file")
 
 
@@ -81,5 +90,27 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         layout.affected_md.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(layout.affected_md, markdown.encode("utf-8"))
         log.note(f"wrote {layout.affected_md} and {layout.affected_json}")
-    log.out(dumps(document) if args.json else markdown, end="")
+    if args.json or args.markdown:
+        log.out(dumps(document) if args.json else markdown, end="")
+    else:
+        log.out(summary(document, [r.version for r in result.results]))
     return EXIT_OK
+
+
+def summary(document: dict[str, Any], scanned: list[str]) -> str:
+    """What a scan found, in a few lines: how many releases of each status, from the oldest to the newest,
+    and the affected ones that the train does not ship yet (what to act on)."""
+    releases = document["releases"]
+    out = [f"scanned {len(scanned)} release(s); the document holds {len(releases)}"]
+    for status in ReleaseStatus:
+        these = [v for v in scanned if releases[v]["status"] == status]
+        if these:
+            span = ", ".join(these) if len(these) <= 3 else f"{these[0]} … {these[-1]}"
+            out.append(f"  {status.value:<13} {len(these):>3}  {span}")
+    missing = [v for v in scanned if releases[v]["status"] == ReleaseStatus.AFFECTED and not releases[v]["in_train"]]
+    if missing:
+        out.append(f"affected and not in the train: {', '.join(missing)}")
+    if document.get("fixed_in"):
+        out.append(f"fixed upstream in {document['fixed_in']}")
+    out.append("the whole table: --markdown (docs/affected-releases.md); the JSON document: --json")
+    return "\n".join(out)

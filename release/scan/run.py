@@ -1,4 +1,4 @@
-"""`scan`: which vLLM releases on the index carry the bugs our patches fix.
+"""`scan`'s job: which releases on the index carry the bugs our patches fix (rebase/run.py moves the head).
 
 The job, step by step: list every final release on the package index (build-tagged wheels
 and post releases included, pre-releases left out); for each, read only the modules of our

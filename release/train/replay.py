@@ -1,4 +1,4 @@
-"""One train tag's patched tree: its pristine subtree + patches/series, made in a scratch directory.
+"""One train tag's patched tree, pristine + patches/series, in a scratch directory (through queue/replay.py).
 
 The same classification as `rebase` (release.queue.replay: applies as it is, already
 upstream, 3-way, conflict; never fuzz), in a throw-away repository that first holds the

@@ -47,7 +47,7 @@ from release.upstream_pr import evidence as pr_evidence
 from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
 from release.upstream_pr.mail import applies_to, upstream_mail, with_test
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run, prove
-from release.upstream_pr.template import PullRequest, RegressionTest, render, results_table
+from release.upstream_pr.pull_request import PullRequest, RegressionTest, render, results_table
 
 DESCRIPTION = """\
 Turn a patch of patches/ into an upstream vLLM pull request.

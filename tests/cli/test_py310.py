@@ -1,4 +1,4 @@
-"""The Python 3.10 check as processes: `python -m release.core.py310` exits 1 on a problem, and the
+"""The Python 3.10 check as processes: `python -m release.overlay.py310` exits 1 on a problem, and the
 real hook modules import in an interpreter without `tomllib` (as on 3.10) once the build info is there.
 What the check catches is tested in-process in tests/unit/test_py310.py."""
 
@@ -19,8 +19,8 @@ RUNTIME = Layout.default().runtime
 
 def test_the_command_exits_1_on_a_problem(tmp_path: Path) -> None:
     (tmp_path / "mod.py").write_text("import tomllib\n", encoding="utf-8")
-    bad = subprocess.run([sys.executable, "-m", "release.core.py310", str(tmp_path)], capture_output=True, text=True)
-    good = subprocess.run([sys.executable, "-m", "release.core.py310", str(RUNTIME)], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "release.overlay.py310", str(tmp_path)], capture_output=True, text=True)
+    good = subprocess.run([sys.executable, "-m", "release.overlay.py310", str(RUNTIME)], capture_output=True, text=True)
     assert (bad.returncode, good.returncode) == (1, 0), (bad.stdout, good.stdout)
     assert "mod.py:1: imports tomllib (Python 3.11+)" in bad.stdout
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+from typing import Any
 
+import grimp
 import pytest
 
 from helpers import REPO
 from helpers.doc_commands import docs
-from release.cli import COMMANDS, EXIT_MEANINGS, Command, build_parser, exit_code_table
+from release.cli import COMMANDS, EXIT_MEANINGS, Command, build_parser, exit_code_table, main
 from release.core import errors
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
@@ -71,3 +74,35 @@ def test_hints_point_at_docs_that_exist() -> None:
     assert named, "no hint names a document any more: drop this test or the regex"
     for path in sorted(named):
         assert (REPO / path).is_file(), f"a hint points at {path}, which does not exist"
+
+
+def test_each_command_is_one_module_of_its_stage_named_by_one_rule() -> None:
+    """The stage's cli.py for the command named after the stage, <command>_cli.py for its other commands."""
+    wired = {}
+    for command in COMMANDS:
+        module = command.load()
+        _, stage, leaf = module.__name__.split(".")
+        own = command.name.replace("-", "_")
+        assert (own, "cli") == (stage, leaf) or leaf == f"{own}_cli", (command.name, module.__name__)
+        assert callable(module.configure) and callable(module.run), module.__name__
+        wired[module.__name__] = command.name
+    # No command module outside the table, and the table names each module by a plain import (the edge
+    # import-linter checks and a reader follows), not by a string.
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "release").glob("*/*cli.py")}
+    assert files == set(wired)
+    graph = grimp.build_graph("release", cache_dir=None)
+    assert set(wired) <= graph.find_modules_directly_imported_by("release.cli")
+
+
+def test_a_missing_dependency_is_one_error_and_one_hint_saying_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing() -> Any:
+        raise ModuleNotFoundError("No module named 'tomli_w'", name="tomli_w")
+
+    check = next(command for command in COMMANDS if command.name == "check")
+    monkeypatch.setattr("release.cli.COMMANDS", (dataclasses.replace(check, load=missing),))
+    assert main(["check"]) == errors.ModuleMissingError.exit_code == errors.EXIT_FAILED
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error.startswith("error: the tooling needs the Python module 'tomli_w', which ")
+    assert hint.startswith("hint: install the tooling") and "--group tooling" in hint and "pipx install ." in hint

@@ -1,6 +1,6 @@
 """The hook modules must import under Python 3.10 (vLLM supports it); the tooling is 3.11+.
 
-`release.core.py310` checks it statically (nox -s lint runs it); these tests prove the check
+`release.overlay.py310` checks it statically (nox -s lint runs it); these tests prove the check
 catches what it claims to. tests/cli/test_py310.py runs it as a command, and imports the real hook
 modules in an interpreter without the 3.11-only `tomllib`.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from release.core.layout import Layout
-from release.core.py310 import check
+from release.overlay.py310 import check
 
 # Our code of the wheel's top level: the .pth's module and the package (nox -s lint checks the same).
 RUNTIME = Layout.default().runtime

@@ -127,3 +127,19 @@ def test_status_is_per_bug_and_a_downstream_patch_never_makes_a_release_affected
     written = tmp_path / "affected-releases.json"
     written.write_text(dumps(document))
     assert schema_errors(written) == []
+
+
+def test_the_summary_is_a_few_lines_counting_each_scanned_release_once() -> None:
+    """`scan` prints this by default; the whole table is --markdown's (docs/affected-releases.md)."""
+    from release.scan.cli import summary
+
+    document = load_document(Layout(REPO).affected_json)
+    assert document is not None
+    scanned = list(document["releases"])
+    lines = summary(document, scanned).splitlines()
+    assert len(lines) <= 8 and all(len(line) <= 100 for line in lines), lines
+    counts = [int(line.split()[1]) for line in lines if line.startswith("  ")]
+    assert sum(counts) == len(scanned)
+    outside = [v for v, e in document["releases"].items() if e["status"] == "affected" and not e["in_train"]]
+    assert not outside or f"affected and not in the train: {', '.join(outside)}" in lines
+    assert "--markdown" in lines[-1] and "--json" in lines[-1]

@@ -19,7 +19,7 @@ from release.model.patch import Patch
 from release.upstream_pr.cli import proof_plan, upstream_test
 from release.upstream_pr.mail import upstream_mail, with_test
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run
-from release.upstream_pr.template import PullRequest, RegressionTest, render, template_data
+from release.upstream_pr.pull_request import PullRequest, RegressionTest, render, template_data
 
 DATA = template_data()
 PATCH = Layout.default().patches / "0001-flashinfer-nvlink-output-is-reduced.patch"

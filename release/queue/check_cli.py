@@ -1,4 +1,4 @@
-"""`python -m release check` and `status`: is vendor/ exactly pristine + series?"""
+"""`python -m release check`: is vendor/ exactly pristine + series?"""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from release.core.errors import EXIT_OK, DriftError
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.queue.gates import VariantState, unchecked_variants
-from release.queue.status import check, status_lines
+from release.queue.status import check
 
 
-def configure_check(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Undo the series on a copy of vendor/ and compare every file with the sha256 in "
         "UPSTREAM.toml; any hand edit is reported file by file, as are links, executable bits and "
@@ -26,7 +26,7 @@ def configure_check(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_check(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Layout) -> int:
     # A reader: it finishes a swap a killed command left (and says so), and never waits for a writer.
     with repo_lock(layout, "check", shared=True):
         found = check(layout)
@@ -39,15 +39,4 @@ def run_check(args: argparse.Namespace, layout: Layout) -> int:
     # Said once per run, and only when everything else passed: a failure's lines stay the failure's alone.
     for variant in unchecked:
         log.note(f"note: {variant.sentence()}")
-    return EXIT_OK
-
-
-def configure_status(parser: argparse.ArgumentParser) -> None:
-    parser.description = "The pinned tag, the FlashInfer pin and each patch of the series with its trailers."
-
-
-def run_status(args: argparse.Namespace, layout: Layout) -> int:
-    with repo_lock(layout, "status", shared=True):
-        lines = status_lines(layout)
-    log.out("\n".join(lines))
     return EXIT_OK

@@ -1,4 +1,7 @@
-"""`python -m release.core.py310 DIR`: every module of DIR would import under Python 3.10.
+"""`python -m release.overlay.py310 DIR`: every module of DIR would import under Python 3.10.
+
+A lint tool of the overlay stage, which ships runtime/ (`nox -s lint` runs it on runtime/); no module
+imports it.
 
 The import hook runs in users' interpreters, and vLLM supports Python 3.10; the tooling itself
 needs 3.11. Two checks, both static (no 3.10 interpreter needed):

@@ -1,5 +1,7 @@
-"""PR.md in the shape of vLLM's pull request template: its sections (Purpose, Test Plan, Test
-Result), then its checklist and footer (GitHub Actions strips what follows the footer).
+"""PR.md of an upstream vLLM pull request (pq/template.py: the message a new patch starts from).
+
+In the shape of vLLM's pull request template: its sections (Purpose, Test Plan, Test Result), then its
+checklist and footer (GitHub Actions strips what follows the footer).
 
 The headings are data, copied from vLLM's template with the commit they came from
 (vllm-pr-template.toml); the text under them is ours.
