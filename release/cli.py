@@ -97,8 +97,10 @@ COMMANDS: tuple[Command, ...] = (
                          "nothing was changed"),
                         (EXIT_CONFLICT, "`carry`: the head line's series conflicts on one of its train tags (the "
                          "report names it; what was carried onto the other lines is written); `drop`: a later "
-                         "patch does not apply without the one dropped (nothing was changed)"),
-                        (EXIT_TRANSPORT, "`carry`: the network broke while reading a train tag"))),
+                         "patch does not apply without the one dropped (nothing was changed); `import --line`: a "
+                         "patch does not merge on the line's tag (the work tree is left at git's conflict)"),
+                        (EXIT_TRANSPORT, "`carry`, `import --line`, `export` of a line's tree: the network broke "
+                         "while reading a train tag"))),
     Command("train", "release.train.cli", "the release train: add, remove, list, check the tags we ship",
             _NETWORK),
     Command("tags", "release.rebase.tags", "list vLLM release tags newer than the pin", _NETWORK),
