@@ -34,6 +34,11 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        on every train tag of the line (3-way, never fuzz), names each line that
                                        needs one made by hand, and replays the head line's series on each of
                                        its train tags (exit 3 naming the tag where it conflicts)
+  python -m release pq import --line LINE --dir DIR
+                                       a line's own tree, for a variant by hand: its newest train tag, then its
+                                       series with the common patches it lacks, by `git am --3way` (exit 3 at a
+                                       conflict: resolve, `git add`, `git am --continue`); `pq export --dir DIR`
+                                       writes the line's variants (Varies:, Carried-From:) and series
   python -m release pq skip NAME --line LINE --reason WHY
                                        a line does without the patch: `skip NAME: WHY` in its series
   python -m release pq drop NAME       a patch out of the queue: its commit taken out of the work tree, then

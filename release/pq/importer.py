@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from release.core.errors import OutputNotWritableError, PatchQueueTreeError
 from release.core.git import WorkRepo
@@ -22,6 +23,8 @@ from release.pq.names import mark
 from release.pq.tree import BASE_TAG, BRANCH, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def import_queue(layout: Layout, path: Path, force: bool = False) -> Imported:
     with repo_lock(layout, "pq import"):
         queue = Queue.load(layout)
         pristine = require_pristine(layout, queue)
-        replaced = into_place(path, force, lambda staging: build(staging, layout, queue, pristine))
+        _, replaced = into_place(path, force, lambda staging: build(staging, layout, queue, pristine))
         return Imported(path, queue.pin.tag, queue.patches, replaced)
 
 
@@ -69,22 +72,22 @@ def refuse_unwritable(path: Path) -> None:
         raise OutputNotWritableError(f"cannot make the work tree {path}: {problem}")
 
 
-def into_place(path: Path, force: bool, make: Callable[[Path], None]) -> bool:
-    """`make` the work tree beside `path`, then rename it into place; returns whether an old tree was replaced.
-    The caller holds the repository lock."""
+def into_place(path: Path, force: bool, make: Callable[[Path], T]) -> tuple[T, bool]:
+    """`make` the work tree beside `path`, then rename it into place; returns what `make` did and whether an
+    old tree was replaced. The caller holds the repository lock."""
     refuse_to_lose_work(path, force)
     replaced = path.exists()
     staging = path.parent / f".{path.name}.importing"
     shutil.rmtree(staging, ignore_errors=True)  # a killed import's leftover: we hold the lock
     try:
-        make(staging)
+        made = make(staging)
         if replaced:
             shutil.rmtree(path)
         staging.rename(path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return replaced
+    return made, replaced
 
 
 def build(path: Path, layout: Layout, queue: Queue, pristine: dict[str, bytes]) -> None:

@@ -140,14 +140,11 @@ def import_line(
             raise PatchQueueTreeError(tree)
         made = plan(layout, queue, line, entry.tag)
         head = require_pristine(layout, queue)
-        stopped: list[tuple[str, str] | None] = [None]
-
-        def make(staging: Path) -> None:
-            stopped[0] = build_line(staging, layout, queue, head, line, tree.files, entry.tag, made)
-
-        replaced = into_place(path, force, make)
+        stopped, replaced = into_place(
+            path, force, lambda staging: build_line(staging, layout, queue, head, line, tree.files, entry.tag, made)
+        )
         names = [name for name, _ in made.patches]
-        return LineImported(path, line.name, entry.tag, names, made.wanted, stopped[0], replaced)
+        return LineImported(path, line.name, entry.tag, names, made.wanted, stopped, replaced)
 
 
 def build_line(
@@ -178,9 +175,9 @@ def build_line(
         "writes them back.",
     )
     stopped = apply_mails(repo, made.patches, "--3way", "--keep")
-    tree = PqTree(path)
-    state = PqState(str(layout.root), tag, base, "", line.name, tuple(made.wanted))
-    tree.save_state(state)  # `synced` is no commit: until exported, a new import asks for --force
+    # Synced with patches/ only when it is the line's series as it is; else a new import asks for --force.
+    synced = repo.head() if stopped is None and not made.wanted else base
+    PqTree(path).save_state(PqState(str(layout.root), tag, base, synced, line.name, tuple(made.wanted)))
     return stopped
 
 
@@ -206,7 +203,7 @@ def export_line(layout: Layout, path: Path) -> LineExport:
             )
         files, series, variants = exported_files(layout, queue, line, tree, state)
         patches = [p for e in series.entries if (p := variant_or_entry(layout, line, e, files)) is not None]
-        refuse_unless_it_holds(layout, line, entry, tree, patches)
+        refuse_unless_it_holds(layout, line, entry, tree, pristine, patches)
         folder = line.patch_dir(layout.root).relative_to(layout.root).as_posix()
         files["series"] = series.dumps().encode("utf-8")
         now = read_tree(layout.root / folder)
@@ -259,14 +256,16 @@ def variant_or_entry(layout: Layout, line: Line, entry: Entry, files: dict[str, 
     return entry_patch(layout, line, entry)
 
 
-def refuse_unless_it_holds(layout: Layout, line: Line, entry: TrainEntry, tree: PqTree, patches: list[Patch]) -> None:
-    """The line's new series gives HEAD's tree on the tag imported and replays on every train tag of the line."""
-    pristine = WorkRepo(tree.path, line.root).subtree_files_at(tree.state().base)
+def refuse_unless_it_holds(
+    layout: Layout, line: Line, entry: TrainEntry, tree: PqTree, pristine: dict[str, bytes], patches: list[Patch]
+) -> None:
+    """The line's new series gives HEAD's tree on the tag imported (`pristine`) and replays on every train tag
+    of the line."""
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
         repo = WorkRepo.create(Path(tmp) / "repo", line.root)
         start(repo, Path(tmp), pristine, f"vllm {entry.tag} (pristine)")
         mine = [p for p in patches if replays_on(p, entry.tag)]
-        stopped = replay_series(repo, Path(tmp), mine, Replay(), line_tree_of(entry, pristine))
+        stopped = replay_series(repo, Path(tmp), mine, Replay(), UpstreamTree(entry.tag, entry.source, pristine))
         got = repo.subtree_files()
     if stopped is not None or got != WorkRepo(tree.path, line.root).subtree_files_at("HEAD"):
         raise PatchQueueTreeError(
@@ -280,10 +279,6 @@ def refuse_unless_it_holds(layout: Layout, line: Line, entry: TrainEntry, tree: 
             problem = holds_on(layout, line, other, patches, pristine)
             if problem:
                 raise PatchQueueTreeError(f"line {line.name}: {problem}; nothing was written")
-
-
-def line_tree_of(entry: TrainEntry, files: dict[str, bytes]) -> UpstreamTree:
-    return UpstreamTree(entry.tag, entry.source, files)
 
 
 def is_line_tree(path: Path) -> bool:
