@@ -72,6 +72,10 @@ def test_a_variant_by_hand_imported_resolved_with_git_and_exported(project: Path
     assert "conflicts on " + OLD_TAG in report["lines"][0]["detail"], report
 
     work = tmp_path / "line-tree"
+    head_line = Train.load(Layout(project).train).entries[-1].line
+    refused = run_release(project, "pq", "import", "--line", head_line, "--dir", str(work))
+    assert refused.returncode == 2 and "is the head line" in refused.stderr, refused.stderr
+    assert not work.exists()
     imported = run_release(project, "pq", "import", "--line", LINE, "--dir", str(work))
     assert imported.returncode == 3, imported.stdout + imported.stderr
     assert f"{COMMON} does not merge on {OLD_TAG}" in imported.stdout, imported.stdout
