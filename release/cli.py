@@ -183,10 +183,12 @@ COMMANDS: tuple[Command, ...] = (
                          "nothing was changed"),
                         (EXIT_CONFLICT, "`carry`: the head line's series conflicts on one of its train tags (the "
                          "report names it; what was carried onto the other lines is written); `drop`: a later "
-                         "patch does not apply without the one dropped (nothing was changed)"),
-                        (EXIT_TRANSPORT, "`carry`: the network broke while reading a train tag")),
+                         "patch does not apply without the one dropped (nothing was changed); `import --line`: a "
+                         "patch does not merge on the line's tag (the work tree is left at git's conflict)"),
+                        (EXIT_TRANSPORT, "`carry`, `import --line`, `export` of a line's tree: the network broke "
+                         "while reading a train tag")),
             examples=(("pq import", "the queue as commits in .work/pq/: pristine, then one commit per patch"),
-                      ("pq new shape-check", "the message template of a new patch, 0002-shape-check.patch"),
+                      ("pq import --line flashinfer_a2a", "that line's newest tag, to make its variant by hand"),
                       ("pq export", "the commits back into patches/ and vendor/, in one swap"))),
     Command("train", _train, "the release train: add, remove, list, check the tags we ship", _NETWORK,
             examples=(("train list", "every tag we ship an overlay for"),

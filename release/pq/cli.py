@@ -15,6 +15,7 @@ from release.pq.carry import carry, carry_all, reports_json, reports_markdown, s
 from release.pq.drop import drop_patch
 from release.pq.export import Export, export_queue
 from release.pq.importer import import_queue
+from release.pq.line import export_line, import_line, is_line_tree
 from release.pq.names import SLUG_LENGTH
 from release.pq.new import new_patch
 from release.pq.tree import default_dir
@@ -33,6 +34,11 @@ EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
                                        on every train tag of the line (3-way, never fuzz), names each line that
                                        needs one made by hand, and replays the head line's series on each of
                                        its train tags (exit 3 naming the tag where it conflicts)
+  python -m release pq import --line LINE --dir DIR
+                                       a line's own tree, for a variant by hand: its newest train tag, then its
+                                       series with the common patches it lacks, by `git am --3way` (exit 3 at a
+                                       conflict: resolve, `git add`, `git am --continue`); `pq export --dir DIR`
+                                       writes the line's variants (Varies:, Carried-From:) and series
   python -m release pq skip NAME --line LINE --reason WHY
                                        a line does without the patch: `skip NAME: WHY` in its series
   python -m release pq drop NAME       a patch out of the queue: its commit taken out of the work tree, then
@@ -75,6 +81,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--dir", type=Path, default=None, help=where + "; one that cannot be (created as) a directory is exit 2"
     )
     imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
+    imp.add_argument(
+        "--line",
+        metavar="LINE",
+        default=None,
+        help="an older release line's tree instead (a variant by hand): the newest train tag of LINE "
+        "(patches/train.toml), its pristine modules held to the recorded sha256, then the line's series with each "
+        "common patch it is silent about (or carried from another version of) mapped onto it, by `git am "
+        "--3way`; a patch that does not merge is left as git leaves it (markers, `git status`, `git am "
+        "--continue`), exit 3; `pq export` then writes the line's variants (Varies:, Carried-From:) and series",
+    )
+    imp.add_argument("--tag", metavar="TAG", default=None, help="as --line, on this train tag of an older line")
 
     new = actions.add_parser(
         "new",
@@ -100,11 +117,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
             "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
             "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
-            "queue exports byte for byte, so nothing is written."
+            "queue exports byte for byte, so nothing is written. From a line's tree (`pq import --line`): the "
+            "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
+            "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
+            "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
+            "unless the new series gives HEAD's tree and replays on every train tag of the line."
         ),
     )
     exp.add_argument("--dir", type=Path, default=None, help=where)
-    exp.add_argument("--check", action="store_true", help="write nothing; exit 1 if patches/ or vendor/ would change")
+    exp.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if patches/ or vendor/ would change (the head's tree only: exit 2 on a line's)",
+    )
     exp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     car = actions.add_parser(
@@ -179,6 +204,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
         return EXIT_OK
     path = args.dir.absolute() if args.dir else default_dir(layout)
+    if args.action == "import" and (args.line or args.tag):
+        return run_import_line(layout, path, args.line, args.tag, args.force)
     if args.action == "import":
         return run_import(layout, path, args.force)
     if args.action == "new":
@@ -210,6 +237,28 @@ def run_import(layout: Layout, path: Path, force: bool) -> int:
     return EXIT_OK
 
 
+def run_import_line(layout: Layout, path: Path, line: str | None, tag: str | None, force: bool) -> int:
+    done = import_line(layout, path, line, tag, force)
+    log.out(
+        f"{'replaced' if done.replaced else 'made'} {shown(path)}: line {done.line}, vllm {done.tag} pristine "
+        f"(tag `pristine`), then the line's series on branch patch-queue"
+    )
+    for name in done.patches:
+        log.out(f"  {name}{'  (common patch, for the line)' if name in done.wanted else ''}")
+    if done.stopped is not None:
+        name, message = done.stopped
+        log.out(
+            f"{name} does not merge on {done.tag}: git am stopped there ({message.strip().splitlines()[0]}). "
+            f"Resolve it in {shown(path)} (`git status` lists the files with conflict markers), `git add` them, "
+            "`git am --continue`; then `python -m release pq export`"
+        )
+        return EXIT_CONFLICT
+    log.out(
+        f"next: change the commits with git in {shown(path)}; `python -m release pq export` writes the line's variants"
+    )
+    return EXIT_OK
+
+
 def run_new(layout: Layout, path: Path, slug: str) -> int:
 
     name, file = new_patch(layout, path, slug)
@@ -222,6 +271,19 @@ def run_new(layout: Layout, path: Path, slug: str) -> int:
 
 
 def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
+    if is_line_tree(path):
+        if check_only:
+            raise BadInputError(f"{shown(path)} is a release line's tree: `pq export --check` is for the head's")
+        done = export_line(layout, path)
+        if as_json:
+            log.out(json.dumps(done.__dict__, indent=2))
+            return EXIT_OK
+        for name in done.variants:
+            log.out(f"{name}  variant of line {done.line}")
+        log.out(f"wrote {', '.join(done.written)}" if done.written else "nothing to write")
+        if done.written:
+            log.out("next: `python -m release check`, then `python -m release train add --all`")
+        return EXIT_OK
     return show_export(export_queue(layout, path, check_only), path, check_only, as_json)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from release.core.errors import ConflictError, PatchQueueTreeError, UnknownPatchError
 from release.core.git import FIXED_DATE, git
 from release.core.layout import Layout
-from release.pq.export import Export, export_queue, require_exportable
+from release.pq.export import Export, export_queue, refuse_line_tree, require_exportable
 from release.pq.importer import import_queue
 from release.pq.names import unmark
 from release.pq.tree import BRANCH, PqTree
@@ -27,6 +27,7 @@ def drop_patch(layout: Layout, path: Path, name: str) -> Export:
     tree = PqTree.open(path)
     require_exportable(tree)
     state = tree.state()
+    refuse_line_tree(path, state)
     if tree.head() != state.synced:
         raise PatchQueueTreeError(
             f"{path} holds commits not exported yet: drop would export them with it",

@@ -29,7 +29,7 @@ from release.core.lock import repo_lock
 from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import EntryKind, Series, parse_entry
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
-from release.pq.tree import BASE_TAG, PqTree
+from release.pq.tree import BASE_TAG, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, own_line_series
 
@@ -75,6 +75,7 @@ def export_queue(layout: Layout, path: Path, check_only: bool = False) -> Export
     with repo_lock(layout, "pq export --check" if check_only else "pq export"):
         tree = PqTree.open(path)
         state = tree.state()
+        refuse_line_tree(path, state)
         require_exportable(tree)
         queue = Queue.load(layout)
         if queue.pin.tag != state.tag:
@@ -102,6 +103,16 @@ def export_queue(layout: Layout, path: Path, check_only: bool = False) -> Export
             result.written = True
         tree.save_state(replace(state, synced=tree.head()))
         return result
+
+
+def refuse_line_tree(path: Path, state: PqState) -> None:
+    """The head's commands (`export --check`, `drop`, this export) refuse a release line's tree."""
+    if state.line:
+        raise PatchQueueTreeError(
+            f"{path} is the work tree of release line {state.line} (`pq import --line`), not the head's",
+            hint=f"`python -m release pq export --dir {path}` writes the line's variants; this command works on "
+            "the head's tree (`python -m release pq import`)",
+        )
 
 
 def require_exportable(tree: PqTree) -> None:

@@ -44,6 +44,8 @@ class PqState:
     tag: str  # the pinned tag its pristine commit holds
     base: str  # the pristine commit
     synced: str  # HEAD when patches/ last held exactly this tree's export
+    line: str = ""  # the release line of `pq import --line`; "" for the head's tree
+    wanted: tuple[str, ...] = ()  # the common patches it puts in for the line, to become its variants
 
 
 class PqTree:
@@ -82,7 +84,8 @@ class PqTree:
         file = self.git_dir / STATE_FILE
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-            return PqState(**{key: str(data[key]) for key in ("root", "tag", "base", "synced")})
+            kept = {key: str(data[key]) for key in ("root", "tag", "base", "synced")}
+            return PqState(**kept, line=str(data.get("line", "")), wanted=tuple(map(str, data.get("wanted", []))))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise PatchQueueTreeError(
                 f"{file} is damaged ({exc.__class__.__name__}: {exc})",
@@ -90,7 +93,8 @@ class PqTree:
             ) from None
 
     def save_state(self, state: PqState) -> None:
-        write_atomic(self.git_dir / STATE_FILE, (json.dumps(asdict(state), indent=2) + "\n").encode("utf-8"))
+        data = {key: value for key, value in asdict(state).items() if value or key not in ("line", "wanted")}
+        write_atomic(self.git_dir / STATE_FILE, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
     def head(self) -> str:
         result = self.repo.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)

@@ -1,0 +1,287 @@
+"""`pq import --line LINE` and its `pq export`: a release line's variant made by hand, with git.
+
+When `pq carry` names a line that needs a variant made by hand, the import makes the work tree of that
+line: its newest train tag's pristine modules (held to the sha256 patches/train.toml records; `--tag`
+picks another train tag of the line), then the line's series as commits, with each common patch the
+series is silent about (or whose carried variant is stale) mapped onto the line and put in its place,
+by one `git am --3way`. The head's pristine tree with patches/series on it goes into the object store
+first (release/queue/replay.py, `remember`), in a commit no branch holds, so the merge finds the
+pre-image each common patch names. Where a patch does not merge, git's state is left as git leaves it
+(conflict markers, `git status`, `git am --continue`), and the import exits 3.
+
+The export writes the commits of those common patches as the line's variants (`Varies:` and
+`Carried-From:`, as `pq carry` writes them), each with its series entry, and a changed commit of a
+variant the line already has back into its file; it first replays the line's new series on every
+train tag of the line, and refuses (nothing written) unless it gives HEAD's tree on the tag imported.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.core.errors import BadInputError, PatchQueueTreeError
+from release.core.git import WorkRepo
+from release.core.hashing import sha256_hex
+from release.core.journal import Output, commit
+from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree
+from release.core.lock import repo_lock
+from release.model.lines import Line, read_lines
+from release.model.patch import Patch
+from release.model.series import Entry, EntryKind, Series
+from release.model.train import Train, TrainEntry
+from release.model.tree import UpstreamTree
+from release.pq.carry import holds_on, insertion_point, line_tree, map_patch
+from release.pq.export import CARRIED_FROM, format_patches, require_exportable
+from release.pq.importer import apply_mails, first_commit, init, into_place, refuse_unwritable
+from release.pq.names import unmark
+from release.pq.tree import BRANCH, PqState, PqTree
+from release.queue.drift import require_pristine
+from release.queue.gates import fingerprint
+from release.queue.load import Queue, account, entry_patch, is_head, line_series, replays_on
+from release.queue.replay import Replay, remember, replay_series, start
+
+HEAD_BLOBS = "refs/pq/head-blobs"  # the head's tree with the series on it: the 3-way bases of the common patches
+
+
+@dataclass(frozen=True)
+class LineImported:
+    path: Path
+    line: str
+    tag: str
+    patches: list[str]  # the commits it meant to make, in order
+    wanted: list[str]  # the common patches put in for the line
+    stopped: tuple[str, str] | None  # the patch `git am` stopped at, and git's words
+    replaced: bool
+
+
+@dataclass(frozen=True)
+class LinePlan:
+    """What the line's tree replays: its series with the common patches it lacks put in their places."""
+
+    series: Series
+    patches: list[tuple[str, Patch]]
+    wanted: list[str]
+
+
+def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
+    """The line and train tag of `--line` (its newest train tag) or `--tag`; exit 2 for anything else."""
+    lines = read_lines(layout.lines)
+    entries = Train.load(layout.train).entries if layout.train.is_file() else []
+    if tag is not None:
+        found = [e for e in entries if e.tag == tag and (line_name is None or e.line == line_name)]
+        if not found:
+            raise BadInputError(
+                f"{tag} is not a train tag{f' of line {line_name}' if line_name else ''} (patches/train.toml)"
+            )
+        entry = found[0]
+    else:
+        on_line = [e for e in entries if e.line == line_name]
+        if not on_line:
+            raise BadInputError(f"line {line_name} has no train tag in patches/train.toml to import on")
+        entry = on_line[-1]
+    line = lines.get(entry.line)
+    if is_head(layout, line):
+        raise BadInputError(
+            f"{line.name} is the head line: its tree is `python -m release pq import` without --line or --tag"
+        )
+    return line, entry
+
+
+def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
+    """The line's series, each common patch it is silent about (or carried from another version of) mapped
+    onto the line and put before the line's entry of the next common patch, as `pq carry` puts it."""
+    series = line_series(layout, line)
+    said = account(layout, line)
+    mapped: dict[str, Patch] = {}
+    for patch in queue.patches:
+        entry = said.get(patch.name)
+        if entry is not None and not stale(layout, line, entry, patch):
+            continue
+        if entry is not None:
+            series = series.without(entry.name)
+        variant, unmapped = map_patch(patch, line)
+        if unmapped:
+            raise BadInputError(
+                f"line {line.name} has no counterpart of {', '.join(unmapped)} ({patch.name}; patches/lines.toml "
+                "[line.maps]): write its variant in patches/lines/<line>/ by hand"
+            )
+        before = insertion_point(layout, queue, line, series, patch.name)
+        series = series.insert(Entry(EntryKind.PATCH, patch.name), before)
+        mapped[patch.name] = variant
+    patches = []
+    for entry in series.entries:
+        found = mapped.get(entry.name) if entry.kind == EntryKind.PATCH else None
+        found = found or entry_patch(layout, line, entry)
+        if found is not None and replays_on(found, tag):
+            patches.append((entry.name, found))
+    return LinePlan(series, patches, list(mapped))
+
+
+def stale(layout: Layout, line: Line, entry: Entry, common: Patch) -> bool:
+    """A variant `pq carry` made from another version of the common patch."""
+    if entry.kind != EntryKind.PATCH:
+        return False
+    variant = entry_patch(layout, line, entry)
+    made_from = variant.trailers.get(CARRIED_FROM, "").strip() if variant is not None else ""
+    return bool(made_from) and made_from != fingerprint(common)
+
+
+def import_line(
+    layout: Layout, path: Path, line_name: str | None, tag: str | None, force: bool = False
+) -> LineImported:
+    refuse_unwritable(path)
+    with repo_lock(layout, "pq import --line"):
+        queue = Queue.load(layout)
+        line, entry = pick_tag(layout, line_name, tag)
+        tree = line_tree(layout, line, entry)
+        if isinstance(tree, str):
+            raise PatchQueueTreeError(tree)
+        made = plan(layout, queue, line, entry.tag)
+        head = require_pristine(layout, queue)
+        stopped, replaced = into_place(
+            path, force, lambda staging: build_line(staging, layout, queue, head, line, tree.files, entry.tag, made)
+        )
+        names = [name for name, _ in made.patches]
+        return LineImported(path, line.name, entry.tag, names, made.wanted, stopped, replaced)
+
+
+def build_line(
+    path: Path,
+    layout: Layout,
+    queue: Queue,
+    head: dict[str, bytes],
+    line: Line,
+    files: dict[str, bytes],
+    tag: str,
+    made: LinePlan,
+) -> tuple[str, str] | None:
+    """The head's blobs (no branch holds them), the tag's pristine commit, then the plan's patches."""
+    head_repo = init(path)
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
+        blobs = remember(head_repo, Path(tmp), head, queue.patches)
+    head_repo.run("update-ref", HEAD_BLOBS, blobs)
+    head_repo.run("update-ref", "-d", f"refs/heads/{BRANCH}")  # the branch starts again at the tag's tree
+    head_repo.run("rm", "-r", "--quiet", "--cached", "--", UPSTREAM_SUBTREE)
+    head_repo.run("clean", "-dfxq", "--", UPSTREAM_SUBTREE)
+    repo = WorkRepo(path, line.root)
+    base = first_commit(
+        repo,
+        files,
+        f"vllm {tag}: the pristine modules of line {line.name}\n\n"
+        "Made by `python -m release pq import --line` from the train tag's recorded source.\n"
+        "Every commit after this one is one entry of the line's series; `python -m release pq export` "
+        "writes them back.",
+    )
+    stopped = apply_mails(repo, made.patches, "--3way", "--keep")
+    # Synced with patches/ only when it is the line's series as it is; else a new import asks for --force.
+    synced = repo.head() if stopped is None and not made.wanted else base
+    PqTree(path).save_state(PqState(str(layout.root), tag, base, synced, line.name, tuple(made.wanted)))
+    return stopped
+
+
+@dataclass(frozen=True)
+class LineExport:
+    line: str
+    written: list[str]  # paths in the checkout
+    variants: list[str]  # the variants written or changed
+
+
+def export_line(layout: Layout, path: Path) -> LineExport:
+    with repo_lock(layout, "pq export"):
+        tree = PqTree.open(path)
+        state = tree.state()
+        require_exportable(tree)
+        queue = Queue.load(layout)
+        line, entry = pick_tag(layout, state.line, state.tag)
+        pristine = WorkRepo(tree.path, line.root).subtree_files_at(state.base)
+        if {name: sha256_hex(data) for name, data in pristine.items()} != entry.pristine:
+            raise PatchQueueTreeError(
+                f"the pristine commit of {path} is not {state.tag}'s modules as patches/train.toml records them",
+                hint="the first commit is upstream's code and is never edited; start again with `pq import --force`",
+            )
+        files, series, variants = exported_files(layout, queue, line, tree, state)
+        patches = [p for e in series.entries if (p := variant_or_entry(layout, line, e, files)) is not None]
+        refuse_unless_it_holds(layout, line, entry, tree, pristine, patches)
+        folder = line.patch_dir(layout.root).relative_to(layout.root).as_posix()
+        files["series"] = series.dumps().encode("utf-8")
+        now = read_tree(layout.root / folder)
+        written = [f"{folder}/{name}" for name in sorted(files) if now.get(name) != files[name]]
+        if written:
+            commit(layout, [Output(folder, files=files)], f"pq export --line {line.name}")
+        tree.save_state(PqState(state.root, state.tag, state.base, tree.head(), state.line, state.wanted))
+        return LineExport(line.name, written, variants)
+
+
+def exported_files(
+    layout: Layout, queue: Queue, line: Line, tree: PqTree, state: PqState
+) -> tuple[dict[str, bytes], Series, list[str]]:
+    """The line folder's new files, its new series, and the variants the commits give."""
+    commits = tree.commits(state.base)
+    files = read_tree(line.patch_dir(layout.root))
+    series = line_series(layout, line)
+    said = account(layout, line)
+    variants = []
+    for sha, text in zip(commits, format_patches(layout, tree, state.base, len(commits)), strict=True):
+        names, mail = unmark(text)
+        if len(names) != 1:
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]} ({tree.subject(sha)}) needs one Patch-Name: line: a line's entry is named "
+                "after the common patch it varies",
+                hint="reword it (`git rebase -i pristine`) and add `Patch-Name: NNNN-slug.patch`",
+            )
+        name = names[0]
+        common = next((p for p in queue.patches if p.name == name), None)
+        if name in state.wanted and common is not None:
+            made = Patch(name, mail).with_trailer("Varies", name).with_trailer(CARRIED_FROM, fingerprint(common))
+            old = said.get(name)
+            if old is not None:
+                series = series.without(old.name)
+            where = insertion_point(layout, queue, line, series, name)
+            series = series.insert(Entry(EntryKind.PATCH, name), where)
+        elif name in files and name != "series":
+            made = Patch(name, mail)
+        else:
+            continue  # a common patch the line takes as it is: the replay below holds it to HEAD's tree
+        made.validate(line.prefixes)
+        files[name] = made.text.encode("utf-8")
+        variants.append(name)
+    return files, series, variants
+
+
+def variant_or_entry(layout: Layout, line: Line, entry: Entry, files: dict[str, bytes]) -> Patch | None:
+    if entry.kind == EntryKind.PATCH and entry.name in files:
+        return Patch(entry.name, files[entry.name].decode("utf-8"))
+    return entry_patch(layout, line, entry)
+
+
+def refuse_unless_it_holds(
+    layout: Layout, line: Line, entry: TrainEntry, tree: PqTree, pristine: dict[str, bytes], patches: list[Patch]
+) -> None:
+    """The line's new series gives HEAD's tree on the tag imported (`pristine`) and replays on every train tag
+    of the line."""
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
+        repo = WorkRepo.create(Path(tmp) / "repo", line.root)
+        start(repo, Path(tmp), pristine, f"vllm {entry.tag} (pristine)")
+        mine = [p for p in patches if replays_on(p, entry.tag)]
+        stopped = replay_series(repo, Path(tmp), mine, Replay(), UpstreamTree(entry.tag, entry.source, pristine))
+        got = repo.subtree_files()
+    if stopped is not None or got != WorkRepo(tree.path, line.root).subtree_files_at("HEAD"):
+        raise PatchQueueTreeError(
+            f"the line's series as exported does not give HEAD's tree of {tree.path} on {entry.tag}"
+            + (f" ({stopped.name} does not apply)" if stopped is not None else ""),
+            hint="a change to a patch the line takes as it is goes into patches/ through the head's tree; "
+            "nothing was written",
+        )
+    for other in Train.load(layout.train).entries:
+        if other.line == line.name and other.tag != entry.tag:
+            problem = holds_on(layout, line, other, patches, pristine)
+            if problem:
+                raise PatchQueueTreeError(f"line {line.name}: {problem}; nothing was written")
+
+
+def is_line_tree(path: Path) -> bool:
+    """A work tree `pq import --line` made (the head's tree and any other directory: False)."""
+    tree = PqTree(path)
+    return tree.is_ours() and bool(tree.state().line)

@@ -1,0 +1,104 @@
+"""A line's variant that needs a hand: `pq import --line LINE`, resolve with plain git, `pq export`.
+
+Offline, as real processes with real git, on a copy of the checkout whose train is synthetic `dir:`
+sources: the head's tag (its pristine tree, so `pq carry` replays the head line with no network) and
+an older tag on a line of the test's own (the head's modules, where `mori.py`'s `import torch` line
+differs). A common patch on that very line neither applies nor merges there: `pq carry` names the
+line; `pq import --line` stops at it with git's conflict markers (exit 3); the test resolves it with
+git, `git am --continue`, and `pq export` writes the variant (Varies:, Carried-From:) and its series
+entry; `check` passes, and `pq carry` finds the variant up to date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from helpers import run_release
+from helpers.synthetic import SUBTREE, add_patch, make_dir, pristine
+from release.core.git import WorkRepo
+from release.core.layout import Layout
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.model.series import Series
+from release.model.train import Train, TrainEntry
+from release.model.tree import UpstreamTree
+from release.queue.gates import fingerprint
+
+LINE, OLD_TAG = "hand_variant", "v0.1.0"
+COMMON = "0002-mori-first.patch"
+OLDER = "import torch  # the older tag's own comment\n"
+
+
+def synthetic_train(project: Path, tmp_path: Path) -> None:
+    """patches/train.toml of two `dir:` tags: the older one on LINE, then the head's."""
+    layout = Layout(project)
+    head_files = pristine(project)
+    old_files = {**head_files, "mori.py": head_files["mori.py"].replace(b"import torch\n", OLDER.encode(), 1)}
+    head_tag = Pin.load(layout.upstream_toml).tag
+    head = Train.load(layout.train).get(head_tag)
+    assert head is not None
+    entries = []
+    # 0001 leaves mori.py as it is: the older tag's patched files are the head's, its own mori.py kept.
+    old_patched = {**head.patched, "mori.py": hashlib.sha256(old_files["mori.py"]).hexdigest()}
+    for tag, files, line, patched in (
+        (OLD_TAG, old_files, LINE, old_patched),
+        (head_tag, head_files, head.line, head.patched),
+    ):
+        source = f"dir:{make_dir(tmp_path / tag, files, tag.removeprefix('v'))}"
+        entries.append(TrainEntry.of(UpstreamTree(tag, source, files), patched, line, source))
+    layout.train.write_text(Train(tuple(entries)).dumps())
+    with layout.lines.open("a") as lines:
+        lines.write(
+            f'\n[[line]]\nname = "{LINE}"\nmodules = ["{SUBTREE}/"]\nmarkers = ["{SUBTREE}/mori.py"]\n'
+            f'series = "patches/lines/{LINE}/series"\n'
+        )
+    folder = layout.patches / "lines" / LINE
+    folder.mkdir()
+    (folder / "series").write_text("".join(f"take {name}\n" for name in Series.load(layout.series).names))
+
+
+def test_a_variant_by_hand_imported_resolved_with_git_and_exported(project: Path, tmp_path: Path) -> None:
+    synthetic_train(project, tmp_path)
+    add_patch(project, COMMON, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    series = project / "patches" / "lines" / LINE / "series"
+    series.write_text(series.read_text().replace(f"skip {COMMON}: a test's patch of the head line only\n", ""))
+
+    carried = run_release(project, "pq", "carry", COMMON, "--line", LINE, "--json")
+    assert carried.returncode == 0, carried.stderr
+    report = json.loads(carried.stdout)
+    assert report["silent"] == [LINE], report
+    assert "conflicts on " + OLD_TAG in report["lines"][0]["detail"], report
+
+    work = tmp_path / "line-tree"
+    head_line = Train.load(Layout(project).train).entries[-1].line
+    refused = run_release(project, "pq", "import", "--line", head_line, "--dir", str(work))
+    assert refused.returncode == 2 and "is the head line" in refused.stderr, refused.stderr
+    assert not work.exists()
+    imported = run_release(project, "pq", "import", "--line", LINE, "--dir", str(work))
+    assert imported.returncode == 3, imported.stdout + imported.stderr
+    assert f"{COMMON} does not merge on {OLD_TAG}" in imported.stdout, imported.stdout
+    repo = WorkRepo(work)
+    assert repo.unmerged_paths() == [f"{SUBTREE}/mori.py"]
+    conflicted = (work / SUBTREE / "mori.py").read_text()
+    assert "<<<<<<<" in conflicted and OLDER in conflicted and "import torch  # first\n" in conflicted
+
+    resolved = (tmp_path / OLD_TAG / SUBTREE / "mori.py").read_text().replace(OLDER, "import torch  # first, older\n")
+    (work / SUBTREE / "mori.py").write_text(resolved)
+    repo.run("add", f"{SUBTREE}/mori.py")
+    repo.run("am", "--continue")
+
+    exported = run_release(project, "pq", "export", "--dir", str(work))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    variant = Patch.load(project / "patches" / "lines" / LINE / COMMON)
+    common = Patch.load(project / "patches" / COMMON)
+    assert variant.trailers["Varies"] == COMMON
+    assert variant.trailers["Carried-From"] == fingerprint(common)
+    assert "+import torch  # first, older" in variant.text
+    assert series.read_text().splitlines()[-1] == COMMON  # after the line's take of 0001, as carry puts it
+
+    checked = run_release(project, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = run_release(project, "pq", "carry", COMMON, "--line", LINE, "--json")
+    assert json.loads(again.stdout)["lines"][0]["result"] == "up-to-date", again.stdout
