@@ -36,7 +36,7 @@ from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
 from release.model.lines import load_lines
-from release.pristine.wheel import cache_dir, pypi_content
+from release.pristine.wheel import cache_dir, lookup, pypi_content
 from release.scan.serve import read_serve
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
@@ -61,17 +61,19 @@ def unpacked_release(tag: str) -> tuple[Path, str]:
     Read with the tooling's lazy reader (range requests for those members, each checked against
     the wheel's RECORD): a few MB of Python out of a 240-470 MB wheel, for every train tag.
     """
-    content = pypi_content(version_of_tag(tag), _python_member)
-    target = cache_dir().parent / "vllm-py" / content.wheel.removesuffix(".whl")
+    entry = lookup(version_of_tag(tag))  # the index's name and sha256 of the wheel: no member is read
+    target = cache_dir().parent / "vllm-py" / entry.filename.removesuffix(".whl")
     if (target / ".complete").is_file():
-        return target, content.wheel_sha256
+        return target, entry.sha256
+    content = pypi_content(version_of_tag(tag), _python_member)
+    assert content.wheel == entry.filename, (content.wheel, entry.filename)
     staging = target.with_name(target.name + f".tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     write_files(staging, content.files)
     (staging / ".complete").write_text(content.wheel)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    return target, content.wheel_sha256
+    return target, entry.sha256
 
 
 def _environment(release: Path) -> list[str]:
