@@ -138,7 +138,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         kept = "kept: a test failed" if run.basetemp.exists() else "removed: no test failed"
         write(f"this run's temp  {run.peak_bytes / 1e9:6.2f} GB at most (at the end of {run.peak_at or '-'}),")
         write(f"                 {run.end_bytes / 1e9:6.2f} GB at the end in {run.basetemp} ({kept})")
-    root = runs[0].basetemp.parent if len(runs) == 1 else runs[0].basetemp.parent.parent
+    # A worker's temp dir is popen-gwN inside the run's (pytest-xdist); the root holds every run's.
+    run_dir = runs[0].basetemp.parent if runs[0].basetemp.name.startswith("popen-") else runs[0].basetemp
+    root = run_dir.parent
     write(f"pytest temp root {disk_usage(root) / 1e9:6.2f} GB in {root}, all runs")
     cache = cache_dir()
     wheels = sorted(cache.glob("*/*.whl"))
