@@ -176,10 +176,15 @@ def test(session: nox.Session) -> None:
     pin = head()
     cpu_vllm(session, pin["tag"], pin["flashinfer"])
     session.install("-r", "tests/requirements-vllm-cli-cpu.txt")
-    if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection
+    workers: list[str] = []
+    if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection, in one process
         for version in contract_versions():
             session.notify(f"contract(vllm={version!r})")
-    session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *session.posargs)
+        # pytest-xdist: a worker per core, each taking a whole test file (or the tests that share an
+        # expensive session fixture) at a time, the slow ones first (tests/conftest.py,
+        # pytest_collection_modifyitems, orders them; xdist would order them by their number of tests).
+        workers = ["--numprocesses", "auto", "--dist", "loadgroup", "--no-loadscope-reorder"]
+    session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *workers, *session.posargs)
 
 
 @nox.session

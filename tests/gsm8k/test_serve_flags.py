@@ -3,6 +3,10 @@
 For each tag of patches/train.toml, the release wheel's Python files are unpacked (cached
 beside the wheels) and a separate interpreter, with them first on its path, builds vLLM's
 own `vllm serve` parser and parses our arguments (serve_flags_probe.py); no server starts.
+A probe's reports are cached beside the unpacked files, keyed by the wheel's sha256, the argument
+lists, the probe's own code and the interpreter with its installed packages: a release's parser
+never changes, and importing each tag's vLLM is nearly all of this file's cost (about 7 s of CPU
+a tag).
 The argument lists come from the real `release gsm8k` option parser with its defaults, for
 each backend. The values the parser's --all2all-backend accepts are the tag's range of its line in
 patches/lines.toml ([[line.serve]] `all2all_backends`), which the doctor refuses others with.
@@ -11,6 +15,8 @@ patches/lines.toml ([[line.serve]] `all2all_backends`), which the doctor refuses
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -20,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from helpers import tag_facts
 from release.core.layout import Layout, write_files
@@ -28,7 +36,7 @@ from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
 from release.model.lines import load_lines
-from release.pristine.wheel import cache_dir, pypi_content
+from release.pristine.wheel import cache_dir, lookup, pypi_content
 from release.scan.serve import read_serve
 
 PROBE = Path(__file__).with_name("serve_flags_probe.py")
@@ -37,7 +45,8 @@ MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"  # the upstream report'
 PORT = 8123
 UNKNOWN_BACKEND = "flashinfer_nvlink_three_sided"
 
-pytestmark = [pytest.mark.network, pytest.mark.timeout(300)]
+# slow: with an empty cache, every train tag's vLLM is imported once (the reports are cached after).
+pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _python_member(name: str) -> bool:
@@ -46,23 +55,63 @@ def _python_member(name: str) -> bool:
     return name.endswith(".py") or (".dist-info/" in name and not name.endswith("/RECORD"))
 
 
-def unpacked_release(tag: str) -> Path:
-    """The Python files and METADATA of `tag`'s release wheel, unpacked once into the cache.
+def unpacked_release(tag: str) -> tuple[Path, str]:
+    """The Python files and METADATA of `tag`'s release wheel, unpacked once into the cache, and the wheel's sha256.
 
     Read with the tooling's lazy reader (range requests for those members, each checked against
     the wheel's RECORD): a few MB of Python out of a 240-470 MB wheel, for every train tag.
     """
-    content = pypi_content(version_of_tag(tag), _python_member)
-    target = cache_dir().parent / "vllm-py" / content.wheel.removesuffix(".whl")
+    entry = lookup(version_of_tag(tag))  # the index's name and sha256 of the wheel: no member is read
+    target = cache_dir().parent / "vllm-py" / entry.filename.removesuffix(".whl")
     if (target / ".complete").is_file():
-        return target
+        return target, entry.sha256
+    content = pypi_content(version_of_tag(tag), _python_member)
+    assert content.wheel == entry.filename, (content.wheel, entry.filename)
     staging = target.with_name(target.name + f".tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     write_files(staging, content.files)
     (staging / ".complete").write_text(content.wheel)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    return target
+    return target, entry.sha256
+
+
+def _environment(release: Path) -> list[str]:
+    """This interpreter and the installed version of each distribution the release requires: the probe
+    imports the release's own files and everything else (torch, transformers, pydantic, ...) from here."""
+    metadata = next(release.glob("*.dist-info/METADATA")).read_text(encoding="utf-8")
+    names = {
+        canonicalize_name(Requirement(line.partition(":")[2]).name)
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist:")
+    }
+    found = []
+    for name in sorted(names):
+        try:
+            found.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} absent")
+    return [sys.version, *found]
+
+
+def probe_key(release: Path, wheel_sha256: str, argvs: list[list[str]]) -> str:
+    """What a probe's reports depend on: the release (by the wheel's sha256, and where it is unpacked),
+    the argument lists, the probe's code and the environment it runs in."""
+    facts = [wheel_sha256, str(release), argvs, PROBE.read_text(encoding="utf-8"), _environment(release)]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
+def cached_probe(release: Path, wheel_sha256: str, argvs: list[list[str]]) -> list[dict[str, object]]:
+    """probe(), or the reports a probe with the same key wrote beside the unpacked release."""
+    cached = release.parent / f"{release.name}.serve-flags" / f"{probe_key(release, wheel_sha256, argvs)}.json"
+    if cached.is_file():
+        return list(json.loads(cached.read_text(encoding="utf-8")))
+    reports = probe(release, argvs)  # asserts that the probe succeeded: only a complete answer is kept
+    cached.parent.mkdir(exist_ok=True)
+    beside = cached.with_name(f"{cached.name}.tmp-{os.getpid()}")
+    beside.write_text(json.dumps(reports), encoding="utf-8")
+    beside.replace(cached)
+    return reports
 
 
 def gsm8k_serve_argv(backend: str, tmp_path: Path) -> list[str]:
@@ -103,8 +152,8 @@ def parsed(ours: dict[str, list[str]]) -> dict[str, tuple[Path, list[dict[str, o
 
     def one(tag: str) -> tuple[Path, list[dict[str, object]]] | BaseException:
         try:
-            release = unpacked_release(tag)
-            return release, probe(release, argvs)
+            release, wheel_sha256 = unpacked_release(tag)
+            return release, cached_probe(release, wheel_sha256, argvs)
         except BaseException as failure:  # reported by that tag's test, not by every test
             return failure
 

@@ -387,10 +387,12 @@ def test_another_vllm_is_refused_at_install_time_naming_the_versions(outcome: Ou
         assert "ERROR: Hashes are required in --require-hashes mode" in step.output, step.output
         assert f"    vllm=={vllm} --hash=sha256:" in step.output, step.output
     else:
+        # uv wraps its explanation to the width it finds (a terminal's or COLUMNS; 80 under xdist's workers).
+        words = " ".join(step.output.split())
         because = "vllm was not found in the provided package locations and all versions of vllm-fused-moe depend on"
-        assert f"{because} vllm=={vllm}" in step.output, step.output
+        assert f"{because} vllm=={vllm}" in words, step.output
         unsatisfiable = "we can conclude that your requirements are unsatisfiable"
-        assert f"you require vllm-fused-moe=={ours}, {unsatisfiable}" in step.output, step.output
+        assert f"you require vllm-fused-moe=={ours}, {unsatisfiable}" in words, step.output
     # Nothing was installed, and the vLLM there is still the one the user had.
     assert outcome.wrong.after_refusals == {"overlay": None, "impostor": False, "vllm": outcome.other}
 
