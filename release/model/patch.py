@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, replace
 from email import policy
@@ -346,6 +347,21 @@ class Patch:
                     )
                 hunks.append(Hunk(file_match.group("b"), lines[index - len(body) - 1], tuple(body)))
         return hunks
+
+    @property
+    def change_digest(self) -> str:
+        """sha256 hex of what the patch says and changes: its message and, per file, the lines it removes and
+        adds, in order; not its hunk positions, context or `index` lines.
+
+        `rebase` refreshes a patch whose context moved upstream, which rewrites exactly those: the change is
+        the same, so neither a variant carried from it (`Carried-From:`) nor what a train tag carries (its
+        patch level) changes with a refresh. An edit of the message (a retiring `Applied-Upstream:` too) or
+        of any removed or added line does."""
+        changed = (
+            f"{hunk.path}\n" + "\n".join(line for line in hunk.lines if line.startswith(("-", "+")))
+            for hunk in self.hunks
+        )
+        return hashlib.sha256("\0".join((self.message, *changed)).encode("utf-8")).hexdigest()
 
     def with_trailer(self, key: str, value: str) -> Patch:
         """The same mail with `key: value` set in the trailer block (added or replaced)."""

@@ -23,6 +23,7 @@ import tomli_w
 from release.core.errors import TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
+from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.source import Source
 from release.model.tree import UpstreamTree
@@ -240,11 +241,13 @@ class Train:
 
 
 def digest_carried(patches: Iterable[tuple[str, str]]) -> str:
-    """`sha256:<hex>` of what a tag carries: each patch's name and text, in replay order. Any added, changed,
-    dropped or retired patch (retiring adds its Applied-Upstream: trailer) gives another digest."""
+    """`sha256:<hex>` of what a tag carries: each patch's name and what it says and changes
+    (Patch.change_digest), in replay order. Any added, changed, dropped or retired patch (retiring adds its
+    Applied-Upstream: trailer) gives another digest; a refresh by `rebase` (new context and hunk
+    positions) does not."""
     digest = hashlib.sha256()
     for name, text in patches:
-        digest.update(f"{name}\0{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n".encode())
+        digest.update(f"{name}\0{Patch(name, text).change_digest}\n".encode())
     return f"sha256:{digest.hexdigest()}"
 
 

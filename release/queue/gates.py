@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from release.core.errors import StaleVariantError, UnrecordedChangeError
-from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.series import EntryKind
@@ -29,19 +28,9 @@ CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made: the c
 
 
 def fingerprint(patch: Patch) -> str:
-    """What a carried variant remembers of the common patch it was made from: its name and the digest of
-    what it says and changes.
-
-    The digest covers the message and, per file, the lines the patch removes and adds, in order; not the
-    hunk headers, the context or the `index` lines. `rebase` refreshes a patch whose context moved
-    upstream, which rewrites exactly those: the change a variant carries is still the same, so the
-    variant is not stale. An edit to the message or to any removed or added line makes it stale.
-    """
-    changed = (
-        f"{hunk.path}\n" + "\n".join(line for line in hunk.lines if line.startswith(("-", "+"))) for hunk in patch.hunks
-    )
-    digest = sha256_hex("\0".join((patch.message, *changed)).encode("utf-8"))
-    return f"{patch.name} sha256:{digest[:16]}"
+    """What a carried variant remembers of the common patch it was made from: its name and the digest of what
+    it says and changes (Patch.change_digest), so a refresh by `rebase` leaves the variant current."""
+    return f"{patch.name} sha256:{patch.change_digest[:16]}"
 
 
 class VariantState(StrEnum):
