@@ -19,6 +19,9 @@ apart from build information (the commit and time it was built from), is skipped
 it would publish a release that changes nothing (as `twine upload --skip-existing` skips). One
 whose files differ is refused unless its version is above the newest the index holds for that
 release: the requirements file pins the newest, so a lower level would never reach a user.
+
+Longer than 500 lines on purpose: the order of its checks, writes and renames is the crash guarantee
+docs/guarantees.md states, and one module keeps that order readable top to bottom.
 """
 
 from __future__ import annotations

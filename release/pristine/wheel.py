@@ -22,6 +22,9 @@ the index's entry for it, so a later run verifies the cache without the network;
 `<wheel>.members.zip`, the members a lazy read fetched (with RECORD and METADATA), so a
 second lazy read of the same modules is offline. Every file name there is a name from the index,
 checked by `checked_name` (release/pristine/index.py) before it is joined to a path.
+
+Longer than 500 lines on purpose: both ways of reading share the cache, the name checks and the RECORD
+check, and one module keeps the line between identity and membership in one place.
 """
 
 from __future__ import annotations

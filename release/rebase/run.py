@@ -4,6 +4,9 @@ The job reads as its steps (after pip's `vendoring`): load the queue, prove vend
 is pristine + series, fetch the new pristine subtree, replay the series in a scratch
 git repository (3-way, no fuzz), then either stop with a conflict report or install
 the result in one swap. vendor/ and patches/ change only in that last step.
+
+Longer than 500 lines on purpose: the job, its resume (`--continue`, `--abort`) and its state file share
+the run object; the report (report.py) and the swap (swap.py) live apart.
 """
 
 from __future__ import annotations

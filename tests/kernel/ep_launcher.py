@@ -23,6 +23,9 @@ results.
 
 Stdlib only: the CPU suite tests this file with a rank double (tests/kernel/rank_double.py),
 and the GPU machine runs it with nothing of ours installed.
+
+Longer than 500 lines on purpose: it also runs standalone on a GPU machine (tests/kernel/run_on_device.sh
+carries it there), so it holds its launcher, deadlines and event reader in one file.
 """
 
 from __future__ import annotations

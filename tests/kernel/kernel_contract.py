@@ -18,6 +18,9 @@ process: ``python tests/kernel/ep_launcher.py --ep N`` starts them with a deadli
 tests/kernel/kernel_contract.py --json out.json`` without one.
 Needs torch with CUDA and flashinfer-python; import it only after
 kernel_probe.environment_reason() returned None.
+
+Longer than 500 lines on purpose: it also runs standalone on a GPU machine (tests/kernel/run_on_device.sh
+carries it there) with nothing of this repository beside it.
 """
 
 from __future__ import annotations
