@@ -19,8 +19,18 @@ REAP_S = 5.0
 # (vLLM's config and distributed state: ~10 s of CPU a rank on two shared cores), instead of each
 # spawned rank of every run importing them again. Only imports happen there: the process groups,
 # the call recorder and the source variants start in each rank, as before; calls made under an
-# import are never recorded (worker.VllmCallRecorder), so the record is the same.
-PRELOAD = ["moe_contract.rank_env", "torch", "vllm.config", "vllm.distributed.parallel_state", "moe_contract.worker"]
+# import are never recorded (worker.VllmCallRecorder), so the record is the same. fused_moe is the
+# rest of what a rank imports (reduce_site): imported in a rank it ran under the recorder, whose
+# stack walk on every call made the import cost ~2 s of CPU a rank (a contract session 27-30 s of
+# CPU with it imported there, 15-17 s preloaded). The server ignores an ImportError, as before.
+PRELOAD = [
+    "moe_contract.rank_env",
+    "torch",
+    "vllm.config",
+    "vllm.distributed.parallel_state",
+    "vllm.model_executor.layers.fused_moe",
+    "moe_contract.worker",
+]
 
 
 class HarnessWorkerError(RuntimeError):
