@@ -170,14 +170,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     index = tmp / "index"
     wheel = _overlay_wheel(tmp)
     wanted = (releases.pinned, releases.other, releases.fixed, releases.chunked)
-    publish([wheel, *(pypi_wheel(f"v{v}") for v in wanted)], index)
+    wheels = {v: pypi_wheel(f"v{v}") for v in wanted}
+    publish([wheel, *wheels.values()], index)
     url = index.as_uri()  # the directory publish wrote: simple/ and requirements/
     with ThreadPoolExecutor(3) as pool:
         made = {
-            "pinned": pool.submit(create, tmp / "pinned", index, [f"vllm=={releases.pinned}"]),
-            "other": pool.submit(create, tmp / "other", index, [f"vllm=={releases.other}", "vllm-fused-moe"]),
-            "fixed": pool.submit(create, tmp / "fixed", index, [f"vllm=={releases.fixed}"]),
-            "chunked": pool.submit(create, tmp / "chunked", index, [f"vllm=={releases.chunked}"]),
+            "pinned": pool.submit(create, tmp / "pinned", index, [], wheels[releases.pinned]),
+            "other": pool.submit(create, tmp / "other", index, ["vllm-fused-moe"], wheels[releases.other]),
+            "fixed": pool.submit(create, tmp / "fixed", index, [], wheels[releases.fixed]),
+            "chunked": pool.submit(create, tmp / "chunked", index, [], wheels[releases.chunked]),
         }
         py = {name: str(future.result()) for name, future in made.items()}
     before = tmp / "scan-before-the-fix.json"

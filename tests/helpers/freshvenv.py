@@ -27,10 +27,25 @@ def pip_env() -> dict[str, str]:
     return env
 
 
-def create(directory: Path, index: Path, requirements: list[str]) -> Path:
-    """A venv at `directory` with `requirements` from `index` (PEP 503 dir); returns its python."""
+def create(directory: Path, index: Path, requirements: list[str], vllm: Path | None = None) -> Path:
+    """A venv at `directory` with the release wheel `vllm` and `requirements` from `index` (PEP 503 dir).
+
+    Returns its python. The release wheel goes in by uv, linked from uv's cache as nox installed the
+    head's (pip unpacks ~1 GB of files again in every venv: 6-7 s each); `requirements` (our
+    overlay) by pip from the index, as a user installs it.
+    """
     venv.EnvBuilder(with_pip=False, clear=True).create(directory)
     python = directory / "bin" / "python"
+    if vllm is not None:
+        install_no_deps(python, str(vllm))
+    if requirements:
+        _pip_install(python, index, requirements)
+    # Last: with the test environment on its path, an installer would take its packages for the venv's own.
+    lend_test_env(python)
+    return python
+
+
+def _pip_install(python: Path, index: Path, requirements: list[str]) -> None:
     # vLLM's own dependencies come from the test environment (see the module docstring), hence
     # --no-deps; the running pip installs into the venv through --python, so the venv needs no pip.
     subprocess.run(
@@ -52,8 +67,6 @@ def create(directory: Path, index: Path, requirements: list[str]) -> Path:
         capture_output=True,
         text=True,
     )
-    lend_test_env(python)
-    return python
 
 
 def lend_test_env(python: Path) -> None:

@@ -1,7 +1,7 @@
 """Activation in real processes: fresh venvs, real vLLM wheels and our wheel from our index.
 
-Each venv gets `vllm==X --no-deps` and `vllm-fused-moe` through
-`pip install --index-url file://INDEX/simple`; torch and vLLM's other import-time dependencies
+Each venv gets the release wheel of vLLM X (`--no-deps`, linked from uv's cache) and `vllm-fused-moe`
+through `pip install --index-url file://INDEX/simple`; torch and vLLM's other import-time dependencies
 come from the test environment (tests/helpers/freshvenv.py says how and why). The probes run
 concurrently, each a real interpreter that imports vLLM and starts workers the way vLLM does.
 """
@@ -45,11 +45,13 @@ def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict, str]:
 
 
 @pytest.fixture(scope="module")
-def runs(index: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, str]]:
+def runs(
+    index: Path, vllm_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[dict, str]]:
     root = tmp_path_factory.mktemp("venvs")
     with ThreadPoolExecutor(2) as pool:
-        pinned = pool.submit(create, root / "vllm-pinned", index, [f"vllm=={HEAD.version}", "vllm-fused-moe"])
-        other = pool.submit(create, root / "vllm-other", index, [f"vllm=={OTHER}", "vllm-fused-moe"])
+        pinned = pool.submit(create, root / "vllm-pinned", index, ["vllm-fused-moe"], vllm_wheels[HEAD.version])
+        other = pool.submit(create, root / "vllm-other", index, ["vllm-fused-moe"], vllm_wheels[OTHER])
         pinned_python, other_python = pinned.result(), other.result()
     jobs = {
         "on": (pinned_python, [str(PROBE), "spawn", "fork"], None),

@@ -143,10 +143,10 @@ def older_lines_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What vLLM 0.11-0.18 import beyond the test environment (transformers 4, triton, ...), in a
     directory of its own: the `contract` nox session installs the same file for those releases."""
     target = tmp_path_factory.mktemp("older-lines-packages")
+    # uv, as the session installs that file: linked from uv's cache (pip --target unpacks it all: 11 s).
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
-         "-r", str(OLDER_LINES_REQUIREMENTS)],
-        check=True, env=pip_env(), capture_output=True, text=True, timeout=900,
+        [*uv(), "pip", "install", "--quiet", "--target", str(target), "-r", str(OLDER_LINES_REQUIREMENTS)],
+        check=True, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     return target
 
@@ -160,7 +160,7 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
 
     def one(tag: str) -> dict[str, object]:
         wheel = pypi_wheel(tag)
-        python = create(root / tag, index, [str(wheel)])  # vLLM X only, --no-deps, from the release wheel
+        python = create(root / tag, index, [], vllm=wheel)  # vLLM X only, --no-deps, from the release wheel
         if lines.get(tag, HEAD_LINE) != HEAD_LINE:
             # Before the test environment on sys.path (.pth files run in name order).
             (site_packages(python) / "_older_lines.pth").write_text(f"{older_lines_packages}\n", encoding="utf-8")
@@ -273,7 +273,7 @@ def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_an
 def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:
     index, built = train_index
     assert f"{NO_OVERLAY}" not in built
-    python = create(tmp_path / "venv", index, [str(pypi_wheel(NO_OVERLAY))])
+    python = create(tmp_path / "venv", index, [], vllm=pypi_wheel(NO_OVERLAY))
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-compile"]
     refused = subprocess.run(
         [*pip, "--index-url", (index / "simple").as_uri(), "vllm-fused-moe"],
