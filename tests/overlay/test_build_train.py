@@ -51,15 +51,19 @@ def wheels(out: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
-    """Every buildable train tag built twice, into two directories, by two processes."""
-    ok, _ = buildable(REPO)
+    """Every buildable train tag built twice, into two directories, by two processes: by `--tag`
+    each, then by `--all` (where every train tag is verified; `--all` refuses otherwise, and
+    test_build_all_builds_every_tag_or_refuses_the_unverified_ones shows it)."""
+    ok, refused = buildable(REPO)
     assert ok, "no train tag has a verified FlashInfer: nothing to build"
     tags = [arg for tag in ok for arg in ("--tag", tag)]
     first, second = tmp_path_factory.mktemp("dist1"), tmp_path_factory.mktemp("dist2")
-    for out in (first, second):
-        result = build(REPO, out, *tags)
+    before = snapshot(REPO)
+    for out, args in ((first, tags), (second, tags if refused else ["--all"])):
+        result = build(REPO, out, *args)
         assert result.returncode == 0, result.stdout + result.stderr
         print("\n" + result.stdout)
+    assert snapshot(REPO) == before  # vendor/ and patches/ are only ever read
     return first, wheels(first), wheels(second)
 
 
@@ -139,20 +143,20 @@ def test_python_m_vllm_fused_moe_in_each_wheel_says_its_own_tag(built_twice, tmp
         assert f"vLLM tag        {info['vllm_tag']} (pypi: vllm-{info['vllm_version']}-" in text
 
 
-def test_build_all_builds_every_tag_or_refuses_the_unverified_ones(project: Path, tmp_path: Path) -> None:
+def test_build_all_builds_every_tag_or_refuses_the_unverified_ones(project: Path, tmp_path: Path, built_twice) -> None:
     ok, refused = buildable(project)
+    if not refused:  # the second build of built_twice was `build --all`
+        _, _, by_all = built_twice
+        assert sorted(Version(n.split("-")[1]).public for n in by_all) == sorted(t[1:] for t in ok)
+        return
     before = snapshot(project)
     out = tmp_path / "dist"
     result = build(project, out, "--all")
     assert snapshot(project) == before  # vendor/ and patches/ are only ever read
-    if refused:
-        assert result.returncode == 2, result.stdout + result.stderr
-        for tag in refused:
-            assert f"{tag} pins flashinfer-python" in result.stderr
-        assert "nothing was built" in result.stderr and wheels(out) == {}
-    else:
-        assert result.returncode == 0, result.stderr
-        assert sorted(Version(n.split("-")[1]).public for n in wheels(out)) == sorted(t[1:] for t in ok)
+    assert result.returncode == 2, result.stdout + result.stderr
+    for tag in refused:
+        assert f"{tag} pins flashinfer-python" in result.stderr
+    assert "nothing was built" in result.stderr and wheels(out) == {}
 
 
 def test_an_unverified_tag_is_refused_alone_with_exit_2(project: Path, tmp_path: Path) -> None:
