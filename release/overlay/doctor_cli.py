@@ -124,19 +124,41 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
     python = interpreter(args.python)
     returncode, stdout = _run_bounded(command(args, layout, python), args.timeout, python)
-    try:
-        data: dict[str, Any] = json.loads(stdout)
-        code = int(data["exit_code"])
-    except (ValueError, KeyError, TypeError):
-        raise DoctorError(
-            f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}"
-        ) from None
+    found = report_in(stdout)
+    if found is None:
+        raise DoctorError(f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}")
+    data, text, noise = found
+    code = int(data["exit_code"])
+    if noise.strip():
+        log.warn(
+            f"warning: {python} printed on stdout beside the doctor's report (a .pth or sitecustomize of that "
+            f"environment?), left out of it: {noise.strip()[-500:]}"
+        )
     if args.json:
-        log.out(stdout, end="")
+        log.out(text, end="")
     else:
         doctor = _doctor_module(layout)
         log.out(doctor.format_report(doctor.report_from_json(data)))
     return code
+
+
+def report_in(stdout: str) -> tuple[dict[str, Any], str, str] | None:
+    """(the report, its text, what else was printed) from the doctor's stdout, or None without a report.
+
+    The doctor prints one JSON object (`--json`, indented, so it starts on a line of its own); whatever
+    that interpreter's start-up printed to stdout (a .pth, a sitecustomize) is around it, not in it."""
+    decoder = json.JSONDecoder()
+    starts = [0] if stdout.startswith("{") else []
+    starts += [i + 1 for i, c in enumerate(stdout) if c == "\n" and stdout.startswith("{", i + 1)]
+    for start in reversed(starts):  # the report is printed last: the last object that is one
+        try:
+            data, end = decoder.raw_decode(stdout, start)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("exit_code"), int) and "verdict" in data:
+            text = stdout[start:end] + "\n"
+            return data, text, stdout[:start] + stdout[end:].lstrip("\n")
+    return None
 
 
 def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str]:

@@ -151,11 +151,11 @@ def test_an_overlay_left_from_another_release_on_a_fixed_vllm_is_named_with_its_
 def test_the_console_script_without_its_package_says_how_to_repair_it(
     monkeypatch: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import _vllm_fused_moe_pth
+    import _vllm_fused_moe_cli
 
     monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)  # what a deleted folder imports as
     monkeypatch.setenv(doctor.INDEX_ENV, "https://index.example/simple")
-    assert _vllm_fused_moe_pth.main() == 2
+    assert _vllm_fused_moe_cli.main() == 2
     said = capsys.readouterr().err
     assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
     assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
