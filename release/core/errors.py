@@ -367,8 +367,8 @@ class ForeignProjectError(BadInputError):
     """`publish` was given a wheel of another project, or the index already holds one."""
 
     default_hint = (
-        "our index holds vllm-fused-moe only: users install from it with --index-url, so a wheel of "
-        "another project there (vllm, flashinfer-python) would be installed in place of the real one"
+        "our index holds vllm-fused-moe only: a wheel of another project there (vllm, flashinfer-python) "
+        "could be installed in place of the real one by whoever points pip at the index"
     )
 
 

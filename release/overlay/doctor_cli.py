@@ -39,11 +39,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "fix live there? Runs that environment's interpreter with this checkout's doctor script "
         "(docs/doctor.md); pass `vllm serve` arguments after `--` to judge one command line."
     )
-    parser.epilog = (
-        "doctor exit codes: 0 not affected, or fixed and live; 1 affected and not fixed, or fixed but "
-        "not live; 2 cannot tell (the report says why), vLLM would refuse the command line, or the "
-        "interpreter gave no report (within --timeout)"
-    )
     parser.add_argument(
         "--python",
         type=Path,
