@@ -228,7 +228,10 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # A line's variant carried from another version of its common patch would ship the old change.
     stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
     refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
+    log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
+    started = time.perf_counter()
     checks = check_train(layout, [e.tag for e in entries])
+    log.note(f"build: every tag reproduced its recorded hashes ({time.perf_counter() - started:.1f} s)")
     bad = [finding for c in checks for finding in c.findings]
     if bad:
         raise TrainDriftError(
@@ -268,6 +271,8 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                     pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry.patch_level
                 )
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
+            built, total = results[-1], len(entries) - len(empty)
+            log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
         return [_deliver(result, plan.out) for result in results]
 
 
