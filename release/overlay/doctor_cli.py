@@ -25,7 +25,8 @@ from release.core.errors import DoctorError
 from release.core.layout import Layout
 
 SCRIPT = "doctor.py"
-# A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
+# A plain run takes well under a second and --live 8-20 s, a minute or more the first time after an install
+# (vLLM's import compiles its bytecode; docs/doctor.md "Cost");
 # anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
@@ -50,7 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s); "
+        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s, "
+        "a minute or more the first time after an install); "
         f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")

@@ -350,6 +350,10 @@ def test_live_reads_upstreams_unreduced_classes_where_the_fix_is_missing(runs: d
         assert cls["output_is_reduced"] is False and cls["served_by_overlay"] is False
         assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
     assert report["live"]["hook_active"] is None
+    # The wait is said on stderr, before and after (issue 38, 4); the first import in this fresh venv.
+    stderr = runs["bare-live"][1].stderr
+    assert "doctor: --live: importing vllm.model_executor." in stderr and "doctor: --live: the import took " in stderr
+    print(f"first --live import in a fresh venv: {report['live']['seconds']} s")
 
 
 def test_the_printed_fix_makes_it_fixed_and_live(runs: dict[str, Any], releases: Releases) -> None:
@@ -374,6 +378,7 @@ def test_live_reads_our_classes_through_vllms_own_import(runs: dict[str, Any]) -
         # Under vLLM's own module name: vLLM imports it, the hook serves our file.
         assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
     assert 0 < report["live"]["seconds"] < 120
+    print(f"--live import with our overlay: {report['live']['seconds']} s")
 
 
 def test_off_is_1_and_names_the_switch(runs: dict[str, Any]) -> None:
