@@ -155,7 +155,10 @@ def _break_and_fix(
         return {"broken": f"the venv could not be broken this way: {exc!r}"}
     before, beside = ask(), also() if also else None
     fix = (before[0].get("fix") or {}).get("argv") or []
-    ran = _pip(Path(fix[0]), *fix[3:]) if fix[1:3] == ["-m", "pip"] else None
+    if fix[1:3] == ["-m", "pip"]:
+        ran: subprocess.CompletedProcess[str] | None = _pip(Path(fix[0]), *fix[3:])
+    else:  # another command (the removal of an install pip cannot uninstall): as printed
+        ran = subprocess.run(fix, capture_output=True, text=True) if fix else None
     return {"broken": None, "before": before, "also": beside, "fix": ran, "after": ask()}
 
 
@@ -290,6 +293,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         ),
         "stale": _break_and_fix(
             lambda: install_no_deps(Path(py["fixed"]), str(wheel)), lambda: _run(outside(py["fixed"]))
+        ),
+        # The same overlay left behind, its RECORD lost: pip uninstall refuses it, the removal is by hand.
+        "stale-record": _break_and_fix(
+            lambda: (
+                install_no_deps(Path(py["fixed"]), str(wheel)),
+                next(site_packages(Path(py["fixed"])).glob("vllm_fused_moe-*.dist-info/RECORD")).unlink(),
+            ),
+            lambda: _run(outside(py["fixed"])),
         ),
     }
     # Something else of that environment printing on stdout at start-up (a .pth): the report is still read.
@@ -544,3 +555,17 @@ def test_what_an_environment_prints_at_start_up_does_not_hide_the_report(runs: d
     and warns on stderr about what it left out."""
     _verdict(runs["noisy"], "fixed-live", 0)
     assert "hello from a .pth" in runs["noisy"][1].stderr and "hello" not in runs["noisy"][1].stdout
+
+
+def test_an_overlay_left_behind_without_its_record_is_removed_by_the_printed_command(runs: dict[str, Any]) -> None:
+    """Issue 38, 3: RECORD lost on an overlay left behind: `pip uninstall` says "no RECORD file was
+    found", and the doctor printed that uninstall again. It prints the removal of the files instead."""
+    stale = runs["broken"]["stale-record"]
+    assert stale["broken"] is None, stale["broken"]
+    report = _verdict(stale["before"], "not-affected", 0)
+    argv = report["fix"]["argv"]
+    assert argv[:2] == ["rm", "-r"] and any(a.endswith(".dist-info") for a in argv), argv
+    assert all("vllm_fused_moe" in a or a.endswith("/vllm-fused-moe") for a in argv[2:]), argv
+    assert stale["fix"].returncode == 0, stale["fix"].stderr[-2000:]
+    after = _verdict(stale["after"], "not-affected", 0)
+    assert after["overlay"]["installed"] is False and after["overlay"]["version"] is None and after["fix"] is None

@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import sys
 from dataclasses import replace
 from importlib import metadata
 from importlib.util import find_spec
@@ -163,7 +164,23 @@ def overlay_state() -> Overlay:
         return found
     # Said first: a file gone explains what reading the overlay ran into (a module that no longer imports).
     reason = problem + (f"; {found.reason}" if found.reason and found.damaged else "")
-    return replace(found, damaged=True, record_lost=lost, reason=reason)
+    leftovers = unrecorded_install() if lost else ()
+    return replace(found, damaged=True, record_lost=lost, leftovers=leftovers, reason=reason)
+
+
+def unrecorded_install() -> tuple[str, ...]:
+    """What `pip uninstall` would remove, where RECORD is gone and it cannot: the files our wheel puts in
+    site-packages (the package, the .pth, its module, the console script's, the .dist-info) and the
+    console script, those of them that are there."""
+    try:
+        dist = metadata.distribution(PROJECT)
+    except metadata.PackageNotFoundError:
+        return ()
+    site = Path(str(dist.locate_file("")))
+    info = site / f"{PACKAGE}-{dist.version}.dist-info"  # how pip and uv name it
+    names = (PACKAGE, f"{PACKAGE}.pth", f"_{PACKAGE}_pth.py", f"_{PACKAGE}_cli.py")
+    script = Path(sys.executable).with_name(PROJECT)
+    return tuple(str(p) for p in (*(site / n for n in names), info, script) if p.exists())
 
 
 def record_problem() -> tuple[bool, str | None]:

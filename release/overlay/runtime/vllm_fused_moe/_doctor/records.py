@@ -144,6 +144,8 @@ class Overlay:
     damaged: bool = field(default=False, metadata=OWN)
     # Its .dist-info/RECORD gone: pip cannot uninstall it, so the fix installs over it (--ignore-installed).
     record_lost: bool = field(default=False, metadata=OWN)
+    # With RECORD gone: the files of the install, for their removal by hand (pip uninstall cannot).
+    leftovers: tuple[str, ...] = field(default=(), metadata=OWN)
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,10 @@ def fix_for(facts: Facts, verdict: Verdict, index_url: str | None) -> Fix | None
         choices = (facts.serve.all2all_backends if facts.serve else None) or ()
         return make_fix(None, f"give vLLM {vllm_of(facts)} one of: {', '.join(choices)}")
     if verdict is Verdict.NOT_AFFECTED and stale_overlay(overlay):
-        removal = [python, "-m", "pip", "uninstall", "-y", PROJECT]
-        return make_fix(removal, f"removes {PROJECT} {overlay.version}: vLLM {vllm_of(facts)} needs no overlay")
+        why = f"removes {PROJECT} {overlay.version}: vLLM {vllm_of(facts)} needs no overlay"
+        if overlay.record_lost and overlay.leftovers:  # pip uninstall refuses it: "no RECORD file was found"
+            return make_fix(["rm", "-r", *overlay.leftovers], f"{why}; by hand, as pip cannot (its RECORD is gone)")
+        return make_fix([python, "-m", "pip", "uninstall", "-y", PROJECT], why)
     if verdict is Verdict.FIXED_LIVE and overlay.damaged:  # live now, but pip cannot keep it (upgrade, remove)
         return fix_by_install(facts, index_url)
     # not-used, not-affected, fixed-live: nothing to do; cannot-tell: nothing known to do.
