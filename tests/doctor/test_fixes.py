@@ -160,3 +160,17 @@ def test_the_console_script_without_its_package_says_how_to_repair_it(
     assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
     assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
     assert "-m pip uninstall -y vllm-fused-moe" in said
+
+
+def test_the_console_script_without_its_package_or_an_index_says_what_the_placeholder_is(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, 2: `<INDEX_URL>` pasted as is fails ("Could not open requirements file"): the hint says
+    what goes there, and which variable makes it exact."""
+    import _vllm_fused_moe_cli
+
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)
+    monkeypatch.delenv(doctor.INDEX_ENV, raising=False)
+    assert _vllm_fused_moe_cli.main() == 2
+    said = capsys.readouterr().err
+    assert "<INDEX_URL>: where our index is served" in said and doctor.INDEX_ENV in said, said

@@ -37,13 +37,19 @@ def broken_package(exc: BaseException) -> str:
 
     python = shlex.quote(sys.executable)
     ours, vllm = version("vllm-fused-moe") or "?", (version("vllm") or "X").split("+", 1)[0]
-    index = os.environ.get("VLLM_FUSED_MOE_INDEX_URL", "<INDEX_URL>").rstrip("/")
-    index = index[: -len("/simple")] if index.endswith("/simple") else index
+    known = os.environ.get("VLLM_FUSED_MOE_INDEX_URL", "").rstrip("/")
+    index = (known[: -len("/simple")] if known.endswith("/simple") else known) or "<INDEX_URL>"
+    # A placeholder is no command that runs as pasted: say what goes there.
+    placeholder = (
+        " (<INDEX_URL>: where our index is served, the requirements file you installed from up to "
+        "/requirements/; or set VLLM_FUSED_MOE_INDEX_URL)"
+    )
+    where = "" if known else placeholder
     return (
         f"error: vllm-fused-moe {ours} is recorded as installed, but its package does not import "
         f"({type(exc).__name__}: {exc})\n"
         f"hint: reinstall it (pip keeps a recorded install as it is unless forced): {python} -m pip install "
         f"--force-reinstall --no-deps --no-index --find-links {index}/simple/vllm-fused-moe/ "
         f"-r {index}/requirements/vllm-{vllm}.txt && {python} -m pip check; or, where vLLM {vllm} needs no "
-        f"overlay, remove it: {python} -m pip uninstall -y vllm-fused-moe (docs/doctor.md)"
+        f"overlay, remove it: {python} -m pip uninstall -y vllm-fused-moe{where} (docs/doctor.md)"
     )
