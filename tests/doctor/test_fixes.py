@@ -174,3 +174,25 @@ def test_the_console_script_without_its_package_or_an_index_says_what_the_placeh
     assert _vllm_fused_moe_cli.main() == 2
     said = capsys.readouterr().err
     assert "<INDEX_URL>: where our index is served" in said and doctor.INDEX_ENV in said, said
+
+
+def test_another_releases_overlay_without_its_record_is_removed_before_the_install() -> None:
+    """Issue 38, 3: RECORD lost on an overlay built for another release: pip cannot uninstall it, and an
+    install over it (--ignore-installed) would leave its .dist-info beside the new one. The fix removes
+    its files (those the doctor found), and the doctor asked again prints the install."""
+    version = _affected_train_tag()
+    leftovers = ["/site-packages/vllm_fused_moe", "/site-packages/vllm_fused_moe-0.0.1+fm.1.dist-info"]
+    other = {
+        **_ours("0.0.1", []),
+        "for_this_vllm": False,
+        "activates": False,
+        "reason": "built for vLLM v0.0.1",
+        "damaged": True,
+        "record_lost": True,
+        "leftovers": leftovers,
+    }
+    report = _report(DATA, version, **other)
+    assert (report["verdict"], report["exit_code"]) == ("affected", 1)
+    assert report["fix"]["argv"] == ["rm", "-r", *leftovers] and "run the doctor again" in report["fix"]["why"]
+    removed = _report(DATA, version)  # then: not installed, the documented install
+    assert removed["fix"]["argv"][3] == "install" and "--ignore-installed" not in removed["fix"]["argv"]

@@ -150,6 +150,14 @@ def fix_for(facts: Facts, verdict: Verdict, index_url: str | None) -> Fix | None
         return make_fix(None, "find what serves vLLM's prepare_finalize modules here (see live.classes)")
     if overlay.for_this_vllm and not overlay.missing_fixes and not overlay.damaged:
         return fix_ours(overlay, python)
+    if overlay.record_lost and overlay.leftovers and not overlay.for_this_vllm:
+        # Another release's overlay without RECORD: an install over it would leave its .dist-info beside
+        # the new one (two versions installed). Removed first; the doctor then prints the install.
+        return make_fix(
+            ["rm", "-r", *overlay.leftovers],
+            f"removes {PROJECT} {overlay.version} by hand, as pip cannot (its RECORD is gone); then run the doctor "
+            "again: it prints the install of the overlay for this release",
+        )
     return fix_by_install(facts, index_url)
 
 
