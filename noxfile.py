@@ -183,8 +183,16 @@ def cpu_vllm(session: nox.Session, tag: str, flashinfer: str) -> Path:
 
 
 def release(session: nox.Session, *args: str) -> None:
+    """`python -m release ARGS`, its exit code passed through: nox makes every failure 1, and the tool's
+    2 (bad input), 3 (conflict) and 4 (transport) each say what to do next (docs/maintainers.md)."""
     session.install(*group("tooling"))
-    session.run("python", "-m", "release", *args, *session.posargs)
+    try:
+        session.run("python", "-m", "release", *args, *session.posargs)
+    except nox.command.CommandFailed as failed:
+        if failed.return_code in (None, 1):
+            raise
+        session.log(f"python -m release {args[0] if args else ''} exited {failed.return_code}: nox exits with it")
+        raise SystemExit(failed.return_code) from None  # past nox's runner, which would report 1
 
 
 @nox.session

@@ -163,6 +163,13 @@ _GSM8K_EXITS = (
      "failed, the server exited or never became healthy, or lm-eval failed (logs are in the report directory)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the server was stopped"),
 )  # fmt: skip
+# The doctor's code is its verdict's (docs/doctor.md, "Verdicts and exit codes"): one table in its --help.
+_DOCTOR_EXITS = (
+    (EXIT_OK, "not affected, or fixed and live, or the command line after -- does not run the affected code"),
+    (EXIT_FAILED, "affected and not fixed, or fixed but not live: the report's fix: line says what to run"),
+    (EXIT_BAD_INPUT, "cannot tell (the report says why), vLLM would refuse the command line, the interpreter "
+     "gave no report (within --timeout), or bad input (--python, --env, --timeout)"),
+)  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
     Command("rebase", _rebase, "move vendor/ and patches/ onto another vLLM tag",
             (*_COMMON, EXIT_CONFLICT, EXIT_TRANSPORT),
@@ -217,7 +224,7 @@ COMMANDS: tuple[Command, ...] = (
                       ("upstream-pr 0001 --skip-test-run", "the same without running the test (PR.md says so)"),
                       ("upstream-pr 0001 --vllm ../vllm", "the same as the first, and a branch in a vLLM clone"))),
     Command("doctor", _doctor, "is an environment affected by the double reduce, is the fix live",
-            _COMMON,
+            _COMMON, exit_texts=_DOCTOR_EXITS,
             examples=(("doctor --python PY", "what PY's environment has: vLLM, FlashInfer, the overlay"),
                       ("doctor --python PY --json", "the same report as JSON (docs/doctor.schema.json)"),
                       ("doctor --python PY -- vllm serve M --enable-expert-parallel",

@@ -175,7 +175,8 @@ class ModuleMissingError(ToolMissingError):
 
     default_hint = (
         "install the tooling with its dependencies: `python3 -m pip install --group tooling` in the checkout "
-        "(`python -m release`), or `pipx install .`, `uv tool install .` or `pip install .` "
+        '(`python -m release`; --group needs pip 25.1 or newer: `python3 -m pip install "pip>=25.1"` first), '
+        "or `pipx install .`, `uv tool install .` or `pip install .` "
         "(`vllm-fused-moe-release`); nox sessions install it themselves"
     )
 
@@ -231,6 +232,15 @@ class UnprovenUpstreamTestError(ReleaseError):
     default_hint = (
         "fix the test under patches/upstream-tests/ (or the patch) and run again; `--skip-test-run` writes the PR "
         "with a warning that the test was not run"
+    )
+
+
+class NoPytestError(ToolMissingError):
+    """The interpreter `upstream-pr --python` names has no pytest: the regression test cannot run there."""
+
+    default_hint = (
+        "run it through `nox -s upstream_pr -- PATCH`, which makes a venv with pytest, torch and what vLLM "
+        "imports, or give --python such an interpreter; `--skip-test-run` writes the PR without the run"
     )
 
 
@@ -357,8 +367,8 @@ class ForeignProjectError(BadInputError):
     """`publish` was given a wheel of another project, or the index already holds one."""
 
     default_hint = (
-        "our index holds vllm-fused-moe only: users install from it with --index-url, so a wheel of "
-        "another project there (vllm, flashinfer-python) would be installed in place of the real one"
+        "our index holds vllm-fused-moe only: a wheel of another project there (vllm, flashinfer-python) "
+        "could be installed in place of the real one by whoever points pip at the index"
     )
 
 

@@ -85,6 +85,8 @@ PTH_NAME = f"{PACKAGE}.pth"
 # The .pth's module (release/overlay/runtime/_vllm_fused_moe_pth.py): beside the package, not in it, so
 # that the kill switch works whatever state the package is in.
 PTH_MODULE = "_vllm_fused_moe_pth"
+# The console script's module, beside both: it speaks with either the package or the .pth's module gone.
+CLI_MODULE = "_vllm_fused_moe_cli"
 # One line: site.py executes a .pth line that starts with `import`, at every interpreter start-up of
 # the environment. The module reads the switch, then installs the hook or a stand-in; it never raises.
 PTH_LINE = f"import {PTH_MODULE}; {PTH_MODULE}.install()\n"
@@ -171,7 +173,7 @@ def _checked_inputs(plan: BuildPlan) -> list[str]:
     problem = writable_dir_problem(plan.out)
     if problem:
         raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
-    runtime = (plan.layout.runtime / f"{PTH_MODULE}.py", plan.layout.runtime_package)
+    runtime = (*(plan.layout.runtime / f"{m}.py" for m in (PTH_MODULE, CLI_MODULE)), plan.layout.runtime_package)
     parts = (*runtime, *(plan.layout.vendored / name for name in BESIDE_SUBTREE))
     missing = [part for part in parts if not part.exists()]
     if missing:
@@ -226,7 +228,10 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # A line's variant carried from another version of its common patch would ship the old change.
     stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
     refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
+    log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
+    started = time.perf_counter()
     checks = check_train(layout, [e.tag for e in entries])
+    log.note(f"build: every tag reproduced its recorded hashes ({time.perf_counter() - started:.1f} s)")
     bad = [finding for c in checks for finding in c.findings]
     if bad:
         raise TrainDriftError(
@@ -266,6 +271,8 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                     pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry.patch_level
                 )
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
+            built, total = results[-1], len(entries) - len(empty)
+            log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
         return [_deliver(result, plan.out) for result in results]
 
 
@@ -416,7 +423,7 @@ def assemble(
 ) -> Path:
     """The wheel's top level in `stage`, as site-packages will hold it; returns the package folder.
 
-    Ours, from release/overlay/runtime/: the .pth's module and `vllm_fused_moe/` (the hook, the
+    Ours, from release/overlay/runtime/: the .pth's module, the console script's and `vllm_fused_moe/` (the hook, the
     doctor, the scan data). Upstream's, from vendor/vllm_fused_moe/: the vendored subtree (or
     `subtree`, another train tag's replay, with its `pin`) in the line's folder, its LICENSE and
     NOTICE, UPSTREAM.toml and VERIFIED.toml. Without build facts (_build_info.json, patches/), the
@@ -425,7 +432,8 @@ def assemble(
     package = stage / PACKAGE
     caches = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(layout.runtime_package, package, ignore=caches)
-    shutil.copyfile(layout.runtime / f"{PTH_MODULE}.py", stage / f"{PTH_MODULE}.py")
+    for module in (PTH_MODULE, CLI_MODULE):
+        shutil.copyfile(layout.runtime / f"{module}.py", stage / f"{module}.py")
     line = line or head_line(layout)
     write_files(package / line.overlay_dir, subtree if subtree is not None else layout.vendor_files())
     for name in BESIDE_SUBTREE:
@@ -497,7 +505,7 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
     modules = pin.subtree.rsplit("/", 1)[-1]  # prepare_finalize for the head line, fused_moe for older ones
     wheel_target = {
         "packages": [PACKAGE],
-        "force-include": {PTH_NAME: PTH_NAME, f"{PTH_MODULE}.py": f"{PTH_MODULE}.py"},
+        "force-include": {PTH_NAME: PTH_NAME, **{f"{m}.py": f"{m}.py" for m in (PTH_MODULE, CLI_MODULE)}},
     }
     return tomli_w.dumps(
         {
@@ -511,8 +519,8 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
                 "license": "Apache-2.0",
                 "requires-python": ">=3.10",
                 "dependencies": [f"vllm=={pin.version}", f"flashinfer-python{flashinfer_specifier}"],
-                # The module beside the package: the script still speaks when the package is gone.
-                "scripts": {"vllm-fused-moe": f"{PTH_MODULE}:main"},
+                # A module beside the package: the script still speaks when the package is gone.
+                "scripts": {"vllm-fused-moe": f"{CLI_MODULE}:main"},
             },
             "tool": {"hatch": {"build": {"targets": {"wheel": wheel_target}}}},
         }

@@ -25,7 +25,8 @@ from release.core.errors import DoctorError
 from release.core.layout import Layout
 
 SCRIPT = "doctor.py"
-# A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
+# A plain run takes well under a second and --live 8-20 s, a minute or more the first time after an install
+# (vLLM's import compiles its bytecode; docs/doctor.md "Cost");
 # anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
@@ -39,11 +40,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "fix live there? Runs that environment's interpreter with this checkout's doctor script "
         "(docs/doctor.md); pass `vllm serve` arguments after `--` to judge one command line."
     )
-    parser.epilog = (
-        "doctor exit codes: 0 not affected, or fixed and live; 1 affected and not fixed, or fixed but "
-        "not live; 2 cannot tell (the report says why), vLLM would refuse the command line, or the "
-        "interpreter gave no report (within --timeout)"
-    )
     parser.add_argument(
         "--python",
         type=Path,
@@ -55,7 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s); "
+        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s, "
+        "a minute or more the first time after an install); "
         f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
@@ -124,19 +121,41 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
     python = interpreter(args.python)
     returncode, stdout = _run_bounded(command(args, layout, python), args.timeout, python)
-    try:
-        data: dict[str, Any] = json.loads(stdout)
-        code = int(data["exit_code"])
-    except (ValueError, KeyError, TypeError):
-        raise DoctorError(
-            f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}"
-        ) from None
+    found = report_in(stdout)
+    if found is None:
+        raise DoctorError(f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}")
+    data, text, noise = found
+    code = int(data["exit_code"])
+    if noise.strip():
+        log.warn(
+            f"warning: {python} printed on stdout beside the doctor's report (a .pth or sitecustomize of that "
+            f"environment?), left out of it: {noise.strip()[-500:]}"
+        )
     if args.json:
-        log.out(stdout, end="")
+        log.out(text, end="")
     else:
         doctor = _doctor_module(layout)
         log.out(doctor.format_report(doctor.report_from_json(data)))
     return code
+
+
+def report_in(stdout: str) -> tuple[dict[str, Any], str, str] | None:
+    """(the report, its text, what else was printed) from the doctor's stdout, or None without a report.
+
+    The doctor prints one JSON object (`--json`, indented, so it starts on a line of its own); whatever
+    that interpreter's start-up printed to stdout (a .pth, a sitecustomize) is around it, not in it."""
+    decoder = json.JSONDecoder()
+    starts = [0] if stdout.startswith("{") else []
+    starts += [i + 1 for i, c in enumerate(stdout) if c == "\n" and stdout.startswith("{", i + 1)]
+    for start in reversed(starts):  # the report is printed last: the last object that is one
+        try:
+            data, end = decoder.raw_decode(stdout, start)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("exit_code"), int) and "verdict" in data:
+            text = stdout[start:end] + "\n"
+            return data, text, stdout[:start] + stdout[end:].lstrip("\n")
+    return None
 
 
 def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str]:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from release.core import log
 from release.core.errors import BadInputError
-from release.core.files import WHEEL_LIMIT
 from release.core.layout import Layout
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
@@ -16,29 +15,12 @@ from release.overlay.index import REQUIREMENTS, open_wheel, publish
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        f"Add the {PROJECT} wheels in DIST (a directory or one .whl) to the PEP 503 simple index in "
-        "INDEX_DIR (created with its missing parents), and write INDEX_DIR/requirements/vllm-X.txt for "
-        "each vLLM release X: our newest wheel for X, pinned by version and sha256, which is what users "
-        "install (docs/overlay.md, 'Install'). A wheel of any other project is refused (users install "
-        "from this index with --index-url: whatever else it held would be installed as the real thing). "
-        "Earlier releases stay; rerunning is a no-op; a wheel whose files equal those of the wheel the "
-        "index holds for its vLLM release, apart from build information (commit, build time), is "
-        "skipped and said so; a file of the same name with other contents is refused and the index is "
-        "left unchanged. What an interrupted publish left (temporary files, a page or requirements "
-        "file that misses a renamed wheel or is truncated) is repaired first and reported; what no "
-        "publish leaves (a listed file gone or changed, a stray file) is refused. Refused too (exit 2, "
-        "nothing published): a wheel for a vLLM release that has a bug none of its patches fixes "
-        "(patches/train.toml records each train tag's bugs; the scan data, affected-releases.json, adds its "
-        "findings): it would be installed as the newest patch level; a wheel carrying a release line's "
-        "variant that `pq carry` made from another version of its common patch than patches/ holds (stale); "
-        "a wheel at or below the newest patch level the index holds for its vLLM release whose files differ "
-        "(a tag's patch level only goes up: the requirements file pins the newest); a dirty build, unless "
-        "--allow-dirty. Every wheel is read as a regular file (a link to one is followed) of at most "
-        f"{WHEEL_LIMIT >> 30} GiB: a FIFO, a device (/dev/zero), a directory or a larger file is refused "
-        "(exit 2) before anything is read. One publish at a "
-        "time per index (a lock in INDEX_DIR). Serve INDEX_DIR over HTTPS (or "
-        "`python -m http.server --bind 127.0.0.1 --directory INDEX_DIR` on one machine); install with "
-        f"pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt"
+        f"Add the {PROJECT} wheels in DIST (a directory or one .whl) to the PEP 503 index in INDEX_DIR "
+        "(created if missing), and write INDEX_DIR/requirements/vllm-X.txt for each vLLM release X: our "
+        "newest wheel for X, pinned by version and sha256. Users install through that file, never by name "
+        f"(pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt; "
+        "docs/overlay.md, 'Install'). Rerunning is a no-op; nothing is written unless every wheel passes. "
+        "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
     )
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from release.core import log
-from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
+from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError, TransportError
 from release.core.layout import Layout
 from release.model.source import DEFAULT_SOURCE, Source
 
@@ -97,6 +97,16 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
             report_dir=args.report,
             allow_older=args.allow_older,
         )
-        report = rebase.rebase(options)
+        try:
+            report = rebase.rebase(options)
+        except TransportError as exc:
+            if args.source != DEFAULT_SOURCE:
+                raise
+            raise TransportError(
+                str(exc),
+                hint=f"without --from, TAG is read from vLLM's git repository ({DEFAULT_SOURCE}); "
+                f"`python -m release rebase {args.tag} --from pypi` reads its release wheel from PyPI instead. "
+                + TransportError.default_hint,
+            ) from None
     log.out(report.to_markdown())
     return EXIT_CONFLICT if report.result == "conflict" else EXIT_OK

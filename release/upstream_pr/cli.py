@@ -94,7 +94,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where to look for contract, kernel and GSM8K reports (default: reports/)",
     )
     parser.add_argument(
-        "--title-prefix", default="[Bugfix]", help="vLLM title category when the subject has none (default: [Bugfix])"
+        "--title-prefix",
+        default=None,
+        help="vLLM title category when the subject has none (default: [Bugfix] for a patch with Bug:, "
+        "[Misc] for a Downstream: change)",
     )
     parser.add_argument(
         "--python",

@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import PatchDoesNotApplyError, SourceError
+from release.core.errors import NoPytestError, PatchDoesNotApplyError, SourceError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.versions import version_of_tag
@@ -39,6 +39,7 @@ from release.pristine.wheel import cache_dir, lookup, verified_content
 
 # vLLM registers this marker in its pyproject.toml ("cpu_test: mark test as CPU-only test"); the
 # scratch checkout registers it too, so a test marked as vLLM marks CPU tests runs without a warning.
+NO_PYTEST = "No module named pytest"  # what `python -m pytest` says where pytest is not installed
 PYTEST_INI = "[pytest]\nmarkers =\n    cpu_test: mark test as CPU-only test\n"
 # A generous bound for one run: importing torch and vLLM's MoE modules on a loaded 2-core machine.
 RUN_TIMEOUT_S = 600
@@ -172,6 +173,8 @@ def run_test(python: str, tree: Path, test_path: str, test_text: str, work: Path
         return "error", "timed out", f"pytest ran past {RUN_TIMEOUT_S} s"
     except OSError as exc:
         return "error", "did not start", f"{python}: {exc.strerror}"
+    if proc.returncode != 0 and NO_PYTEST in proc.stderr and not junit.exists():
+        raise NoPytestError(f"{python} has no pytest: the regression test {test_path} cannot run there")
     counts, message = _junit(junit)
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
     failed, errors, skipped, total = counts

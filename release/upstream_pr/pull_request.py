@@ -64,7 +64,7 @@ class PullRequest:
     patch: Patch  # our patch, with its trailers
     upstream: Patch  # the mail vLLM gets
     tag: str
-    title_prefix: str
+    title_prefix: str | None  # None: the patch's own category (title_category)
     evidence: list[Evidence]
     regression: RegressionTest | None = None
 
@@ -72,7 +72,14 @@ class PullRequest:
     def title(self) -> str:
         subject = self.upstream.subject
         # vLLM's title check wants a [Category] prefix; keep one the subject already has.
-        return subject if subject.startswith("[") else f"{self.title_prefix} {subject}"
+        prefix = self.title_prefix or title_category(self.patch)
+        return subject if subject.startswith("[") else f"{prefix} {subject}"
+
+
+def title_category(patch: Patch) -> str:
+    """vLLM's title category of a patch: a fix of a bug (Bug:) is a [Bugfix]; a downstream change
+    (Downstream:, no bug behind it) is not, and goes as [Misc]."""
+    return "[Misc]" if patch.purpose.downstream else "[Bugfix]"
 
 
 def _prose(patch: Patch) -> str:

@@ -255,3 +255,13 @@ def test_info_on_another_vllm_names_the_documented_install_of_that_release() -> 
     install, check = documented_install("URL", "0.34.0")
     assert said is not None and f"{install} && {check}" in said
     assert "requirements/vllm-0.34.0.txt" in said and "No overlay for your vLLM" in said
+
+
+def test_without_a_known_index_no_command_is_printed_that_would_fail_as_printed() -> None:
+    """Issue 38, 2: `<INDEX_URL>` in an argv is a command that fails as printed ("Could not open
+    requirements file"). Without --index-url or VLLM_FUSED_MOE_INDEX_URL the fix says how to get it."""
+    version = next(v for v in AFFECTED if DATA["releases"][v]["in_train"])
+    release = doctor.release_facts(SCAN, None, version)
+    fix = judge(doctor, version, release, index_url=None, python="python")["fix"]
+    assert fix["command"] is None and fix["argv"] is None, fix
+    assert "--index-url URL" in fix["why"] and doctor.INDEX_ENV in fix["why"] and "<INDEX_URL>" not in fix["why"]

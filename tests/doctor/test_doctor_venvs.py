@@ -143,7 +143,7 @@ def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _break_and_fix(
-    breaks: Callable[[], object], ask: Callable[[], Run], also: Callable[[], Run] | None = None
+    breaks: Callable[[], object], ask: Callable[[], Run], also: Callable[[], list[Run]] | None = None
 ) -> dict[str, Any]:
     """Break the venv, ask the doctor, run the fix it printed exactly (its argv, through `_pip`), ask again.
 
@@ -155,7 +155,10 @@ def _break_and_fix(
         return {"broken": f"the venv could not be broken this way: {exc!r}"}
     before, beside = ask(), also() if also else None
     fix = (before[0].get("fix") or {}).get("argv") or []
-    ran = _pip(Path(fix[0]), *fix[3:]) if fix[1:3] == ["-m", "pip"] else None
+    if fix[1:3] == ["-m", "pip"]:
+        ran: subprocess.CompletedProcess[str] | None = _pip(Path(fix[0]), *fix[3:])
+    else:  # another command (the removal of an install pip cannot uninstall): as printed
+        ran = subprocess.run(fix, capture_output=True, text=True) if fix else None
     return {"broken": None, "before": before, "also": beside, "fix": ran, "after": ask()}
 
 
@@ -261,7 +264,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         "gone": _break_and_fix(
             lambda: shutil.rmtree(site / "vllm_fused_moe"),
             ask_pinned,
-            also=lambda: _run([str(pinned.with_name("vllm-fused-moe")), "doctor"]),
+            also=lambda: [_run([str(pinned.with_name("vllm-fused-moe")), "doctor"])],
         ),
         "impostor": _break_and_fix(
             lambda: _pip(
@@ -276,10 +279,34 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         "damaged": _break_and_fix(
             lambda: next((site / "vllm_fused_moe" / "prepare_finalize").glob("*.py")).unlink(), ask_pinned
         ),
+        # The damaged states of issue 38, each fixed by what the doctor prints: pip keeps each as it is.
+        "pth": _break_and_fix(lambda: (site / "vllm_fused_moe.pth").unlink(), ask_pinned),
+        "build-info": _break_and_fix(lambda: (site / "vllm_fused_moe" / "_build_info.json").unlink(), ask_pinned),
+        "record": _break_and_fix(lambda: next(site.glob("vllm_fused_moe-*.dist-info/RECORD")).unlink(), ask_pinned),
+        "pth-module": _break_and_fix(
+            lambda: (site / "_vllm_fused_moe_pth.py").unlink(),
+            ask_pinned,
+            also=lambda: [
+                _run([str(pinned.with_name("vllm-fused-moe")), "doctor", "--json", "--index-url", url]),
+                _run([str(pinned), "-m", "vllm_fused_moe", "doctor", "--json", "--index-url", url]),
+            ],
+        ),
         "stale": _break_and_fix(
             lambda: install_no_deps(Path(py["fixed"]), str(wheel)), lambda: _run(outside(py["fixed"]))
         ),
+        # The same overlay left behind, its RECORD lost: pip uninstall refuses it, the removal is by hand.
+        "stale-record": _break_and_fix(
+            lambda: (
+                install_no_deps(Path(py["fixed"]), str(wheel)),
+                next(site_packages(Path(py["fixed"])).glob("vllm_fused_moe-*.dist-info/RECORD")).unlink(),
+            ),
+            lambda: _run(outside(py["fixed"])),
+        ),
     }
+    # Something else of that environment printing on stdout at start-up (a .pth): the report is still read.
+    (site / "zz_says_hello.pth").write_text("import sys; print('hello from a .pth')\n", encoding="utf-8")
+    results["noisy"] = ask_pinned()
+    (site / "zz_says_hello.pth").unlink()
     yield results
     # About 1 GB of unpacked vLLM per venv: not worth keeping after the module.
     for name in ("pinned", "other", "fixed", "chunked"):
@@ -334,6 +361,10 @@ def test_live_reads_upstreams_unreduced_classes_where_the_fix_is_missing(runs: d
         assert cls["output_is_reduced"] is False and cls["served_by_overlay"] is False
         assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
     assert report["live"]["hook_active"] is None
+    # The wait is said on stderr, before and after (issue 38, 4); the first import in this fresh venv.
+    stderr = runs["bare-live"][1].stderr
+    assert "doctor: --live: importing vllm.model_executor." in stderr and "doctor: --live: the import took " in stderr
+    print(f"first --live import in a fresh venv: {report['live']['seconds']} s")
 
 
 def test_the_printed_fix_makes_it_fixed_and_live(runs: dict[str, Any], releases: Releases) -> None:
@@ -358,6 +389,7 @@ def test_live_reads_our_classes_through_vllms_own_import(runs: dict[str, Any]) -
         # Under vLLM's own module name: vLLM imports it, the hook serves our file.
         assert cls["module"].startswith("vllm.model_executor.layers.fused_moe.prepare_finalize.")
     assert 0 < report["live"]["seconds"] < 120
+    print(f"--live import with our overlay: {report['live']['seconds']} s")
 
 
 def test_off_is_1_and_names_the_switch(runs: dict[str, Any]) -> None:
@@ -460,7 +492,7 @@ def test_an_install_pip_would_keep_is_reinstalled_by_the_printed_fix(runs: dict[
 
 def test_the_console_script_without_its_package_names_the_repair(runs: dict[str, Any]) -> None:
     assert runs["broken"]["gone"]["broken"] is None, runs["broken"]["gone"]["broken"]
-    _, proc = runs["broken"]["gone"]["also"]
+    [(_, proc)] = runs["broken"]["gone"]["also"]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: vllm-fused-moe ") and "--force-reinstall" in proc.stderr, proc.stderr
 
@@ -474,6 +506,66 @@ def test_an_overlay_left_behind_on_a_fixed_vllm_is_named_and_the_fix_removes_it(
     assert report["overlay"]["installed"] and not report["overlay"]["for_this_vllm"]
     assert f"built for vLLM v{releases.pinned}: it serves nothing here" in report["summary"]
     assert report["fix"]["argv"][1:] == ["-m", "pip", "uninstall", "-y", "vllm-fused-moe"]
+    assert stale["fix"].returncode == 0, stale["fix"].stderr[-2000:]
+    after = _verdict(stale["after"], "not-affected", 0)
+    assert after["overlay"]["installed"] is False and after["overlay"]["version"] is None and after["fix"] is None
+
+
+@pytest.mark.parametrize(
+    ("state", "verdict", "forced"),
+    [
+        ("pth", "fixed-not-live", "--force-reinstall"),  # the hook is never installed: vLLM runs its own file
+        ("build-info", "affected", "--force-reinstall"),  # the overlay reads as a source tree carrying no patch
+        ("record", "fixed-live", "--ignore-installed"),  # live, but pip can neither uninstall nor reinstall it
+        ("pth-module", "affected", "--force-reinstall"),  # the package no longer imports
+    ],
+)
+def test_a_damaged_install_is_named_and_repaired_by_the_fix_as_printed(
+    runs: dict[str, Any], state: str, verdict: str, forced: str
+) -> None:
+    """Issue 38, 1-3: a file of our install record deleted (the .pth, _build_info.json, the .pth's
+    module) or the record itself lost: `pip install -r` says "Requirement already satisfied" and `pip
+    check` passes. The doctor checks every file RECORD lists, names what is gone, and prints a reinstall
+    that repairs it as printed; then it says fixed-live."""
+    broken = runs["broken"][state]
+    assert broken["broken"] is None, broken["broken"]
+    report = _verdict(broken["before"], verdict, 0 if verdict == "fixed-live" else 1)
+    assert "damaged" in report["summary"], report["summary"]
+    assert report["fix"]["argv"][3:6] == ["install", forced, "--no-deps"], report["fix"]
+    assert report["fix"]["argv"][-2:] == ["-r", f"{runs['url']}/requirements/{Path(report['fix']['argv'][-1]).name}"]
+    assert broken["fix"].returncode == 0, broken["fix"].stdout[-2000:] + broken["fix"].stderr[-2000:]
+    assert "Successfully installed vllm-fused-moe-" in broken["fix"].stdout, broken["fix"].stdout[-2000:]
+    after = _verdict(broken["after"], "fixed-live", 0)
+    assert after["fix"] is None and "damaged" not in after["summary"], after
+
+
+def test_without_the_pth_module_the_installed_doctor_still_runs_and_names_it(runs: dict[str, Any]) -> None:
+    """The console script and `python -m vllm_fused_moe doctor` with _vllm_fused_moe_pth.py deleted."""
+    broken = runs["broken"]["pth-module"]
+    assert broken["broken"] is None, broken["broken"]
+    for run in broken["also"]:
+        report = _verdict(run, "affected", 1)
+        # It ran to its report (site.py's own note on the .pth line that failed aside, on stderr).
+        assert "_vllm_fused_moe_pth.py" in report["summary"], report["summary"]
+        assert report["fix"]["argv"][3:5] == ["install", "--force-reinstall"], report["fix"]
+
+
+def test_what_an_environment_prints_at_start_up_does_not_hide_the_report(runs: dict[str, Any]) -> None:
+    """A .pth of that environment printing on stdout: `release doctor --python` still reads the report,
+    and warns on stderr about what it left out."""
+    _verdict(runs["noisy"], "fixed-live", 0)
+    assert "hello from a .pth" in runs["noisy"][1].stderr and "hello" not in runs["noisy"][1].stdout
+
+
+def test_an_overlay_left_behind_without_its_record_is_removed_by_the_printed_command(runs: dict[str, Any]) -> None:
+    """Issue 38, 3: RECORD lost on an overlay left behind: `pip uninstall` says "no RECORD file was
+    found", and the doctor printed that uninstall again. It prints the removal of the files instead."""
+    stale = runs["broken"]["stale-record"]
+    assert stale["broken"] is None, stale["broken"]
+    report = _verdict(stale["before"], "not-affected", 0)
+    argv = report["fix"]["argv"]
+    assert argv[:2] == ["rm", "-r"] and any(a.endswith(".dist-info") for a in argv), argv
+    assert all("vllm_fused_moe" in a or a.endswith("/vllm-fused-moe") for a in argv[2:]), argv
     assert stale["fix"].returncode == 0, stale["fix"].stderr[-2000:]
     after = _verdict(stale["after"], "not-affected", 0)
     assert after["overlay"]["installed"] is False and after["overlay"]["version"] is None and after["fix"] is None

@@ -151,12 +151,48 @@ def test_an_overlay_left_from_another_release_on_a_fixed_vllm_is_named_with_its_
 def test_the_console_script_without_its_package_says_how_to_repair_it(
     monkeypatch: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import _vllm_fused_moe_pth
+    import _vllm_fused_moe_cli
 
     monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)  # what a deleted folder imports as
     monkeypatch.setenv(doctor.INDEX_ENV, "https://index.example/simple")
-    assert _vllm_fused_moe_pth.main() == 2
+    assert _vllm_fused_moe_cli.main() == 2
     said = capsys.readouterr().err
     assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
     assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
     assert "-m pip uninstall -y vllm-fused-moe" in said
+
+
+def test_the_console_script_without_its_package_or_an_index_says_what_the_placeholder_is(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, 2: `<INDEX_URL>` pasted as is fails ("Could not open requirements file"): the hint says
+    what goes there, and which variable makes it exact."""
+    import _vllm_fused_moe_cli
+
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)
+    monkeypatch.delenv(doctor.INDEX_ENV, raising=False)
+    assert _vllm_fused_moe_cli.main() == 2
+    said = capsys.readouterr().err
+    assert "<INDEX_URL>: where our index is served" in said and doctor.INDEX_ENV in said, said
+
+
+def test_another_releases_overlay_without_its_record_is_removed_before_the_install() -> None:
+    """Issue 38, 3: RECORD lost on an overlay built for another release: pip cannot uninstall it, and an
+    install over it (--ignore-installed) would leave its .dist-info beside the new one. The fix removes
+    its files (those the doctor found), and the doctor asked again prints the install."""
+    version = _affected_train_tag()
+    leftovers = ["/site-packages/vllm_fused_moe", "/site-packages/vllm_fused_moe-0.0.1+fm.1.dist-info"]
+    other = {
+        **_ours("0.0.1", []),
+        "for_this_vllm": False,
+        "activates": False,
+        "reason": "built for vLLM v0.0.1",
+        "damaged": True,
+        "record_lost": True,
+        "leftovers": leftovers,
+    }
+    report = _report(DATA, version, **other)
+    assert (report["verdict"], report["exit_code"]) == ("affected", 1)
+    assert report["fix"]["argv"] == ["rm", "-r", *leftovers] and "run the doctor again" in report["fix"]["why"]
+    removed = _report(DATA, version)  # then: not installed, the documented install
+    assert removed["fix"]["argv"][3] == "install" and "--ignore-installed" not in removed["fix"]["argv"]

@@ -49,6 +49,10 @@ def wheels(out: Path) -> dict[str, str]:
     return {p.name: file_sha256(p) for p in sorted(out.glob("*.whl"))} if out.is_dir() else {}
 
 
+# What each build of built_twice said on stderr, by its output directory.
+PROGRESS: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
     """Every buildable train tag built twice, into two directories, by two processes: by `--tag`
@@ -62,6 +66,7 @@ def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     for out, args in ((first, tags), (second, tags if refused else ["--all"])):
         result = build(REPO, out, *args)
         assert result.returncode == 0, result.stdout + result.stderr
+        PROGRESS[str(out)] = result.stderr
         print("\n" + result.stdout)
     assert snapshot(REPO) == before  # vendor/ and patches/ are only ever read
     return first, wheels(first), wheels(second)
@@ -72,6 +77,18 @@ def test_two_builds_give_one_wheel_per_tag_with_the_same_sha256(built_twice) -> 
     ok, _ = buildable(REPO)
     assert len(first) == len(ok)
     assert first == second
+
+
+def test_a_train_build_says_each_tag_as_it_goes(built_twice) -> None:
+    """Issue 38, 9: `build --all` was silent for about 48 s: one line on stderr per tag as it is built,
+    after one for the reproduction of the train."""
+    out, _, _ = built_twice
+    ok, _ = buildable(REPO)
+    said = PROGRESS[str(out)].splitlines()
+    assert any(line.startswith("build: reproducing ") for line in said), said
+    lines = [line for line in said if line.startswith("build: ") and " vLLM v" in line]
+    assert [line.split(" vLLM ", 1)[1].split(":", 1)[0] for line in lines] == ok, said
+    assert lines[-1].startswith(f"build: {len(ok)}/{len(ok)} "), lines
 
 
 def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:

@@ -106,3 +106,48 @@ def test_a_missing_dependency_is_one_error_and_one_hint_saying_how_to_install(
     error, hint = capsys.readouterr().err.splitlines()
     assert error.startswith("error: the tooling needs the Python module 'tomli_w', which ")
     assert hint.startswith("hint: install the tooling") and "--group tooling" in hint and "pipx install ." in hint
+    # Stock pip before 25.1 refuses --group: the hint says so, as the README's set-up does.
+    assert 'pip install "pip>=25.1"' in hint, hint
+
+
+def test_a_rebase_from_the_default_source_that_cannot_reach_it_points_to_pypi(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, 6: `rebase TAG` without --from reads vLLM's git repository; where that does not answer
+    (no DNS), "run it again" is no way forward, `--from pypi` may be. A test double stands for the
+    network that fails (no network in this tier): the rebase raises what the git source raises."""
+    import release.rebase.run as rebase_run
+    from release.model.source import DEFAULT_GIT_URL
+
+    def unreachable(options: Any) -> Any:
+        raise errors.TransportError(f"cannot fetch v9.9.9 from {DEFAULT_GIT_URL}: Could not resolve host")
+
+    monkeypatch.setattr(rebase_run, "rebase", unreachable)
+    assert main(["rebase", "v9.9.9"]) == errors.EXIT_TRANSPORT
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error.startswith("error: cannot fetch v9.9.9") and "--from pypi" in hint, hint
+    assert main(["rebase", "v9.9.9", "--from", "pypi"]) == errors.EXIT_TRANSPORT  # --from given: its own hint
+    assert "--from pypi" not in capsys.readouterr().err
+
+
+def test_the_doctor_help_has_one_table_of_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38, 8: `doctor --help` printed the doctor's codes and the generic table, which disagreed."""
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    text = capsys.readouterr().out
+    assert text.count("exit codes") == 1, text
+    table = text.split("exit codes:", 1)[1]
+    assert "affected and not fixed" in table and "cannot tell" in table and "check found drift" not in table
+
+
+def test_publish_help_is_short_and_names_only_the_documented_install(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38, 8: publish --help said users install "with --index-url" (the docs install with
+    --no-index --find-links and a requirements file) in a 20-line paragraph; the rules live in
+    docs/overlay.md, "The index"."""
+    with pytest.raises(SystemExit):
+        main(["publish", "--help"])
+    text = capsys.readouterr().out
+    description = text.split("\n\n", 2)[1]
+    assert len(description.splitlines()) <= 10, description
+    assert "--index-url" not in text and "--no-index --find-links" in description, description
+    assert "docs/overlay.md, 'The index'" in description

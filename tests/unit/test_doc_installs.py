@@ -72,3 +72,22 @@ def test_every_install_of_our_wheel_the_docs_show_is_one_the_hostile_shell_runs(
         "installs of vllm-fused-moe that tests/overlay/test_user_install.py does not run in its hostile shell "
         "(use the requirements-file form of docs/overlay.md, 'Install'):\n" + "\n".join(untested)
     )
+
+
+def test_the_readmes_first_screen_warns_against_an_install_by_name() -> None:
+    """A user who reads one screen of the README must learn that an install by name can take an impostor
+    (docs/overlay.md, "Pick the right wheel"): the warning sits in its first 25 lines, beside the install."""
+    first_screen = (REPO / "README.md").read_text(encoding="utf-8").splitlines()[:25]
+    warning = [line for line in first_screen if "by name" in line]
+    assert warning, "README.md's first screen does not warn against installing vllm-fused-moe by name"
+    text = " ".join(first_screen[first_screen.index(warning[0]) :])
+    assert "docs/overlay.md#pick-the-right-wheel" in text and "impostor" in text, text
+    anchors = (REPO / "docs" / "overlay.md").read_text(encoding="utf-8")
+    assert "\n## Pick the right wheel\n" in anchors
+
+
+def test_the_readme_says_how_to_give_the_doctor_its_index() -> None:
+    """Issue 38, 2: the doctor's fix is a command that runs only where it knows our index; the README,
+    whose install the doctor repeats, says how to pass it (the option and the variable it reads)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "vllm-fused-moe doctor --index-url https://INDEX" in readme and "VLLM_FUSED_MOE_INDEX_URL" in readme

@@ -64,6 +64,26 @@ def test_the_title_has_a_vllm_category_prefix() -> None:
     assert any(title.startswith(prefix + " ") for prefix in prefixes), title
 
 
+def test_a_downstream_patch_is_not_titled_a_bugfix() -> None:
+    """Issue 38, 8: `upstream_pr 0002` titled a Downstream: patch "[Bugfix]"; its category follows its purpose."""
+    text = PATCH.read_text()
+    bug = Patch.load(PATCH)
+    assert not bug.purpose.downstream
+    trailer = next(line for line in text.splitlines() if line.startswith("Bug: "))
+    downstream = Patch(PATCH.name, text.replace(trailer, "Downstream: a check we keep downstream", 1))
+    downstream.validate_message()
+    assert downstream.purpose.downstream
+    prefixes = DATA["rules"]["title_prefixes"]
+    titles = {
+        name: PullRequest(p, upstream_mail(p), "v0.0.0", None, [], None).title
+        for name, p in (("bug", bug), ("downstream", downstream))
+    }
+    assert titles["bug"].startswith("[Bugfix] ") and not titles["downstream"].startswith("[Bugfix]"), titles
+    assert any(titles["downstream"].startswith(prefix + " ") for prefix in prefixes), titles
+    given = PullRequest(downstream, upstream_mail(downstream), "v0.0.0", "[Kernel]", [], None).title
+    assert given.startswith("[Kernel] ")
+
+
 def test_a_pr_without_a_test_or_with_an_unrun_one_says_so_first() -> None:
     for regression, loud in (
         (None, "**This PR carries no regression test.**"),

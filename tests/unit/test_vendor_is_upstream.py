@@ -18,7 +18,7 @@ from release.queue.load import Queue
 
 LAYOUT = Layout.default()
 # Ours, importable under these names wherever the wheel is installed.
-OWN = {"vllm_fused_moe", "_vllm_fused_moe_pth"}
+OWN = {"vllm_fused_moe", "_vllm_fused_moe_pth", "_vllm_fused_moe_cli"}
 # What the runtime may import besides the standard library, and only when a function runs (never at
 # interpreter start-up, never needed): the vLLM it serves and what vLLM depends on.
 LAZY = {"vllm", "packaging"}

@@ -13,9 +13,8 @@ It never raises (site.py would print a traceback at every start-up), imports onl
 (loaded already at start-up), and keeps the words of the switch: the package reads them from here
 (vllm_fused_moe._finder.mode()), so the .pth and the hook know the same words. Python 3.10+.
 
-The console script `vllm-fused-moe` enters here too (`main`), for the same reason: where the package
-is gone it says so, and how to repair it, instead of a ModuleNotFoundError traceback. What `main`
-needs beyond `os` and `sys` it imports when it runs, never at start-up.
+The console script `vllm-fused-moe` enters beside it, in `_vllm_fused_moe_cli`: a third module, so that
+with either this one or the package deleted the doctor still runs and says how to repair it.
 """
 
 import os
@@ -63,44 +62,6 @@ def install() -> None:
             why = f"{type(exc).__name__}: {exc}"
     if why is not None and not any(isinstance(finder, OverlayStandIn) for finder in sys.meta_path):
         sys.meta_path.insert(0, OverlayStandIn(why, strict=chosen == STRICT))
-
-
-def main() -> int:
-    """The console script `vllm-fused-moe`: the package's command line (vllm_fused_moe.__main__), or,
-    where the package cannot be imported (its folder gone, the install record and this module left),
-    an `error:` and a `hint:` with the commands that repair it instead of a traceback. Exit 2: the
-    doctor cannot run, so it cannot tell."""
-    try:
-        from vllm_fused_moe.__main__ import main as package_main
-    except ImportError as exc:
-        print(broken_package(exc), file=sys.stderr)
-        return 2
-    return package_main()
-
-
-def broken_package(exc: BaseException) -> str:
-    """What `main` says when the package does not import: the reinstall of docs/doctor.md, or the removal."""
-    import shlex
-    from importlib import metadata
-
-    def version(name: str) -> "str | None":
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    python = shlex.quote(sys.executable)
-    ours, vllm = version("vllm-fused-moe") or "?", (version("vllm") or "X").split("+", 1)[0]
-    index = os.environ.get("VLLM_FUSED_MOE_INDEX_URL", "<INDEX_URL>").rstrip("/")
-    index = index[: -len("/simple")] if index.endswith("/simple") else index
-    return (
-        f"error: vllm-fused-moe {ours} is recorded as installed, but its package does not import "
-        f"({type(exc).__name__}: {exc})\n"
-        f"hint: reinstall it (pip keeps a recorded install as it is unless forced): {python} -m pip install "
-        f"--force-reinstall --no-deps --no-index --find-links {index}/simple/vllm-fused-moe/ "
-        f"-r {index}/requirements/vllm-{vllm}.txt && {python} -m pip check; or, where vLLM {vllm} needs no "
-        f"overlay, remove it: {python} -m pip uninstall -y vllm-fused-moe (docs/doctor.md)"
-    )
 
 
 class OverlayStandIn:

@@ -16,8 +16,11 @@ import shlex
 import sys
 from importlib import metadata
 
-from vllm_fused_moe import MODE_ENV, _activate, _meta
-from vllm_fused_moe._finder import accepted, installed_finder, mode
+from vllm_fused_moe import MODE_ENV, _meta
+
+# The hook's modules (_activate, _finder) import the .pth's module, _vllm_fused_moe_pth, beside this
+# package: imported where `info` runs, so that `python -m vllm_fused_moe doctor` still runs, and says
+# so, when that module is gone.
 
 TRAILERS_SHOWN = ("Origin", "Applied-Upstream", "Depends-On", "Risk", "Forwarded")
 
@@ -36,6 +39,9 @@ class Report(_meta.BuildInfo):
 
 
 def report() -> Report:
+    from vllm_fused_moe import _activate
+    from vllm_fused_moe._finder import installed_finder, mode
+
     info = _meta.load()
     try:
         vllm_installed: str | None = metadata.version("vllm")
@@ -77,6 +83,9 @@ def what_to_do(info: _meta.BuildInfo, vllm_installed: str | None, vllm_problem: 
 
 
 def format_report(data: Report) -> str:
+    from vllm_fused_moe import _activate
+    from vllm_fused_moe._finder import accepted
+
     lines = [
         f"vllm-fused-moe {data['version']}",
         f"  built from      commit {data['commit'] or 'unknown'} (SOURCE_DATE_EPOCH {data['source_date_epoch']})",

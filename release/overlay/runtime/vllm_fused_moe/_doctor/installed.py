@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import sys
 from dataclasses import replace
 from importlib import metadata
 from importlib.util import find_spec
@@ -157,7 +158,56 @@ def overlay_state() -> Overlay:
             reason=f"{PROJECT} {state.version} is recorded as installed (its .dist-info), but its package "
             f"{PACKAGE}/ is gone: pip takes the record for the install and keeps it",
         )
-    return read_overlay(replace(state, installed=True))
+    found = read_overlay(replace(state, installed=True))
+    lost, problem = record_problem()
+    if problem is None:
+        return found
+    # Said first: a file gone explains what reading the overlay ran into (a module that no longer imports).
+    reason = problem + (f"; {found.reason}" if found.reason and found.damaged else "")
+    leftovers = unrecorded_install() if lost else ()
+    return replace(found, damaged=True, record_lost=lost, leftovers=leftovers, reason=reason)
+
+
+def unrecorded_install() -> tuple[str, ...]:
+    """What `pip uninstall` would remove, where RECORD is gone and it cannot: the files our wheel puts in
+    site-packages (the package, the .pth, its module, the console script's, the .dist-info) and the
+    console script, those of them that are there."""
+    try:
+        dist = metadata.distribution(PROJECT)
+    except metadata.PackageNotFoundError:
+        return ()
+    site = Path(str(dist.locate_file("")))
+    info = site / f"{PACKAGE}-{dist.version}.dist-info"  # how pip and uv name it
+    names = (PACKAGE, f"{PACKAGE}.pth", f"_{PACKAGE}_pth.py", f"_{PACKAGE}_cli.py")
+    script = Path(sys.executable).with_name(PROJECT)
+    return tuple(str(p) for p in (*(site / n for n in names), info, script) if p.exists())
+
+
+def record_problem() -> tuple[bool, str | None]:
+    """(RECORD lost, why our install is not whole): every file our install record lists must be there.
+
+    pip takes the record for the install: with a file of it deleted (the .pth that installs the hook,
+    a module, _build_info.json, the .pth's module) `pip install` says "Requirement already satisfied"
+    and `pip check` passes. Compiled bytecode (__pycache__/) is left out: Python writes it again. With
+    RECORD itself gone pip can neither uninstall the overlay nor reinstall it over itself."""
+    try:
+        dist = metadata.distribution(PROJECT)
+    except metadata.PackageNotFoundError:
+        return False, None
+    files = dist.files
+    if files is None:
+        return True, (
+            f"the install record of {PROJECT} {dist.version} (its .dist-info/RECORD) is gone: no file of it "
+            "can be checked, and pip can neither uninstall it nor reinstall it over itself"
+        )
+    missing = [str(f) for f in files if "__pycache__" not in f.parts and not Path(str(f.locate())).exists()]
+    if not missing:
+        return False, None
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return False, (
+        f"{len(missing)} file(s) of {PROJECT} {dist.version} that its install record lists are gone ({shown}): "
+        "pip takes the record for the install and keeps it"
+    )
 
 
 def read_overlay(state: Overlay) -> Overlay:

@@ -63,6 +63,7 @@ def live_classes(overlay_dir: str | None, module_name: str = ALL2ALL_MODULE, nam
     """Import the classes as vLLM does and read output_is_reduced() from each (no GPU, no process group)."""
     started = time.perf_counter()
     ours = str(Path(overlay_dir).resolve()) + os.sep if overlay_dir else None
+    say_waiting(module_name)
     try:
         with stdout_to_stderr():
             module = importlib.import_module(module_name)
@@ -72,7 +73,21 @@ def live_classes(overlay_dir: str | None, module_name: str = ALL2ALL_MODULE, nam
         if isinstance(exc, KeyboardInterrupt):
             raise
         live = Live(module_name, error=f"{type(exc).__name__}: {exc}")
-    return Live(live.module, live.error, round(time.perf_counter() - started, 3), live.hook_active, live.classes)
+    seconds = round(time.perf_counter() - started, 3)
+    print(f"doctor: --live: the import took {seconds:.1f} s", file=sys.stderr, flush=True)
+    return Live(live.module, live.error, seconds, live.hook_active, live.classes)
+
+
+def say_waiting(module_name: str) -> None:
+    """What --live waits for, on stderr (stdout is the report's): vLLM's import is silent for seconds,
+    and for a minute or more the first time after an install, when Python compiles torch's and vLLM's
+    modules to bytecode (docs/doctor.md, "Cost")."""
+    print(
+        f"doctor: --live: importing {module_name} as vLLM does (torch and vLLM: 8-20 s; the first run "
+        "after an install also compiles their bytecode, about a minute)...",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def hook_active() -> bool | None:

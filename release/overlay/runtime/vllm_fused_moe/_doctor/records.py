@@ -142,6 +142,10 @@ class Overlay:
     # An install pip keeps as it is (`Requirement already satisfied`) though it serves nothing: its
     # record without its package, an overlay that cannot be read, files missing. The fix forces it.
     damaged: bool = field(default=False, metadata=OWN)
+    # Its .dist-info/RECORD gone: pip cannot uninstall it, so the fix installs over it (--ignore-installed).
+    record_lost: bool = field(default=False, metadata=OWN)
+    # With RECORD gone: the files of the install, for their removal by hand (pip uninstall cannot).
+    leftovers: tuple[str, ...] = field(default=(), metadata=OWN)
 
 
 @dataclass(frozen=True)

@@ -45,16 +45,21 @@ def judge_affected(facts: Facts, reduced: bool | None) -> tuple[Verdict, str]:
             for bug in overlay.missing_fixes
         )
         carried = ", ".join(str(p) for p in overlay.patches) or "no patch"
+        damage = f"; it is damaged: {overlay.reason}" if overlay.damaged else ""
         return Verdict.AFFECTED, (
             f"{why}; the installed overlay {overlay.version} carries no fix for {named} (its patches: {carried})"
+            + damage
         )
     if ours and overlay.activates and overlay.hook_installed and reduced is not False:
         how = "the classes vLLM resolves say so (--live)" if reduced else "the import hook's own decision"
-        return Verdict.FIXED_LIVE, f"{why}; our fix is live here: {how}"
+        damage = f"; but the install is damaged: {overlay.reason}" if overlay.damaged else ""
+        return Verdict.FIXED_LIVE, f"{why}; our fix is live here: {how}{damage}"
     if serve is not None and serve.conclusive and not serve.reduce_runs:
         return Verdict.NOT_USED, f"{why}, but this command line does not run it: {serve.why}"
     if ours:
-        if not overlay.activates:
+        if overlay.damaged:
+            not_live = f"the overlay is damaged: {overlay.reason}"
+        elif not overlay.activates:
             not_live = f"the overlay does not activate: {overlay.reason}"
         elif not overlay.hook_installed:
             not_live = "the overlay would activate, but its import hook is not installed in this interpreter"
@@ -62,7 +67,8 @@ def judge_affected(facts: Facts, reduced: bool | None) -> tuple[Verdict, str]:
             not_live = "the overlay activates, yet the classes vLLM resolves return output_is_reduced() False"
         return Verdict.FIXED_NOT_LIVE, f"{why}; {not_live}"
     if overlay.installed:
-        return Verdict.AFFECTED, f"{why}; the installed overlay does not fix it: {overlay.reason}"
+        damage = "it is damaged: " if overlay.damaged else ""
+        return Verdict.AFFECTED, f"{why}; the installed overlay does not fix it: {damage}{overlay.reason}"
     if overlay.version is not None:  # the record without its package
         return Verdict.AFFECTED, f"{why}; the fix is not installed: {overlay.reason}"
     return Verdict.AFFECTED, f"{why}; the fix is not installed"
@@ -101,13 +107,17 @@ def index_base(index_url: str) -> str:
     return base[: -len("/simple")] if base.endswith("/simple") else base
 
 
-def overlay_install(python: str, index_url: str, vllm: str, reinstall: bool = False) -> tuple[list[str], list[str]]:
+def overlay_install(
+    python: str, index_url: str, vllm: str, reinstall: bool = False, record_lost: bool = False
+) -> tuple[list[str], list[str]]:
     """docs/overlay.md "Install": our wheel for vLLM `vllm` from the hash-pinned requirements file
     that `publish` writes, our project page the only source; then `pip check`. `reinstall`: over an
     install pip would keep as it is (its record without its package, an impostor of the same version,
-    damaged files), only our wheel (`pip check` then checks its requirements)."""
+    damaged files), only our wheel (`pip check` then checks its requirements). `record_lost`: its
+    RECORD is gone, so pip cannot uninstall it first: our wheel's files are written over it
+    (--ignore-installed), its RECORD with them."""
     base = index_base(index_url)
-    forced = ["--force-reinstall", "--no-deps"] if reinstall else []
+    forced = ["--ignore-installed" if record_lost else "--force-reinstall", "--no-deps"] if reinstall else []
     page, requirements = f"{base}/simple/{PROJECT}/", f"{base}/requirements/vllm-{vllm}.txt"
     install = pip_install(python, *forced, "--no-index", "--find-links", page, "-r", requirements)
     return install, [python, "-m", "pip", "check"]
@@ -127,8 +137,12 @@ def fix_for(facts: Facts, verdict: Verdict, index_url: str | None) -> Fix | None
         choices = (facts.serve.all2all_backends if facts.serve else None) or ()
         return make_fix(None, f"give vLLM {vllm_of(facts)} one of: {', '.join(choices)}")
     if verdict is Verdict.NOT_AFFECTED and stale_overlay(overlay):
-        removal = [python, "-m", "pip", "uninstall", "-y", PROJECT]
-        return make_fix(removal, f"removes {PROJECT} {overlay.version}: vLLM {vllm_of(facts)} needs no overlay")
+        why = f"removes {PROJECT} {overlay.version}: vLLM {vllm_of(facts)} needs no overlay"
+        if overlay.record_lost and overlay.leftovers:  # pip uninstall refuses it: "no RECORD file was found"
+            return make_fix(["rm", "-r", *overlay.leftovers], f"{why}; by hand, as pip cannot (its RECORD is gone)")
+        return make_fix([python, "-m", "pip", "uninstall", "-y", PROJECT], why)
+    if verdict is Verdict.FIXED_LIVE and overlay.damaged:  # live now, but pip cannot keep it (upgrade, remove)
+        return fix_by_install(facts, index_url)
     # not-used, not-affected, fixed-live: nothing to do; cannot-tell: nothing known to do.
     if verdict not in (Verdict.AFFECTED, Verdict.FIXED_NOT_LIVE):
         return None
@@ -136,6 +150,14 @@ def fix_for(facts: Facts, verdict: Verdict, index_url: str | None) -> Fix | None
         return make_fix(None, "find what serves vLLM's prepare_finalize modules here (see live.classes)")
     if overlay.for_this_vllm and not overlay.missing_fixes and not overlay.damaged:
         return fix_ours(overlay, python)
+    if overlay.record_lost and overlay.leftovers and not overlay.for_this_vllm:
+        # Another release's overlay without RECORD: an install over it would leave its .dist-info beside
+        # the new one (two versions installed). Removed first; the doctor then prints the install.
+        return make_fix(
+            ["rm", "-r", *overlay.leftovers],
+            f"removes {PROJECT} {overlay.version} by hand, as pip cannot (its RECORD is gone); then run the doctor "
+            "again: it prints the install of the overlay for this release",
+        )
     return fix_by_install(facts, index_url)
 
 
@@ -173,7 +195,7 @@ def fix_by_install(facts: Facts, index_url: str | None) -> Fix:
 def install_overlay(python: str, overlay: Overlay, release: Release, vllm: str, index: str) -> Fix:
     # The pinned requirements file takes our newest wheel for this vLLM by its sha256, from our page
     # alone, and checks the installed vLLM and FlashInfer without replacing them (docs/overlay.md).
-    argv, check = overlay_install(python, index, vllm, reinstall=overlay.damaged)
+    argv, check = overlay_install(python, index, vllm, reinstall=overlay.damaged, record_lost=overlay.record_lost)
     why = f"installs the overlay for vLLM {vllm} (the newest patch level our index pins, {vllm}+fm.N)"
     if overlay.damaged:
         found = f"{PROJECT} {overlay.version}" if overlay.version else PROJECT
@@ -185,6 +207,11 @@ def install_overlay(python: str, overlay: Overlay, release: Release, vllm: str, 
     elif overlay.installed:
         why += f", replacing {overlay.version}"
     why += "; pip check then says that the environment's requirements are met"
-    if index == INDEX_PLACEHOLDER:
-        why += f"; replace {INDEX_PLACEHOLDER} with our index, or pass --index-url or set {INDEX_ENV}"
+    if index == INDEX_PLACEHOLDER:  # no command that would fail as printed: say how to get the one that runs
+        return make_fix(
+            None,
+            f"{why}. Which index you installed from is not known here: run the doctor again with --index-url URL "
+            f"(or {INDEX_ENV}=URL), URL being where our index is served (the address of the requirements file "
+            "you installed from, up to /requirements/), and it prints the command",
+        )
     return make_fix(argv, why, check)
