@@ -161,7 +161,7 @@ def build(plan: BuildPlan) -> BuildResult:
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
             delivered = _deliver(result, plan.out)
-            record_levels(plan.layout, [result])
+            record_levels(plan, [result])
             return delivered
 
 
@@ -267,7 +267,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
         delivered = [_deliver(result, plan.out) for result in results]
-        record_levels(layout, results)
+        record_levels(plan, results)
         return delivered
 
 
@@ -320,10 +320,12 @@ def _build_at(
     return version, run_backend(scratch / "src", scratch / "dist", epoch, isolated)
 
 
-def record_levels(layout: Layout, results: list[BuildResult]) -> None:
+def record_levels(plan: BuildPlan, results: list[BuildResult]) -> None:
     """Record in patches/train.toml each built tag's level and what it ships, in one rename; nothing when every
-    tag's record is already that (a rebuild of the same files writes nothing)."""
-    train = Train.load(layout.train) if layout.train.is_file() else None
+    tag's record is already that (a rebuild of the same files writes nothing), nor for an --allow-dirty build
+    (a build for a look, never for an index users install from: the checkout is only read)."""
+    layout = plan.layout
+    train = Train.load(layout.train) if layout.train.is_file() and not plan.allow_dirty else None
     if train is None:
         return
     changed = train

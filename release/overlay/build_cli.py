@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "build is not held to that, its version says .dirty). The patch level follows the bytes the wheel "
         "ships: a tag's wheel whose files (everything it installs but its build information) differ from "
         "those patches/train.toml records for its level is built one level up, and the new level and files "
-        "are recorded there (`shipped`); a rebuild of the same files writes nothing."
+        "are recorded there (`shipped`; not by --allow-dirty); a rebuild of the same files writes nothing."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
@@ -67,7 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--allow-dirty",
         action="store_true",
         help="build a dirty tree anyway: the version ends in .dirty (0.20.0+fm.1.dirty) and the build "
-        "info lists what is dirty",
+        "info lists what is dirty; such a build records no patch level in patches/train.toml",
     )
 
 
