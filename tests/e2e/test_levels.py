@@ -5,7 +5,8 @@ release wheels, cached) and one index that already holds the train's wheels (not
 order, as a maintainer would: add two patches (three in all, two on 0001's file), each older line
 `pq skip`ping them; edit one; `pq import --line` then `pq export --dir` with no change; `pq drop`; the
 README's rebase onto the next release (it refreshes the patches the older head's wheel ships); the hint's
-`--patch-level`. After each: `train add --all` where the docs say so, `build --all`, `publish` exits 0, and
+`--patch-level`; a rebase that retires 0001 at the head while the older tags keep it. After each:
+`train add --all` where the docs say so, `build --all`, `publish` exits 0, and
 each requirements file pins the level patches/train.toml records, which went up exactly for the tags
 whose wheels changed. A rebuild of the same files writes nothing. Every command runs under a HOME whose
 ~/.gitconfig sets diff.noprefix and format.signOff. No release is named here: the tags come from the pin,
@@ -54,16 +55,19 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str
     return project, root / "index", env
 
 
-def ship(project: Path, index: Path, env: dict[str, str], name: str) -> dict[str, int]:
-    """`build --all` then `publish` onto the index: both exit 0, and each tag's requirements file pins the level
-    patches/train.toml records; returns those levels."""
+def ship(project: Path, index: Path, env: dict[str, str], name: str, tags: list[str] | None = None) -> dict[str, int]:
+    """`build --all` (or `--tag` each of `tags`) then `publish` onto the index: both exit 0, and each built tag's
+    requirements file pins the level patches/train.toml records; returns the levels it records."""
     dist = project.parent / f"dist-{name}"
-    built = run_release(project, "build", "--all", "--out", str(dist), env=env)
+    which = ["--all"] if tags is None else [arg for tag in tags for arg in ("--tag", tag)]
+    built = run_release(project, "build", *which, "--out", str(dist), env=env)
     assert built.returncode == 0, built.stdout + built.stderr
     published = run_release(project, "publish", str(dist), str(index), env=env)
     assert published.returncode == 0, published.stdout + published.stderr
     levels = {e.tag: e.patch_level for e in Train.load(Layout(project).train).entries}
     for tag, level in levels.items():
+        if tags is not None and tag not in tags:
+            continue
         pinned = (index / "requirements" / f"vllm-{version_of_tag(tag)}.txt").read_text()
         assert re.search(rf"(?m)^vllm-fused-moe=={re.escape(version_of_tag(tag))}\+fm\.{level} ", pinned), (tag, pinned)
     return levels
@@ -84,11 +88,9 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     others = [line.name for line in read_lines(layout.lines).lines if line.name != head_line.name]
     head, other = Pin.load(layout.upstream_toml).tag, Train.load(layout.train).entries[0].tag
 
-    # The previous train, published; a rebuild of the same files writes nothing and publishes nothing new.
+    # The previous train, published (a rebuild of the same files writes nothing: the last step).
     before = ship(project, index, env, "previous")
-    recorded = layout.train.read_bytes()
-    assert b"shipped = " in recorded
-    assert ship(project, index, env, "again") == before and layout.train.read_bytes() == recorded
+    assert b"shipped = " in layout.train.read_bytes()
 
     # Add: 0002 (the shape check) and 0003 (a second patch on 0001's file), each older line skipping them.
     add_shape_check(project)
@@ -151,3 +153,13 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     recorded = layout.train.read_bytes()
     assert ship(project, index, env, "after-asked") == {**rebased, other: asked}
     assert layout.train.read_bytes() == recorded
+
+    # Retire: a rebase onto the first release with 0001's change; the older head-line tags keep replaying it,
+    # now with its Applied-Upstream: trailer (re-recorded as the docs say), the new head carries 0003 alone.
+    fixed = tag_facts.first_fixed()
+    run_ok(project, env, "rebase", fixed, "--from", "pypi", "--report", str(project.parent / "report-retire"))
+    run_ok(project, env, "train", "add", "--all")
+    # (Its own wheel waits for a FlashInfer pin VERIFIED.toml holds: issue 36's part 2; the rest ship.)
+    retired = ship(project, index, env, "retire", [t for t in Train.load(layout.train).tags if t != fixed])
+    assert retired == {other: asked, head: rebased[head] + 1, target: rebased[target] + 1, fixed: 1}
+    assert Train.load(layout.train).get(fixed).patches == (STACKED,)  # type: ignore[union-attr]
