@@ -28,6 +28,7 @@ from release.model.train import Train, TrainEntry, digest_carried
 from release.overlay import build_cli
 from release.queue.gates import refuse_unrecorded
 from release.queue.load import line_of, tag_patches
+from release.train.add import save
 
 FIX = Patch("0001-fix.patch", "From 0 Mon Sep 17 00:00:00 2001\nSubject: a fix\n\nWhy: one.\n\nBug: #1 a bug\n")
 SHAPE = Patch(
@@ -123,6 +124,19 @@ def test_the_level_follows_the_files_a_build_ships_and_a_rebuild_of_them_changes
     path.write_text(train.dumps().replace(two, "sha256:0"))
     with pytest.raises(TrainFileError, match="`shipped`"):
         Train.load(path, lines=("prepare_finalize",))
+
+
+def test_a_re_record_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
+    """`train add` saves through `save`: the same train leaves the file untouched (the same inode: no rename)."""
+    (tmp_path / "patches").mkdir()
+    layout = Layout(tmp_path)
+    train = Train((recorded(FIX).after(None),))
+    save(layout, train)
+    before = layout.train.stat()
+    save(layout, train)
+    assert layout.train.stat().st_ino == before.st_ino and layout.train.stat().st_mtime_ns == before.st_mtime_ns
+    save(layout, train.with_entry(recorded(FIX, SHAPE).after(train.entries[0])))
+    assert layout.train.stat().st_ino != before.st_ino and "level = 2" in layout.train.read_text()
 
 
 def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path) -> None:
