@@ -134,18 +134,23 @@ class TrainEntry:
         level, so the next build of the same files keeps it and a no-op writes nothing."""
         level = self.patch_level
         if asked is not None:
-            if asked < level or (asked == level and self.shipped and self.shipped != digest):
-                raise BadPatchLevelError(
-                    f"--patch-level {asked} for {self.tag}: patches/train.toml records level {level}"
-                    + (" with other files" if asked == level else "")
-                    + "; a tag's patch level only goes up",
-                    hint=f"build without --patch-level (it raises the level when the files change), or with "
-                    f"--patch-level above {level}; nothing was built",
-                )
+            self.refuse_level(asked, other_files=bool(self.shipped) and self.shipped != digest)
             level = asked
         elif self.shipped and self.shipped != digest:
             level += 1
         return replace(self, level=level, shipped=digest)
+
+    def refuse_level(self, asked: int, other_files: bool = False) -> None:
+        """Refuse a --patch-level below the recorded level, or at it for other files than it shipped."""
+        level = self.patch_level
+        if asked < level or (asked == level and other_files):
+            raise BadPatchLevelError(
+                f"--patch-level {asked} for {self.tag}: patches/train.toml records level {level}"
+                + (" with other files" if asked == level else "")
+                + "; a tag's patch level only goes up",
+                hint=f"build without --patch-level (it raises the level when the files change), or with "
+                f"--patch-level above {level}; nothing was built",
+            )
 
     def pin(self, subtree: str) -> Pin:
         """This tag as the pin of a build: its provenance and pristine hashes, for `subtree`."""

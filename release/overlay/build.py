@@ -157,6 +157,8 @@ def build(plan: BuildPlan) -> BuildResult:
         )
         if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
             refuse_unrecorded(what, entry, patches)
+            if plan.patch_level is not None:
+                entry.refuse_level(plan.patch_level)
         target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), entry=entry)
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
@@ -228,6 +230,9 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # A line's variant carried from another version of its common patch would ship the old change.
     stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
     refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
+    if plan.patch_level is not None and not dirty:
+        for e in entries:
+            e.refuse_level(plan.patch_level)  # before anything is replayed or built
     checks = check_train(layout, [e.tag for e in entries])
     bad = [finding for c in checks for finding in c.findings]
     if bad:
