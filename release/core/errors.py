@@ -131,8 +131,9 @@ class PatchLevelNotAboveError(BadInputError):
     """publish: a wheel at or below the newest patch level the index holds for its vLLM release, with other files."""
 
     default_hint = (
-        "a tag's patch level only goes up: re-record the tag (`python -m release train add TAG`) or build with "
-        "`--patch-level N` above the index's newest; nothing was published"
+        "a tag's patch level only goes up: `python -m release build` raises it when the wheel's files change "
+        "and records it in patches/train.toml; for an index that holds a level this checkout never recorded, "
+        "`build --tag TAG --patch-level N` with N above the index's newest records N there too; nothing was published"
     )
 
 
@@ -281,7 +282,7 @@ class BuildError(ReleaseError):
 
 
 class BadPatchLevelError(BadInputError):
-    """`build --patch-level` is not a positive integer."""
+    """`build --patch-level` is not a positive integer, or below the level the train records (or at it, other files)."""
 
     default_hint = "--patch-level is a positive integer; raise it whenever a release changes the wheel's contents"
 
@@ -351,7 +352,11 @@ class BadWheelError(BadInputError):
 class IndexClashError(BadInputError):
     """A wheel of that name, with other bytes, is already in the index."""
 
-    default_hint = "a published file is never replaced: build with a higher `--patch-level N` and publish that"
+    default_hint = (
+        "a published file is never replaced: `python -m release build` raises the level of a tag whose files "
+        "changed and records it in patches/train.toml; for an index that holds a level this checkout never "
+        "recorded, `build --tag TAG --patch-level N` with N above it records N there too"
+    )
 
 
 class DirtyWheelError(BadInputError):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tomli_w
 
-from release.core.errors import TrainFileError, UnknownTagError
+from release.core.errors import BadPatchLevelError, TrainFileError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.patch import Patch
@@ -34,7 +34,7 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
-KEYS = (*TEXT_KEYS, "patches", "bugs", "level", "carried_digest", "pristine", "patched")
+KEYS = (*TEXT_KEYS, "patches", "bugs", "level", "carried_digest", "shipped", "pristine", "patched")
 PATCH_NAME_RE = re.compile(r"[0-9]{4}-[A-Za-z0-9._-]+\.patch")
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 HEADER = (
@@ -44,10 +44,12 @@ HEADER = (
     "# `bugs`: the bugs the tag has (it only grows); `level`: the N of its overlay's <vllm>+fm.N, and\n"
     "# `carried_digest`: the digest of the patches it carries at that level; a re-record that carries\n"
     "# other patches raises the level by one, so a tag's patch level only goes up.\n"
+    "# `shipped`: the digest of the files its wheel at that level ships (written by `build`); a build whose\n"
+    "# files differ raises the level by one and records it, so the level follows the bytes the wheel ships.\n"
     "# [[removed]]: what `train remove` keeps of a tag (its level, bugs and carried digest), so that adding\n"
     "# it again goes on from there.\n"
 )
-REMOVED_KEYS = ("tag", "patches", "bugs", "level", "carried_digest")
+REMOVED_KEYS = ("tag", "patches", "bugs", "level", "carried_digest", "shipped")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class TrainEntry:
     # else raises the level by one (`after`), so a tag's patch level only goes up.
     level: int = 0
     carried_digest: str = ""
+    # The digest of the files its wheel at `level` ships (release.overlay.shipped: everything it installs but the
+    # build information); "" until a build records it. A build whose files differ raises the level (`shipped_at`).
+    shipped: str = ""
     pristine: dict[str, str] = field(default_factory=dict)  # path in the line's subtree -> sha256
     patched: dict[str, str] = field(default_factory=dict)  # the same after the series
 
@@ -116,7 +121,36 @@ class TrainEntry:
             return replace(self, level=self.level or 1)
         same = old.carried_digest == self.carried_digest if old.carried_digest else old.patches == self.patches
         level = old.patch_level if same else old.patch_level + 1
-        return replace(self, level=max(level, self.level), bugs=tuple(sorted({*old.bugs, *self.bugs})))
+        # What the old level shipped stays its record while the level stays; a new level has shipped nothing yet.
+        shipped = old.shipped if max(level, self.level) == old.patch_level else self.shipped
+        bugs = tuple(sorted({*old.bugs, *self.bugs}))
+        return replace(self, level=max(level, self.level), bugs=bugs, shipped=shipped)
+
+    def shipped_at(self, digest: str, asked: int | None = None) -> TrainEntry:
+        """This entry once a build made a wheel whose files have `digest` (`asked`: its --patch-level, if any).
+
+        The level follows the bytes the wheel ships: the same digest (or none recorded yet) keeps it, another
+        raises it by one; `asked` may set it higher, never lower. Either way the digest is recorded for that
+        level, so the next build of the same files keeps it and a no-op writes nothing."""
+        level = self.patch_level
+        if asked is not None:
+            self.refuse_level(asked, other_files=bool(self.shipped) and self.shipped != digest)
+            level = asked
+        elif self.shipped and self.shipped != digest:
+            level += 1
+        return replace(self, level=level, shipped=digest)
+
+    def refuse_level(self, asked: int, other_files: bool = False) -> None:
+        """Refuse a --patch-level below the recorded level, or at it for other files than it shipped."""
+        level = self.patch_level
+        if asked < level or (asked == level and other_files):
+            raise BadPatchLevelError(
+                f"--patch-level {asked} for {self.tag}: patches/train.toml records level {level}"
+                + (" with other files" if asked == level else "")
+                + "; a tag's patch level only goes up",
+                hint=f"build without --patch-level (it raises the level when the files change), or with "
+                f"--patch-level above {level}; nothing was built",
+            )
 
     def pin(self, subtree: str) -> Pin:
         """This tag as the pin of a build: its provenance and pristine hashes, for `subtree`."""
@@ -159,7 +193,15 @@ class Train:
     def without(self, tag: str) -> Train:
         """The train without `tag`, keeping its level, bugs and carried digest under [[removed]]."""
         gone = [
-            TrainEntry(e.tag, "", patches=e.patches, bugs=e.bugs, level=e.patch_level, carried_digest=e.carried_digest)
+            TrainEntry(
+                e.tag,
+                "",
+                patches=e.patches,
+                bugs=e.bugs,
+                level=e.patch_level,
+                carried_digest=e.carried_digest,
+                shipped=e.shipped,
+            )
             for e in self.entries
             if e.tag == tag
         ]
@@ -219,6 +261,7 @@ class Train:
                 **({"bugs": list(e.bugs)} if e.bugs else {}),
                 **({"level": e.level} if e.level else {}),
                 **({"carried_digest": e.carried_digest} if e.carried_digest else {}),
+                **({"shipped": e.shipped} if e.shipped else {}),
                 "pristine": dict(sorted(e.pristine.items())),
                 "patched": dict(sorted(e.patched.items())),
             }
@@ -231,6 +274,7 @@ class Train:
                 **({"bugs": list(e.bugs)} if e.bugs else {}),
                 "level": e.level,
                 **({"carried_digest": e.carried_digest} if e.carried_digest else {}),
+                **({"shipped": e.shipped} if e.shipped else {}),
             }
             for e in self.removed
         ]
@@ -290,7 +334,10 @@ def _removed(path: Path, raw: object, recorded: set[str]) -> tuple[TrainEntry, .
         if tag in recorded:
             raise TrainFileError(f"{where} ({tag}): the tag is in the train and removed at once")
         patches, bugs, level, carried = _carried(f"{where} ({tag})", {"level": None, **item})
-        kept.append(TrainEntry(tag, "", patches=patches, bugs=bugs, level=level, carried_digest=carried))
+        shipped = _shipped(f"{where} ({tag})", item)
+        kept.append(
+            TrainEntry(tag, "", patches=patches, bugs=bugs, level=level, carried_digest=carried, shipped=shipped)
+        )
     return tuple(sorted(kept, key=lambda e: _order(e.tag)))
 
 
@@ -324,6 +371,13 @@ def _carried(where: str, item: dict[str, object]) -> tuple[tuple[str, ...], tupl
     if not isinstance(carried, str) or (carried and not DIGEST_RE.fullmatch(carried)):
         raise TrainFileError(f"{where}: `carried_digest` {carried!r} is not a digest (sha256:<64 hex digits>)")
     return tuple(patches), tuple(bugs), level, carried
+
+
+def _shipped(where: str, item: dict[str, object]) -> str:
+    shipped = item.get("shipped", "")
+    if not isinstance(shipped, str) or (shipped and not DIGEST_RE.fullmatch(shipped)):
+        raise TrainFileError(f"{where}: `shipped` {shipped!r} is not a digest (sha256:<64 hex digits>)")
+    return shipped
 
 
 def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> TrainEntry:
@@ -378,6 +432,7 @@ def _entry(path: Path, index: int, item: object, lines: tuple[str, ...]) -> Trai
         bugs=bugs,
         level=level,
         carried_digest=carried,
+        shipped=_shipped(where, item),
         pristine=tables["pristine"],
         patched=tables["patched"],
     )

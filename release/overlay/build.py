@@ -46,14 +46,15 @@ from release.core.errors import (
 )
 from release.core.git import commit_time, git, head_commit
 from release.core.hashing import file_sha256, sha256_hex
-from release.core.journal import copy_atomic, remove_leftovers
+from release.core.journal import copy_atomic, remove_leftovers, write_atomic
 from release.core.layout import BESIDE_SUBTREE, UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
 from release.core.lock import repo_lock
 from release.model.lines import HEAD_LINE, Line, read_lines
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
-from release.model.train import Train
+from release.model.train import Train, TrainEntry
+from release.overlay.shipped import shipped_digest
 from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import drift
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
@@ -110,7 +111,7 @@ class BuildTarget:
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
     line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
     patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
-    level: int | None = None  # the patch level patches/train.toml records for the tag (None: no entry)
+    entry: TrainEntry | None = None  # its entry in patches/train.toml (None: none): its level, what that shipped
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class BuildResult:
     version: str
     source_date_epoch: int
     isolated: bool
+    entry: TrainEntry | None = None  # the tag's entry as this build leaves it: its level and what that level ships
 
 
 def overlay_version(vllm_version: str, patch_level: int, dirty: bool = False) -> str:
@@ -157,12 +159,14 @@ def build(plan: BuildPlan) -> BuildResult:
         )
         if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
             refuse_unrecorded(what, entry, patches)
-        target = BuildTarget(
-            pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), level=entry.patch_level if entry else None
-        )
+            if plan.patch_level is not None:
+                entry.refuse_level(plan.patch_level)
+        target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), entry=entry)
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
-            return _deliver(result, plan.out)
+            delivered = _deliver(result, plan.out)
+            record_levels(plan, [result])
+            return delivered
 
 
 def _checked_inputs(plan: BuildPlan) -> list[str]:
@@ -228,6 +232,9 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # A line's variant carried from another version of its common patch would ship the old change.
     stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
     refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
+    if plan.patch_level is not None and not dirty:
+        for e in entries:
+            e.refuse_level(plan.patch_level)  # before anything is replayed or built
     log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
     started = time.perf_counter()
     checks = check_train(layout, [e.tag for e in entries])
@@ -260,20 +267,20 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 continue
             if entry.tag == head:
                 # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]), level=entry.patch_level)
+                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]), entry=entry)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
-                target = BuildTarget(
-                    pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry.patch_level
-                )
+                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
             built, total = results[-1], len(entries) - len(empty)
             log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
-        return [_deliver(result, plan.out) for result in results]
+        delivered = [_deliver(result, plan.out) for result in results]
+        record_levels(plan, results)
+        return delivered
 
 
 def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str]) -> BuildResult:
@@ -282,13 +289,17 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
     patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
     # --patch-level, else the tag's level in patches/train.toml, else (a tag the train does not hold) the
     # number of patches it carries.
-    level = plan.patch_level if plan.patch_level is not None else (target.level or max(len(patches), 1))
-    version = overlay_version(target.pin.version, level, dirty=bool(dirty))
+    entry = target.entry
+    level = plan.patch_level if plan.patch_level is not None else (entry.patch_level if entry else max(len(patches), 1))
     epoch = source_date_epoch(plan.layout.root)
     isolated = _use_isolation(plan.isolation)
-    stage = scratch / "src"
-    stage_package(plan.layout, stage, version, target, patches, epoch, dirty)
-    built = run_backend(stage, scratch / "dist", epoch, isolated)
+    version, built = _build_at(plan, target, scratch, patches, level, epoch, isolated, dirty)
+    if entry is not None and not dirty:
+        # The level follows the bytes the wheel ships: files other than those its level shipped go one level
+        # up (built again at it: the version is inside the wheel); a dirty build's version says .dirty instead.
+        entry = entry.shipped_at(shipped_digest(built, version), plan.patch_level)
+        if entry.patch_level != level:
+            version, built = _build_at(plan, target, scratch, patches, entry.patch_level, epoch, isolated, dirty)
     data = built.read_bytes()
     return BuildResult(
         target.pin.tag,
@@ -299,7 +310,57 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
         version,
         epoch,
         isolated,
+        entry if entry is not None and not dirty else None,
     )
+
+
+def _build_at(
+    plan: BuildPlan,
+    target: BuildTarget,
+    scratch: Path,
+    patches: list[Patch],
+    level: int,
+    epoch: int,
+    isolated: bool,
+    dirty: list[str],
+) -> tuple[str, Path]:
+    """The wheel of `target` at patch `level`, staged and built under `scratch` (replacing an earlier try)."""
+    version = overlay_version(target.pin.version, level, dirty=bool(dirty))
+    shutil.rmtree(scratch / "src", ignore_errors=True)
+    shutil.rmtree(scratch / "dist", ignore_errors=True)
+    stage_package(plan.layout, scratch / "src", version, target, patches, epoch, dirty)
+    return version, run_backend(scratch / "src", scratch / "dist", epoch, isolated)
+
+
+def record_levels(plan: BuildPlan, results: list[BuildResult]) -> None:
+    """Record in patches/train.toml each built tag's level and what it ships, in one rename; nothing when every
+    tag's record is already that (a rebuild of the same files writes nothing), nor for an --allow-dirty build
+    (a build for a look, never for an index users install from: the checkout is only read)."""
+    layout = plan.layout
+    train = Train.load(layout.train) if layout.train.is_file() and not plan.allow_dirty else None
+    if train is None:
+        return
+    changed = train
+    for result in results:
+        now = changed.get(result.tag)
+        if (
+            result.entry is not None
+            and now is not None
+            and (now.level, now.shipped)
+            != (
+                result.entry.patch_level,
+                result.entry.shipped,
+            )
+        ):
+            raised = now.patch_level != result.entry.patch_level
+            changed = changed.with_entry(replace(now, level=result.entry.patch_level, shipped=result.entry.shipped))
+            if raised:
+                log.out(
+                    f"{result.tag}: patch level {result.entry.patch_level} (was {now.patch_level}: its wheel ships "
+                    "other files); recorded in patches/train.toml"
+                )
+    if changed != train:
+        write_atomic(layout.train, changed.dumps().encode("utf-8"))
 
 
 def _deliver(result: BuildResult, out: Path) -> BuildResult:

@@ -26,7 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "data adds its findings); a tag that carries a release line's variant `pq carry` made from another "
         "version of its common patch (stale: carry it again); a tag whose carried patches are not the ones "
         "patches/train.toml records for its patch level (re-record it with `train add`; a --allow-dirty "
-        "build is not held to that, its version says .dirty)."
+        "build is not held to that, its version says .dirty). The patch level follows the bytes the wheel "
+        "ships: a tag's wheel whose files (everything it installs but its build information) differ from "
+        "those patches/train.toml records for its level is built one level up, and the new level and files "
+        "are recorded there (`shipped`; not by --allow-dirty); a rebuild of the same files writes nothing."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
@@ -48,10 +51,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="the N of the version <vllm>+fm.N (default: the level patches/train.toml records for the tag; "
-        "`train add` and `rebase` raise it by one whenever what the tag carries changes: a patch added, "
-        "changed, dropped or retired, so a tag's level only goes up; for a head the train does not hold, "
-        "the number of patches it carries)",
+        help="the N of the version <vllm>+fm.N (default: the level patches/train.toml records for the tag, one "
+        "up when the wheel's files differ from those that level shipped; `train add` and `rebase` raise it "
+        "when what the tag carries changes; for a head the train does not hold, the number of patches it "
+        "carries). For a train tag N is recorded in patches/train.toml; below its recorded level (or at it, "
+        "with other files) is refused (exit 2): a tag's level only goes up",
     )
     parser.add_argument(
         "--isolation",
@@ -63,7 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--allow-dirty",
         action="store_true",
         help="build a dirty tree anyway: the version ends in .dirty (0.20.0+fm.1.dirty) and the build "
-        "info lists what is dirty",
+        "info lists what is dirty; such a build records no patch level in patches/train.toml",
     )
 
 

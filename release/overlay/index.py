@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import html
 import io
-import json
 import os
 import re
 import shutil
@@ -62,15 +61,13 @@ from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
-from release.overlay.build import PACKAGE, PROJECT
+from release.overlay.build import PROJECT
+from release.overlay.shipped import shipped_digest
 from release.pristine.index import SHA256_RE, parse_project_page
 from release.pristine.metadata import read_metadata
 
 TMP_PREFIX = ".publish-"
 REQUIREMENTS = "requirements"
-BUILD_INFO = f"{PACKAGE}/_build_info.json"
-# What _build_info.json says about how and when a wheel was built, not about what it holds.
-BUILD_ONLY_KEYS = ("commit", "source_date_epoch", "version")
 
 
 @dataclass(frozen=True)
@@ -142,42 +139,8 @@ def is_dirty(version: Version) -> bool:
 
 
 def contents_digest(wheel: Wheel) -> str:
-    """sha256 over what the wheel installs, apart from its build information.
-
-    Two builds of the same patched tree from different commits differ only in `_build_info.json`'s
-    commit and time, the zip's timestamps, RECORD (the hashes of the rest) and, at another patch
-    level, the version label; this digest leaves those out and covers every other byte, so a change
-    in any module, patch, data file or dependency gives another digest.
-    """
-    rows: list[str] = []
-    try:
-        with open_wheel(wheel.path) as handle, zipfile.ZipFile(handle) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                if info.is_dir():
-                    continue
-                top, _, rest = info.filename.partition("/")
-                name = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
-                if name == "{dist-info}/RECORD":
-                    continue
-                data = archive.read(info)
-                if name == "{dist-info}/METADATA" and wheel.metadata_version:
-                    data = data.replace(wheel.metadata_version.encode(), b"{version}")
-                elif name == BUILD_INFO:
-                    data = _without_build_keys(data)
-                rows.append(f"{name} {hashlib.sha256(data).hexdigest()}")
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
-        raise BadWheelError(f"{wheel.name} has corrupt data ({exc})") from None
-    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
-
-
-def _without_build_keys(data: bytes) -> bytes:
-    try:
-        info = json.loads(data)
-    except ValueError:
-        return data  # not ours to read: compared byte for byte
-    if not isinstance(info, dict):
-        return data
-    return json.dumps({k: v for k, v in info.items() if k not in BUILD_ONLY_KEYS}, sort_keys=True).encode()
+    """What the wheel installs, apart from its build information (release.overlay.shipped, which `build` records)."""
+    return shipped_digest(wheel.path, wheel.metadata_version)
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,10 @@ def exported_files(
         else:
             continue  # a common patch the line takes as it is: the replay below holds it to HEAD's tree
         made.validate(line.prefixes)
+        if name in files and Patch(name, files[name].decode("utf-8")).change_digest == made.change_digest:
+            # The same change as the file the line has, exported from another tag's tree (other `index` lines
+            # and hunk positions): the file stays as it is, so an import and export with no change write nothing.
+            continue
         files[name] = made.text.encode("utf-8")
         variants.append(name)
     return files, series, variants

@@ -122,8 +122,11 @@ def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_
 
 
 def save(layout: Layout, train: Train) -> None:
-    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file."""
-    write_atomic(layout.train, train.dumps().encode("utf-8"))
+    """Replace patches/train.toml in one rename, so a reader (or a crash) never sees half a file; a train that is
+    already the file's (a re-record that changes nothing) writes nothing."""
+    text = train.dumps().encode("utf-8")
+    if not layout.train.is_file() or layout.train.read_bytes() != text:
+        write_atomic(layout.train, text)
 
 
 def where(entry: TrainEntry) -> str:

@@ -81,7 +81,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     tag = max((t for t in on_head_line if t in before_fix), key=lambda t: before_fix.index(t))
     added = run_release(project, "train", "add", tag)
     assert added.returncode == 0 and f"{PATCH_0001.removesuffix('.patch')} applies" in added.stdout, added.stderr
-    built = run_release(project, "build", "--tag", tag, "--patch-level", "2", "--out", str(tmp_path / "dist"))
+    built = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "dist"))
     assert built.returncode == 0, built.stderr
     carried = build_info(tmp_path / "dist")["patches"]
     assert isinstance(carried, list)
@@ -110,12 +110,13 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     assert entry is not None and bug in entry.bugs  # the train knows which bugs the tag has
     layout.train.write_text(train.with_entry(replace(entry, bugs=())).dumps())
     assert run_release(project, "train", "add", tag).returncode == 0
-    built = run_release(project, "build", "--tag", tag, "--patch-level", "3", "--out", str(tmp_path / "blind"))
+    built = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "blind"))
     assert built.returncode == 0, built.stderr
     assert [p["name"] for p in build_info(tmp_path / "blind")["patches"]] == [SHAPE_CHECK_PATCH]  # type: ignore[index, union-attr]
     layout.affected_json.write_text(scanned)
     published = run_release(project, "publish", str(tmp_path / "blind"), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
     said = f"{affected} (the scan data), but its replay would not fix it"
-    assert f"not publishing vllm_fused_moe-{version_of_tag(tag)}+fm.3-py3-none-any.whl: {said}" in published.stderr
+    [blind_wheel] = (tmp_path / "blind").glob("*.whl")
+    assert f"not publishing {blind_wheel.name}: {said}" in published.stderr
     assert not (tmp_path / "index").exists()

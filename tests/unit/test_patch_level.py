@@ -15,13 +15,20 @@ import pytest
 from helpers import REPO, snapshot
 from helpers.synthetic import demo_wheel
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, TrainFileError, UnrecordedChangeError
+from release.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    BadPatchLevelError,
+    TrainFileError,
+    UnrecordedChangeError,
+)
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.train import Train, TrainEntry, digest_carried
 from release.overlay import build_cli
 from release.queue.gates import refuse_unrecorded
 from release.queue.load import line_of, tag_patches
+from release.train.add import save
 
 FIX = Patch("0001-fix.patch", "From 0 Mon Sep 17 00:00:00 2001\nSubject: a fix\n\nWhy: one.\n\nBug: #1 a bug\n")
 SHAPE = Patch(
@@ -87,6 +94,49 @@ def test_a_removed_tag_added_again_goes_on_from_its_level(tmp_path: Path) -> Non
     path.write_text(gone.dumps().replace("level = 2", "level = 0"))
     with pytest.raises(TrainFileError, match="not a patch level"):
         Train.load(path, lines=("prepare_finalize",))
+
+
+def test_the_level_follows_the_files_a_build_ships_and_a_rebuild_of_them_changes_nothing(tmp_path: Path) -> None:
+    """`build` records what each tag's wheel ships (`shipped`): the first build of a level records it, the same
+    files keep the level (the entry is unchanged, so nothing is written), other files raise it by one; a
+    `--patch-level` is recorded too, never below the level, nor at it with other files. `train add` keeps the
+    record while the level stays, and a level it raises has shipped nothing yet."""
+    one, two, three = (f"sha256:{c * 64}" for c in "abc")
+    added = recorded(FIX).after(None)
+    first = added.shipped_at(one)
+    assert (first.patch_level, first.shipped) == (1, one)
+    assert first.shipped_at(one) == first  # a rebuild of the same files: nothing to write
+    refreshed = first.shipped_at(two)  # e.g. a rebase refreshed the patch the wheel ships: other bytes
+    assert (refreshed.patch_level, refreshed.shipped) == (2, two)
+    assert recorded(FIX).after(refreshed) == refreshed  # train add with nothing new keeps level and record
+    raised = recorded(FIX, SHAPE).after(refreshed)
+    assert (raised.patch_level, raised.shipped) == (3, "")
+    assert raised.shipped_at(three) == replace(raised, shipped=three)  # its first build keeps the raised level
+    asked = refreshed.shipped_at(two, asked=5)
+    assert (asked.patch_level, asked.shipped) == (5, two)
+    for level, files in ((1, two), (2, three)):
+        with pytest.raises(BadPatchLevelError, match="only goes up"):
+            refreshed.shipped_at(files, asked=level)
+    path = tmp_path / "train.toml"
+    train = Train((refreshed,)).without(refreshed.tag).with_entry(asked)
+    path.write_text(train.dumps())
+    assert Train.load(path, lines=("prepare_finalize",)) == train and f'shipped = "{two}"' in path.read_text()
+    path.write_text(train.dumps().replace(two, "sha256:0"))
+    with pytest.raises(TrainFileError, match="`shipped`"):
+        Train.load(path, lines=("prepare_finalize",))
+
+
+def test_a_re_record_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
+    """`train add` saves through `save`: the same train leaves the file untouched (the same inode: no rename)."""
+    (tmp_path / "patches").mkdir()
+    layout = Layout(tmp_path)
+    train = Train((recorded(FIX).after(None),))
+    save(layout, train)
+    before = layout.train.stat()
+    save(layout, train)
+    assert layout.train.stat().st_ino == before.st_ino and layout.train.stat().st_mtime_ns == before.st_mtime_ns
+    save(layout, train.with_entry(recorded(FIX, SHAPE).after(train.entries[0])))
+    assert layout.train.stat().st_ino != before.st_ino and "level = 2" in layout.train.read_text()
 
 
 def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path) -> None:
