@@ -22,6 +22,8 @@ HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))?
 MODE_LINE_RE = re.compile(
     r"^(?:new file mode|deleted file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?P<mode>\d{6})$"
 )
+# The lines of a `diff --git` header that name a path (git's apply.c, parse_git_diff_header).
+HEADER_PATH_LINES = ("rename from ", "rename to ", "rename old ", "rename new ", "copy from ", "copy to ")
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 # ---------------------------------------------------------------- the message
@@ -84,6 +86,22 @@ def refuse_carriage_returns(name: str, text: str) -> None:
         hint="convert it on purpose (`dos2unix FILE`) or re-export it with `git format-patch` "
         '(docs/patch-queue.md, "Add a patch")',
     )
+
+
+def _opens_traditional(lines: list[str], at: int) -> bool:
+    """Does `lines[at - 1]` (a `--- ` line) open a traditional section, as git's find_header reads it?"""
+    return at + 1 < len(lines) and lines[at].startswith("+++ ") and lines[at + 1].startswith("@@ -")
+
+
+def _refuse_outside(name: str, path: str, prefixes: tuple[str, ...]) -> None:
+    """`path`, a path a patch names, is inside `prefixes`: no `..`, `.` or empty component, no `.git`."""
+    parts = path.split("/")
+    inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
+    if not inside or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+        raise MalformedPatchError(
+            f"{name}: touches {path}, outside {', '.join(prefixes)}",
+            hint="patches use upstream paths inside their release line's modules only (patches/lines.toml), no `..`",
+        )
 
 
 @dataclass(frozen=True)
@@ -196,12 +214,18 @@ class Patch:
     def _validate_paths(self, prefixes: tuple[str, ...]) -> None:
         """Every path git would read from the mail stays inside the subtree, and every file stays a file.
 
-        git takes paths from a file header (`diff --git`, `---`/`+++`, `rename`/`copy` lines) and
-        creates links from mode 120000: each is checked, so no patch can reach outside the subtree
-        or add a link. Hunk bodies are skipped: a removed line may well start with `--- `.
+        `git apply` reads the whole mail, message included, as git's apply.c (find_header) does: a
+        `diff --git` line opens a file header (`---`/`+++`, `rename`/`copy` lines carry its paths), and
+        a `--- ` line followed by `+++ ` and `@@ -` opens a traditional section wherever it stands:
+        in the message, or after the last hunk. Our mails are `git format-patch` output, which writes
+        `diff --git` sections only, so a traditional section is refused whatever it names: nothing
+        else in the tool reads it, and git would apply it. Links (mode 120000) and submodules are
+        refused; so are `..`, `.git` and empty components. Parsed here rather than by asking git
+        (`git apply --numstat`) because a patch is validated in-process, unit tests included.
         """
+        lines = self.text.split("\n")
         in_header = False
-        for line in self.diff.splitlines():
+        for number, line in enumerate(lines, 1):
             paths: list[str] = []
             if line.startswith("diff --git "):
                 match = DIFF_FILE_RE.match(line)
@@ -211,6 +235,13 @@ class Patch:
             elif line.startswith("@@"):
                 in_header = False
             elif not in_header:
+                if line.startswith("--- ") and _opens_traditional(lines, number):
+                    raise MalformedPatchError(
+                        f"{self.name}: line {number} opens a file section without `diff --git` "
+                        f"({line!r}, then {lines[number]!r}); git would apply it, so it is refused",
+                        hint="a patch is `git format-patch` output: every file it changes has its own "
+                        '`diff --git` section (docs/guarantees.md, "Untrusted sources")',
+                    )
                 continue
             elif line.startswith(("--- ", "+++ ")):
                 name = line[4:].split("\t", 1)[0]
@@ -218,19 +249,12 @@ class Patch:
                     if not name.startswith(("a/", "b/")):
                         raise MalformedPatchError(f"{self.name}: cannot read the path of {line!r}")
                     paths = [name[2:]]
-            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            elif line.startswith(HEADER_PATH_LINES):
                 paths = [line.split(" ", 2)[2]]
             elif (mode := MODE_LINE_RE.match(line)) and mode.group("mode") not in ("100644", "100755"):
                 raise MalformedPatchError(f"{self.name}: {line!r}: a patch may only hold regular files, no links")
             for path in paths:
-                parts = path.split("/")
-                inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
-                if not inside or any(p in ("", ".", "..") for p in parts):
-                    raise MalformedPatchError(
-                        f"{self.name}: touches {path}, outside {', '.join(prefixes)}",
-                        hint="patches use upstream paths inside their release line's modules only "
-                        "(patches/lines.toml), no `..`",
-                    )
+                _refuse_outside(self.name, path, prefixes)
 
     @property
     def header(self) -> str:
