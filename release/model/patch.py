@@ -10,6 +10,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from release.core.errors import MalformedPatchError
+from release.core.files import read_text
 from release.core.layout import UPSTREAM_SUBTREE
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
@@ -133,15 +134,7 @@ class Patch:
         The bytes are decoded as they are: `read_text` would turn CRLF into LF without a word,
         and the rewritten patch would then be written back by `rebase`.
         """
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            raise MalformedPatchError(f"{path} is missing") from None
-        except UnicodeDecodeError:
-            raise MalformedPatchError(f"{path} is not UTF-8 text") from None
-        except OSError as exc:
-            raise MalformedPatchError(f"{path} cannot be read as a file ({exc.strerror})") from None
-        patch = cls(path.name, text)
+        patch = cls(path.name, read_text(path, error=MalformedPatchError))
         patch.validate(prefixes)
         return patch
 

@@ -26,6 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from release.core.errors import MalformedSeriesError
+from release.core.files import read_text
 
 RETIRED_DIR = "retired"
 HINT = (
@@ -98,14 +99,7 @@ class Series:
         (patches/, and patches/retired/ for a common patch upstream has since taken)."""
         if path.parent.exists() and not path.parent.is_dir():
             raise MalformedSeriesError(f"{path.parent} is not a directory", hint="restore patches/ from git")
-        try:
-            text = path.read_bytes().decode("utf-8")  # read_text() would turn CRLF into LF unseen
-        except FileNotFoundError:
-            raise MalformedSeriesError(f"{path} is missing") from None
-        except UnicodeDecodeError:
-            raise MalformedSeriesError(f"{path} is not UTF-8 text") from None
-        except OSError as exc:
-            raise MalformedSeriesError(f"{path} cannot be read as a file ({exc.strerror})") from None
+        text = read_text(path, error=MalformedSeriesError)  # as bytes decode: a CRLF stays a CRLF
         lines = text.split("\n")  # not splitlines(): it also splits at U+2028, which a rewrite would turn into LF
         if lines[-1] == "":
             lines.pop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import tomli_w
 
 from release.core.errors import TrainFileError, UnknownTagError
+from release.core.files import read_text
+from release.core.parse import parse_toml
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.patch import Patch
@@ -174,12 +175,8 @@ class Train:
         once, no control character in any value, each entry on a release line of `lines`
         (default: those patches/lines.toml beside the file defines), no key the train does not have.
         """
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise TrainFileError(f"{path} is missing", hint="restore patches/train.toml from git") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise TrainFileError(f"{path} is not valid TOML: {exc}") from None
+        text = read_text(path, error=TrainFileError, hint="restore patches/train.toml from git")
+        data = parse_toml(text, where=str(path), error=TrainFileError)
         unknown = sorted(set(data) - {"release", "removed"})
         if unknown:
             raise TrainFileError(

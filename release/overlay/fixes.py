@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from release.core.files import present
 from release.core.layout import Layout
 from release.model.train import Train
 from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
@@ -63,7 +64,7 @@ def refuse_wheels_missing_fixes(layout: Layout, wheels: list[Path]) -> None:
             (bug, source) for bug, source in required_bugs(layout, tag, data) if bug.id not in have
         ]
         names = [str(p.get("name")) for p in info.get("patches") or [] if isinstance(p, dict)]
-        entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+        entry = Train.load(layout.train).get(tag) if present(layout.train) else None
         line = entry.line if entry is not None else ""
         refuse_missing_fixes(f"not publishing {path.name}", tag, missing, names, line)
         refuse_stale(f"not publishing {path.name}", stale_in(layout, info, line or "not in the train"))

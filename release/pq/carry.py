@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from release.core.errors import BadInputError, OutputNotWritableError, UnknownPatchError
+from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.journal import Output, commit, write_atomic
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_dir_problem
@@ -145,7 +146,7 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
     train tag of the head line, each from the head's pristine tree with the series on it; the first that
     conflicts is named. None without a train or a head line."""
     head = next((line for line in read_lines(layout.lines).lines if is_head(layout, line)), None)
-    if head is None or not layout.train.is_file():
+    if head is None or not present(layout.train):
         return None
     tags = [e for e in Train.load(layout.train).entries if e.line == head.name]
     pristine = require_pristine(layout, queue)

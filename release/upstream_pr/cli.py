@@ -17,10 +17,10 @@ Steps, each refusing with exit 2 before anything is written:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 from release.core import log
@@ -36,6 +36,7 @@ from release.core.errors import (
 )
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.parse import load_toml
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.train import Train
@@ -169,12 +170,9 @@ def named_test(layout: Layout, patch: Patch) -> str:
     if patch.upstream_test:
         return patch.upstream_test
     index = upstream_tests_dir(layout) / "tests.toml"
-    try:
-        data = tomllib.loads(index.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(index):
         return ""
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise MissingUpstreamTestError(f"{index} cannot be read as TOML: {exc}") from None
+    data = load_toml(index, error=MissingUpstreamTestError)
     tests = data.get("tests", {})
     value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
     if not isinstance(value, str):
