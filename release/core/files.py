@@ -14,6 +14,7 @@ import errno
 import io
 import os
 import stat
+import zipfile
 from pathlib import Path
 
 from release.core.errors import BadInputError
@@ -25,6 +26,9 @@ WHEEL_LIMIT = 1 << 30
 # The tool's own text files (a patch, a series, train.toml, the scan data, a ls-remote listing) are
 # kilobytes; one of 16 MiB is no such file, and is refused before it is read whole.
 TEXT_LIMIT = 16 << 20
+# A wheel member the tool reads (a vendored module, METADATA, RECORD, _build_info.json) is at most a few
+# MB: vLLM's largest RECORD is under 1 MB. A member that declares more, or inflates past it, is refused.
+MEMBER_LIMIT = 64 << 20
 
 
 def _kind(mode: int) -> str:
@@ -118,3 +122,28 @@ def read_text(
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise error(f"{what}{path} is not UTF-8 text", hint) from None
+
+
+def read_member(
+    archive: zipfile.ZipFile,
+    member: str | zipfile.ZipInfo,
+    *,
+    limit: int = MEMBER_LIMIT,
+    error: type[BadInputError] = BadInputError,
+    what: str = "",
+) -> bytes:
+    """The bytes of one member of `archive`, at most `limit`: the size the zip declares is checked first,
+    and the inflated bytes again while they are read (a zip may lie), so a small wheel whose member
+    inflates to GiBs is `error`, never a MemoryError. Zip errors (bad CRC, corrupt data) are the caller's.
+    """
+    info = member if isinstance(member, zipfile.ZipInfo) else archive.getinfo(member)
+    name = ascii(info.filename)
+    if info.file_size > limit:
+        raise error(
+            f"{what}member {name} declares {size_text(info.file_size)}, over the {size_text(limit)} a member may have"
+        )
+    with archive.open(info) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{what}member {name} inflates past the {size_text(limit)} a member may have")
+    return data

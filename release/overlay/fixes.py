@@ -12,13 +12,14 @@ than the checkout's patches/ holds (release.queue.gates): it ships the old chang
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from release.core.files import present
+from release.core.errors import BadInputError
+from release.core.files import present, read_member
 from release.core.layout import Layout
+from release.core.parse import parse_json
 from release.model.train import Train
 from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
 from release.queue.gates import CARRIED_FROM, Variant, VariantState, common_now, fingerprint, refuse_stale
@@ -32,8 +33,8 @@ def build_info(path: Path) -> dict[str, Any] | None:
         with zipfile.ZipFile(path) as archive:
             if BUILD_INFO not in archive.namelist():
                 return None
-            info = json.loads(archive.read(BUILD_INFO))
-    except (zipfile.BadZipFile, OSError, ValueError, KeyError):
+            info = parse_json(read_member(archive, BUILD_INFO), where=BUILD_INFO)
+    except (BadInputError, zipfile.BadZipFile, OSError, ValueError, KeyError):
         return None  # publish's own reading of the wheel says what is wrong with it
     return info if isinstance(info, dict) else None
 

@@ -57,11 +57,12 @@ from release.core.errors import (
     PublishError,
 )
 from release.core.faults import fault_point
-from release.core.files import WHEEL_LIMIT, open_regular
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
 from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
+from release.core.parse import parse_json
 from release.overlay.build import PACKAGE, PROJECT
 from release.pristine.index import SHA256_RE, parse_project_page
 from release.pristine.metadata import read_metadata
@@ -103,7 +104,7 @@ def inspect_wheel(path: Path) -> Wheel:
             metadata_names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(metadata_names) != 1:
                 raise BadWheelError(f"{path.name} has {len(metadata_names)} .dist-info/METADATA files, expected one")
-            raw = archive.read(metadata_names[0])
+            raw = read_member(archive, metadata_names[0], error=BadWheelError, what=f"{path.name}: ")
             handle.seek(0)
             sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
     except zipfile.BadZipFile as exc:
@@ -159,7 +160,7 @@ def contents_digest(wheel: Wheel) -> str:
                 name = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
                 if name == "{dist-info}/RECORD":
                     continue
-                data = archive.read(info)
+                data = read_member(archive, info, error=BadWheelError, what=f"{wheel.name}: ")
                 if name == "{dist-info}/METADATA" and wheel.metadata_version:
                     data = data.replace(wheel.metadata_version.encode(), b"{version}")
                 elif name == BUILD_INFO:
@@ -172,9 +173,9 @@ def contents_digest(wheel: Wheel) -> str:
 
 def _without_build_keys(data: bytes) -> bytes:
     try:
-        info = json.loads(data)
-    except ValueError:
-        return data  # not ours to read: compared byte for byte
+        info = parse_json(data, where=BUILD_INFO, error=BadWheelError)
+    except BadWheelError:
+        return data  # not ours to read (deep nesting too): compared byte for byte
     if not isinstance(info, dict):
         return data
     return json.dumps({k: v for k, v in info.items() if k not in BUILD_ONLY_KEYS}, sort_keys=True).encode()

@@ -46,7 +46,7 @@ from typing import BinaryIO
 
 from release.core import log
 from release.core.errors import BadInputError, SourceError, TransportError, WheelIntegrityError
-from release.core.files import WHEEL_LIMIT, open_regular
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic, write_atomic_from
 from release.core.layout import UPSTREAM_SUBTREE
@@ -122,7 +122,7 @@ def _record(archive: zipfile.ZipFile, label: str) -> tuple[str, bytes, dict[str,
 
 def _read(archive: zipfile.ZipFile, name: str, label: str) -> bytes:
     try:
-        return archive.read(name)
+        return read_member(archive, name, error=WheelIntegrityError, what=f"{label}: ")
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, KeyError, ValueError) as exc:
         raise WheelIntegrityError(f"{label}: cannot read {name}: {exc}") from None
 
@@ -309,8 +309,8 @@ def _store_members(path: Path, content: WheelContent, record: tuple[str, bytes],
     if path.is_file():
         try:
             with zipfile.ZipFile(path) as archive:
-                old = {n: archive.read(n) for n in archive.namelist()}
-        except (zipfile.BadZipFile, OSError, EOFError, zlib.error):
+                old = {n: read_member(archive, n) for n in archive.namelist()}
+        except (BadInputError, zipfile.BadZipFile, OSError, EOFError, zlib.error):
             old = {}
     members = {**old, **content.files, **extra, record[0]: record[1]}
     buffer = io.BytesIO()
