@@ -51,6 +51,14 @@ def present(path: Path) -> bool:
     return os.path.lexists(path)
 
 
+def resolves_inside(path: Path, folder: Path) -> bool:
+    """Does `path`, every link on the way resolved, stay inside `folder` (itself resolved)?
+
+    O_NOFOLLOW guards only the last component: a linked directory above it (`tests -> /secret`)
+    or a `..` would read elsewhere. A path a file names (`Upstream-Test:`) is checked with this."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
 def size_text(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB" if size >= 1 << 20 else f"{size} bytes"
 

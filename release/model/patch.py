@@ -25,6 +25,9 @@ MODE_LINE_RE = re.compile(
 )
 # The lines of a `diff --git` header that name a path (git's apply.c, parse_git_diff_header).
 HEADER_PATH_LINES = ("rename from ", "rename to ", "rename old ", "rename new ", "copy from ", "copy to ")
+# A line's variant names the common patch it stands in for: a file name in patches/, as the series has it.
+VARIES_TRAILER = "Varies"
+VARIES_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.patch")
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 # ---------------------------------------------------------------- the message
@@ -203,6 +206,20 @@ class Patch:
         if not hunks:
             raise MalformedPatchError(f"{self.name}: holds no hunk")
         self._validate_paths(prefixes)
+        self._validate_varies()
+
+    def _validate_varies(self) -> None:
+        """A variant's `Varies:` names a common patch: a file name in patches/, never a path.
+
+        `build`, `check` and `pq carry` read patches/NAME for it: `Varies: ../../../tmp/x/leak.patch`
+        would read a file outside the checkout."""
+        value = self.trailers.get(VARIES_TRAILER, "").strip()
+        common = value.split()[0] if value else ""
+        if value and not VARIES_NAME_RE.fullmatch(common):
+            raise MalformedPatchError(
+                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (no `/`, ends in .patch)",
+                hint="a variant's `Varies:` names the common patch it stands in for, as patches/series does",
+            )
 
     def _validate_paths(self, prefixes: tuple[str, ...]) -> None:
         """Every path git would read from the mail stays inside the subtree, and every file stays a file.

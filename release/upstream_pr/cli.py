@@ -34,6 +34,7 @@ from release.core.errors import (
     UnknownPatchError,
     UnprovenUpstreamTestError,
 )
+from release.core.files import resolves_inside
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.parse import load_toml
@@ -172,6 +173,8 @@ def named_test(layout: Layout, patch: Patch) -> str:
     index = upstream_tests_dir(layout) / "tests.toml"
     if not os.path.lexists(index):
         return ""
+    if not resolves_inside(index, layout.root):
+        raise MissingUpstreamTestError(f"{index} resolves to {index.resolve()}, outside the checkout")
     data = load_toml(index, error=MissingUpstreamTestError)
     tests = data.get("tests", {})
     value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
@@ -193,6 +196,12 @@ def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
             + (f" ({problem})" if problem else "")
         )
     ours = where / path
+    if not resolves_inside(where, layout.root) or not resolves_inside(ours, where):
+        raise MissingUpstreamTestError(
+            f"{patch.name}: its upstream test {path} resolves to {ours.resolve()}, outside {where}; "
+            "a linked directory on the way is not followed out of the checkout",
+            hint=f"keep the test as a regular file under {where}, with no link on the way",
+        )
     try:
         text = safe.read_regular_file(ours, str(where)).decode("utf-8")
     except (SourceError, OSError, UnicodeDecodeError):

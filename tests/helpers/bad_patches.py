@@ -34,6 +34,8 @@ ESCAPES = [
     pytest.param(WHY, "\n" + traditional(".github/workflows/pwn.yml"), "without `diff --git`", id="message-section"),
     pytest.param(f"+++ b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
                  f"+++ b/{SUBTREE}/.git/x.py", "outside", id="plus-dot-git"),
+    pytest.param("\nOrigin: ", "\nVaries: ../../../../tmp/x/leak.patch\nOrigin: ", "Varies:", id="varies-dotdot"),
+    pytest.param("\nOrigin: ", "\nVaries: /etc/leak.patch\nOrigin: ", "Varies:", id="varies-absolute"),
 ]  # fmt: skip
 
 
