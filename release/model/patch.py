@@ -18,7 +18,7 @@ UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 # ------------------------------------------------------------------------- patch
 
 DIFF_FILE_RE = re.compile(r"^diff --git a/(?P<a>\S+) b/(?P<b>\S+)$", re.M)
-HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
+HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@", re.ASCII)
 # Header lines that carry a file mode: a link (120000) or submodule (160000) is refused.
 MODE_LINE_RE = re.compile(
     r"^(?:new file mode|deleted file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?P<mode>\d{6})$"

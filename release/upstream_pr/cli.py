@@ -123,7 +123,7 @@ def resolve(layout: Layout, spec: str) -> Path:
     for directory in (layout.patches, layout.retired):
         if (directory / spec).is_file():
             return directory / spec
-    if re.fullmatch(r"\d{1,4}", spec):
+    if re.fullmatch(r"\d{1,4}", spec, re.ASCII):
         prefix = spec.zfill(4) + "-"
         matches = sorted(p for d in (layout.patches, layout.retired) if d.is_dir() for p in d.glob(f"{prefix}*.patch"))
         if len(matches) == 1:
