@@ -160,3 +160,20 @@ def test_the_console_script_without_its_package_says_how_to_repair_it(
     assert said.startswith("error: vllm-fused-moe ") and "\nhint: " in said and "Traceback" not in said
     assert "--force-reinstall --no-deps --no-index --find-links https://index.example/simple/vllm-fused-moe/" in said
     assert "-m pip uninstall -y vllm-fused-moe" in said
+
+
+def test_the_vllm_index_the_tooling_reads_is_never_taken_for_our_overlay_index(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """VLLM_FUSED_MOE_INDEX_URL names vLLM's index (PyPI) to the tooling; the doctor's fix command names our
+    overlay index, by another variable: set to PyPI, the first never becomes `--find-links pypi.org/...`."""
+    import _vllm_fused_moe_pth
+    from release.pristine.index import INDEX_ENV as VLLM_INDEX_ENV
+
+    assert doctor.INDEX_ENV != VLLM_INDEX_ENV
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)
+    monkeypatch.delenv(doctor.INDEX_ENV, raising=False)
+    monkeypatch.setenv(VLLM_INDEX_ENV, "https://pypi.org/simple/")
+    assert _vllm_fused_moe_pth.main() == 2
+    said = capsys.readouterr().err
+    assert "pypi.org" not in said and "--find-links <INDEX_URL>/simple/vllm-fused-moe/" in said, said

@@ -91,7 +91,8 @@ def broken_package(exc: BaseException) -> str:
 
     python = shlex.quote(sys.executable)
     ours, vllm = version("vllm-fused-moe") or "?", (version("vllm") or "X").split("+", 1)[0]
-    index = os.environ.get("VLLM_FUSED_MOE_INDEX_URL", "<INDEX_URL>").rstrip("/")
+    # Our overlay index (the doctor's words.INDEX_ENV; not imported: this must work when our package does not)
+    index = os.environ.get("VLLM_FUSED_MOE_OVERLAY_INDEX_URL", "<INDEX_URL>").rstrip("/")
     index = index[: -len("/simple")] if index.endswith("/simple") else index
     return (
         f"error: vllm-fused-moe {ours} is recorded as installed, but its package does not import "
