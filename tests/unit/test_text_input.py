@@ -18,6 +18,7 @@ from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, EXIT_TRANSPORT, PackageIndexError, UnknownTagError
 from release.core.versions import canonical_tag, parse_version
 from release.pristine.index import parse_project_page
+from release.upstream_pr.mail import new_file_diff
 
 
 def errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -71,3 +72,14 @@ def test_a_deeply_nested_index_page_is_the_index_s_fault() -> None:
     with pytest.raises(PackageIndexError) as refused:
         parse_project_page("https://index.example/simple/vllm/", "application/vnd.pypi.simple.v1+json", page)
     assert refused.value.exit_code == EXIT_TRANSPORT and "nested too deeply" in str(refused.value)
+
+
+@pytest.mark.parametrize("separator", ["\f", "\v", "\x1c", "\u2028", "\u0085"], ids=["ff", "vt", "fs", "u2028", "nel"])
+def test_the_test_sent_upstream_is_the_file_proven(separator: str) -> None:
+    """The section that creates the regression test holds its lines as git splits them (at LF only), so
+    the file `git am` creates is the blob the mail's `index` line names, byte for byte."""
+    text = f"def test_it():\n    x = 'a{separator}b'\n    assert x\n"
+    diff = new_file_diff("tests/test_x.py", text)
+    _, _, body = diff.partition("@@ -0,0 +1,3 @@\n")
+    assert body, diff
+    assert "".join(line[1:] + "\n" for line in body.split("\n")[:-1]) == text
