@@ -29,6 +29,7 @@ from release.core.errors import (
     AlreadyUpstreamError,
     DirtyVendorError,
     MissingUpstreamTestError,
+    OutputNotWritableError,
     PatchDoesNotApplyError,
     SourceError,
     UnknownPatchError,
@@ -36,7 +37,7 @@ from release.core.errors import (
 )
 from release.core.files import resolves_inside
 from release.core.journal import write_atomic
-from release.core.layout import Layout
+from release.core.layout import Layout, writable_dir_problem
 from release.core.parse import load_toml
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -86,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where the .patch and PR.md go (default: reports/upstream-pr/<slug>/)",
+        help="where the .patch and PR.md go (default: reports/upstream-pr/<slug>/); checked before any work: "
+        "a directory that can be written, outside patches/, vendor/ and .git (else exit 2)",
     )
     parser.add_argument(
         "--reports",
@@ -247,6 +249,22 @@ def check_proof(patch: Patch, outcomes: list[Outcome]) -> None:
         raise UnprovenUpstreamTestError(f"{patch.name}: the regression test is not proven: {listing}")
 
 
+def refuse_output(layout: Layout, out: Path) -> None:
+    """--out is checked before any work: a directory that can be made and written, outside the queue.
+
+    `/dev/null` or a read-only checkout would fail only after the proof ran; `--out patches` would
+    overwrite patches/NNNN-….patch with the stripped mail."""
+    problem = writable_dir_problem(out)
+    if problem:
+        raise OutputNotWritableError(f"--out {out}: {problem}; nothing was done")
+    for kept in (layout.patches, layout.root / "vendor", layout.root / ".git"):
+        if out == kept.resolve() or out.is_relative_to(kept.resolve()):
+            raise OutputNotWritableError(
+                f"--out {out} is inside {kept}: the mail would overwrite what the queue keeps; nothing was done",
+                hint="name a directory outside patches/, vendor/ and .git (default: reports/upstream-pr/<slug>/)",
+            )
+
+
 # ------------------------------------------------------------------------- run
 
 
@@ -260,6 +278,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if test is not None:
         mail = with_test(mail, *test)
     out = (args.out or layout.root / "reports" / "upstream-pr" / patch.slug).resolve()
+    refuse_output(layout, out)
 
     branch = ""
     if args.vllm is not None:
