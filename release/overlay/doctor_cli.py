@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from release.core import log
 from release.core.errors import DoctorError
 from release.core.files import TEXT_LIMIT, read_regular
 from release.core.layout import Layout
+from release.core.parse import parse_json
 
 SCRIPT = "doctor.py"
 # A plain run takes well under a second and --live 8-20 s (vLLM's import, docs/doctor.md "Cost");
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     python = interpreter(args.python)
     returncode, stdout = _run_bounded(command(args, layout, python), args.timeout, python)
     try:
-        data: dict[str, Any] = json.loads(stdout)
+        data: dict[str, Any] = parse_json(stdout, where="the doctor's report", error=ValueError)
         code = int(data["exit_code"])
     except (ValueError, KeyError, TypeError):
         raise DoctorError(

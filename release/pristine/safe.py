@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from release.core.errors import SourceError, UnsafeSourceError, VersionProofErro
 from release.core.files import read_regular
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.parse import parse_toml
 from release.core.versions import version_of_tag
 from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
 
@@ -206,9 +206,10 @@ def prove_dir_version(root: Path, tag: str, source: str) -> str:
     if os.path.lexists(pyproject):
         check_no_links(root, "pyproject.toml", source)
         try:
-            project = tomllib.loads(read_regular_file(pyproject, source).decode("utf-8")).get("project", {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            text = read_regular_file(pyproject, source).decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise SourceError(f"{source}: pyproject.toml is not valid TOML ({exc})") from None
+        project = parse_toml(text, where=f"{source}: pyproject.toml", error=SourceError).get("project", {})
         if isinstance(project, dict) and isinstance(project.get("version"), str):
             return _compare(project["version"], version, tag, f"{source} (pyproject.toml)")
     raise VersionProofError(f"{source} cannot prove it is vLLM {tag}: no version in {', '.join(looked)}")

@@ -114,3 +114,21 @@ def test_a_deeply_nested_scan_document_is_bad_input(
     scan.write_text("[" * DEEP + "]" * DEEP)
     error = refused(capsys, "--root", str(project), "train", "watch", str(scan))
     assert "nested too deeply" in error, error
+
+
+def test_deep_nesting_in_the_tool_s_own_state_is_one_error(project: Path, tmp_path: Path) -> None:
+    """The swap journal, VERIFIED.toml and the scan data: each reader says what is wrong, no RecursionError."""
+    from release.core.errors import ConfigError, JournalError
+    from release.core.journal import JOURNAL, recover, swap_dir
+    from release.queue.verified import read_verified
+
+    layout = Layout(project)
+    swap = swap_dir(layout)
+    swap.mkdir(parents=True)
+    (swap / JOURNAL).write_text("[" * DEEP + "]" * DEEP)
+    with pytest.raises(JournalError, match="nested too deeply"):
+        recover(layout)
+    verified = tmp_path / "VERIFIED.toml"
+    verified.write_text("x = " + "[" * DEEP + "]" * DEEP + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        read_verified(verified)
