@@ -12,6 +12,7 @@ from pathlib import Path
 from release.core.errors import MalformedPatchError
 from release.core.files import read_text
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.text import control_character, described
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
@@ -200,6 +201,7 @@ class Patch:
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
         if not self.subject:
             raise MalformedPatchError(f"{self.name}: no Subject: header")
+        self._refuse_control_characters()
         if not DIFF_FILE_RE.search(self.text):
             raise MalformedPatchError(f"{self.name}: holds no `diff --git` section")
         hunks = self.hunks
@@ -207,6 +209,20 @@ class Patch:
             raise MalformedPatchError(f"{self.name}: holds no hunk")
         self._validate_paths(prefixes)
         self._validate_varies()
+
+    def _refuse_control_characters(self) -> None:
+        """The subject and the trailers hold no control character (release/core/text.py): `status`, `pq`
+        and `upstream-pr` print them, and PR.md quotes them; an ESC there would recolour a terminal."""
+        for what, value in (
+            ("its subject", self.subject),
+            *((f"its {k}: trailer", v) for k, v in self.trailers.items()),
+        ):
+            found = control_character(value, allow="\t")
+            if found is not None:
+                raise MalformedPatchError(
+                    f"{self.name}: {what} holds the control character {described(found)}",
+                    hint="write the message in plain text; a patch's words are printed and sent upstream as they are",
+                )
 
     def _validate_varies(self) -> None:
         """A variant's `Varies:` names a common patch: a file name in patches/, never a path.
@@ -299,7 +315,7 @@ class Patch:
     def trailers(self) -> dict[str, str]:
         paragraphs = self.message.split("\n\n")
         found: dict[str, str] = {}
-        for line in paragraphs[-1].splitlines() if paragraphs else []:
+        for line in paragraphs[-1].split("\n") if paragraphs else []:
             match = TRAILER_RE.match(line)
             if match:
                 found[match.group("key")] = match.group("value")
@@ -401,7 +417,7 @@ class Patch:
         """The same mail with `key: value` set in the trailer block (added or replaced)."""
         message = self.message
         paragraphs = message.split("\n\n")
-        trailer_lines = paragraphs[-1].splitlines()
+        trailer_lines = paragraphs[-1].split("\n")
         line = f"{key}: {value}"
         replaced = [line if TRAILER_RE.match(t) and t.split(":", 1)[0] == key else t for t in trailer_lines]
         if replaced == trailer_lines:
@@ -413,7 +429,7 @@ class Patch:
         """The same mail without its `key:` trailer line(s): what `with_trailer` added, taken away again."""
         message = self.message
         paragraphs = message.split("\n\n")
-        kept = [t for t in paragraphs[-1].splitlines() if not (TRAILER_RE.match(t) and t.split(":", 1)[0] == key)]
+        kept = [t for t in paragraphs[-1].split("\n") if not (TRAILER_RE.match(t) and t.split(":", 1)[0] == key)]
         new_message = "\n\n".join([*paragraphs[:-1], "\n".join(kept)])
         return replace(self, text=self.text.replace(message, new_message, 1))
 

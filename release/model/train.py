@@ -22,6 +22,7 @@ import tomli_w
 from release.core.errors import TrainFileError, UnknownTagError
 from release.core.files import read_text
 from release.core.parse import parse_toml
+from release.core.text import CONTROL_RE as TEXT_CONTROL_RE
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.patch import Patch
@@ -31,7 +32,7 @@ from release.model.tree import UpstreamTree
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_RE = TEXT_CONTROL_RE  # release/core/text.py owns the set
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")

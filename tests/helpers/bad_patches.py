@@ -35,6 +35,9 @@ ESCAPES = [
     pytest.param(f"+++ b/{SUBTREE}/flashinfer_nvlink_one_sided.py",
                  f"+++ b/{SUBTREE}/.git/x.py", "outside", id="plus-dot-git"),
     pytest.param("\nOrigin: ", "\nVaries: ../../../../tmp/x/leak.patch\nOrigin: ", "Varies:", id="varies-dotdot"),
+    pytest.param("Subject: fused_moe:", "Subject: \x1b[31mfused_moe:", "control character U+001B", id="subject-esc"),
+    pytest.param("\nRisk: ", "\nRisk: \x1b]0;owned\x07", "control character U+001B", id="trailer-esc"),
+    pytest.param("\nRisk: ", "\nRisk: \u2028", "control character U+2028", id="trailer-line-separator"),
     pytest.param("\nOrigin: ", "\nVaries: /etc/leak.patch\nOrigin: ", "Varies:", id="varies-absolute"),
 ]  # fmt: skip
 

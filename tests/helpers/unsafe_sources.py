@@ -25,6 +25,8 @@ WHEEL_REFUSALS = {
     "no-metadata": "has no .dist-info/METADATA",
     "other-version": f"is vLLM 0.20.0, not {NEXT_TAG}",
     "corrupt": "cannot read",
+    "control-name": "the control character U+001B in the name",
+    "long-name": "a component longer than 255 bytes",
     "declares-huge": "declares 2048 MiB, over the 64 MiB a member may have",
     "inflates-past-declared": "cannot read",
 }
@@ -91,6 +93,10 @@ def wheel_source(kind: str, files: dict[str, bytes], tmp: Path) -> str:
         make_wheel(path, files, "0.20.0")
     elif kind == "corrupt":
         _corrupt(make_wheel(path, files, VERSION))
+    elif kind == "control-name":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/a\x1b[31mb.py", b"print('red')\n")])
+    elif kind == "long-name":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{'a' * 300}.py", b"print('long')\n")])
     elif kind == "declares-huge":
         declare_size(make_wheel(path, files, VERSION), 2 << 30)
     elif kind == "inflates-past-declared":
