@@ -6,6 +6,7 @@ resolved and refused outside its folder; read in this process, no mail is made.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -54,3 +55,14 @@ def test_the_named_test_in_its_folder_is_read(project: Path) -> None:
     assert found is not None
     path, text = found
     assert text == (upstream_tests_dir(layout) / path).read_text()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_tests_toml_is_refused_at_once(project: Path) -> None:
+    """patches/upstream-tests/tests.toml committed as a FIFO: refused by the one reader, never a hang."""
+    layout = Layout(project)
+    index = upstream_tests_dir(layout) / "tests.toml"
+    index.unlink()
+    os.mkfifo(index)
+    with pytest.raises(MissingUpstreamTestError, match="is a FIFO, not a regular file"):
+        upstream_test(layout, Patch(next((project / "patches").glob("0001-*.patch")).name, ""))
