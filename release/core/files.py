@@ -1,4 +1,4 @@
-"""The one reader of a file a person names: a regular file of a bounded size, or bad input.
+"""The one reader of every file the tool reads, and of every wheel member: bounded, or bad input.
 
 A path on the command line, or a file found in a directory the command reads, may be anything:
 `/dev/zero` (endless bytes), a FIFO (an open that waits for a writer forever), a directory, a link
@@ -6,6 +6,9 @@ to any of those. Every such input is opened here without blocking (O_NONBLOCK: a
 once), proven a regular file by fstat on the very descriptor that is then read (no window between
 the check and the read), and refused above `limit` bytes, by its size and again while it is read
 (a file that grows is cut off, never read whole). Refusals are the caller's error class: exit 2.
+The checkout's own files (a series, train.toml, the scan data) are read the same way: one committed
+as a FIFO or a link to /dev/zero is refused, and `present` (not `is_file`) says whether one is there.
+A wheel member is read by `read_member`: its declared size first, then at most the bound while inflating.
 """
 
 from __future__ import annotations
