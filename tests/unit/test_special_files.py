@@ -73,6 +73,7 @@ CHECKOUT: list[tuple[str, Callable[[Layout], Path]]] = [
     ("train.toml", lambda layout: layout.train),
     ("UPSTREAM.toml", lambda layout: layout.upstream_toml),
     ("a line's series", lambda layout: layout.patches / "lines" / "flashinfer_a2a" / "series"),
+    ("the scan data", lambda layout: layout.affected_json),
 ]
 
 
