@@ -247,7 +247,9 @@ class Patch:
         `diff --git` sections only, so a traditional section is refused whatever it names: nothing
         else in the tool reads it, and git would apply it. Links (mode 120000) and submodules are
         refused; so are `..`, `.git` and empty components. Parsed here rather than by asking git
-        (`git apply --numstat`) because a patch is validated in-process, unit tests included.
+        (`git apply --numstat`) because a patch is validated in-process, unit tests included, and not
+        by `unidiff`, which parses a diff rather than a mail and by its own header rules (a `---`/`+++`
+        pair without the `@@ -` line git requires, say): the question is what git's find_header finds.
         """
         lines = self.text.split("\n")
         in_header = False
