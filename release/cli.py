@@ -31,6 +31,7 @@ from release.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TRANSPORT,
+    BadInputError,
     ModuleMissingError,
     ReleaseError,
 )
@@ -362,6 +363,7 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        refuse_undecodable(argv)
         args = build_parser(argv, prog).parse_args(argv)
         log.configure(args.verbosity)
         layout = Layout(args.root.resolve()) if args.root else Layout.default()
@@ -381,6 +383,21 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         log.error(f"error: {exc.strerror or exc}{where}")
         log.error("hint: a swap cut short is finished by the next command; see docs/guarantees.md")
         return EXIT_FAILED
+
+
+def refuse_undecodable(argv: list[str]) -> None:
+    """Every argument is text: bytes that are not UTF-8 (`--reason $'\\xff'`) reach Python as lone
+    surrogates, which no file, mail or message can hold (UnicodeEncodeError at the first write).
+    Refused before anything is read, with the argument's position, never echoed as it is."""
+    for number, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            raise BadInputError(
+                f"argument {number} ('{shown}') is not UTF-8 text",
+                hint="type it in UTF-8 (the tool writes every word it is given into UTF-8 files and mails)",
+            ) from None
 
 
 def report(exc: ReleaseError) -> int:

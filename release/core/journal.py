@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from release.core.errors import JournalError
+from release.core.errors import BadInputError, JournalError
 from release.core.faults import fault_point
+from release.core.files import read_text
 from release.core.layout import Layout
+from release.core.parse import parse_json
 
 SWAP_DIR = "swap"
 JOURNAL = "journal.json"
@@ -94,9 +96,9 @@ def recover(layout: Layout) -> list[str]:
     journal_file = swap / JOURNAL
     if journal_file.is_file():
         try:
-            journal = json.loads(journal_file.read_text(encoding="utf-8"))
+            journal = parse_json(read_text(journal_file), where=str(journal_file), error=ValueError)
             what = str(journal["what"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except (BadInputError, ValueError, KeyError, TypeError) as exc:
             raise JournalError(f"{journal_file} is unreadable ({exc}); its swap cannot be finished") from None
         _roll_forward(layout, journal)
         return [

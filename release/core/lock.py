@@ -26,8 +26,10 @@ from filelock import FileLock, Timeout
 
 from release.core import log
 from release.core.errors import BadInputError, LockedError, OutputNotWritableError
+from release.core.files import read_text
 from release.core.journal import recover
 from release.core.layout import Layout
+from release.core.parse import parse_json
 
 TIMEOUT_ENV = "VLLM_FUSED_MOE_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
@@ -142,7 +144,7 @@ def _holder(path: Path | None) -> str:
     if path is None:
         return "another command"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(read_text(path, 1 << 16), where=str(path))
         return f"`{data['command']}` (pid {data['pid']})"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (BadInputError, KeyError, TypeError):
         return "another command"

@@ -13,7 +13,9 @@ from release.core.errors import BadTagError, UnknownTagError
 # Longer than any release tag (v0.10.1.post12rc3 is 17): longer text is refused before a regular
 # expression or int() reads it (Python refuses int() of more than 4300 digits with a ValueError).
 MAX_TAG_LENGTH = 40
-TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$")
+# re.ASCII: `\d` is [0-9] only. Without it `\d` takes any Unicode digit (`v٠.11.1`), which int() reads
+# too, while packaging's Version and git do not: a tag is ASCII throughout.
+TAG_RE = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)$", re.ASCII)
 
 
 def canonical_tag(text: str) -> str:
@@ -58,7 +60,7 @@ VERSION_TAG_RE = re.compile(
         (?:\.post(?P<post>\d+))?
         (?P<pre>(?:rc|a|b|alpha|beta|\.?dev)\d*)?
         (?:-(?P<build>\d+))?$""",
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
 
 

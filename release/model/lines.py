@@ -16,11 +16,12 @@ the line along it; a head path inside the line's own modules maps to itself.
 from __future__ import annotations
 
 import posixpath
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.core.errors import ConfigError
+from release.core.files import read_text
+from release.core.parse import parse_toml
 
 HINT = (
     "patches/lines.toml holds [[line]] tables with `name`, `modules`, `markers` (paths in the wheel), "
@@ -226,12 +227,8 @@ def _live(path: Path, name: str, raw: object) -> tuple[str, tuple[str, ...]]:
 
 
 def read_lines(path: Path) -> Lines:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path} is missing", hint="restore patches/lines.toml from git") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}", hint=HINT) from None
+    text = read_text(path, error=ConfigError, hint="restore patches/lines.toml from git")
+    data = parse_toml(text, where=str(path), error=ConfigError, hint=HINT)
     items = data.get("line")
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{path} defines no [[line]]", hint=HINT)

@@ -10,18 +10,25 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from release.core.errors import MalformedPatchError
+from release.core.files import read_text
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.text import control_character, described
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
 # ------------------------------------------------------------------------- patch
 
 DIFF_FILE_RE = re.compile(r"^diff --git a/(?P<a>\S+) b/(?P<b>\S+)$", re.M)
-HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
+HUNK_COUNTS_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@", re.ASCII)
 # Header lines that carry a file mode: a link (120000) or submodule (160000) is refused.
 MODE_LINE_RE = re.compile(
     r"^(?:new file mode|deleted file mode|new mode|old mode|index [0-9a-f]+\.\.[0-9a-f]+) (?P<mode>\d{6})$"
 )
+# The lines of a `diff --git` header that name a path (git's apply.c, parse_git_diff_header).
+HEADER_PATH_LINES = ("rename from ", "rename to ", "rename old ", "rename new ", "copy from ", "copy to ")
+# A line's variant names the common patch it stands in for: a file name in patches/, as the series has it.
+VARIES_TRAILER = "Varies"
+VARIES_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.patch")
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 # ---------------------------------------------------------------- the message
@@ -86,6 +93,22 @@ def refuse_carriage_returns(name: str, text: str) -> None:
     )
 
 
+def _opens_traditional(lines: list[str], at: int) -> bool:
+    """Does `lines[at - 1]` (a `--- ` line) open a traditional section, as git's find_header reads it?"""
+    return at + 1 < len(lines) and lines[at].startswith("+++ ") and lines[at + 1].startswith("@@ -")
+
+
+def _refuse_outside(name: str, path: str, prefixes: tuple[str, ...]) -> None:
+    """`path`, a path a patch names, is inside `prefixes`: no `..`, `.` or empty component, no `.git`."""
+    parts = path.split("/")
+    inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
+    if not inside or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+        raise MalformedPatchError(
+            f"{name}: touches {path}, outside {', '.join(prefixes)}",
+            hint="patches use upstream paths inside their release line's modules only (patches/lines.toml), no `..`",
+        )
+
+
 @dataclass(frozen=True)
 class Hunk:
     path: str
@@ -115,15 +138,7 @@ class Patch:
         The bytes are decoded as they are: `read_text` would turn CRLF into LF without a word,
         and the rewritten patch would then be written back by `rebase`.
         """
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            raise MalformedPatchError(f"{path} is missing") from None
-        except UnicodeDecodeError:
-            raise MalformedPatchError(f"{path} is not UTF-8 text") from None
-        except OSError as exc:
-            raise MalformedPatchError(f"{path} cannot be read as a file ({exc.strerror})") from None
-        patch = cls(path.name, text)
+        patch = cls(path.name, read_text(path, error=MalformedPatchError))
         patch.validate(prefixes)
         return patch
 
@@ -186,22 +201,59 @@ class Patch:
             raise MalformedPatchError(f"{self.name}: not a `git format-patch` mail (no 'From ' line)")
         if not self.subject:
             raise MalformedPatchError(f"{self.name}: no Subject: header")
+        self._refuse_control_characters()
         if not DIFF_FILE_RE.search(self.text):
             raise MalformedPatchError(f"{self.name}: holds no `diff --git` section")
         hunks = self.hunks
         if not hunks:
             raise MalformedPatchError(f"{self.name}: holds no hunk")
         self._validate_paths(prefixes)
+        self._validate_varies()
+
+    def _refuse_control_characters(self) -> None:
+        """The subject and the trailers hold no control character (release/core/text.py): `status`, `pq`
+        and `upstream-pr` print them, and PR.md quotes them; an ESC there would recolour a terminal."""
+        for what, value in (
+            ("its subject", self.subject),
+            *((f"its {k}: trailer", v) for k, v in self.trailers.items()),
+        ):
+            found = control_character(value, allow="\t")
+            if found is not None:
+                raise MalformedPatchError(
+                    f"{self.name}: {what} holds the control character {described(found)}",
+                    hint="write the message in plain text; a patch's words are printed and sent upstream as they are",
+                )
+
+    def _validate_varies(self) -> None:
+        """A variant's `Varies:` names a common patch: a file name in patches/, never a path.
+
+        `build`, `check` and `pq carry` read patches/NAME for it: `Varies: ../../../tmp/x/leak.patch`
+        would read a file outside the checkout."""
+        value = self.trailers.get(VARIES_TRAILER, "").strip()
+        common = value.split()[0] if value else ""
+        if value and not VARIES_NAME_RE.fullmatch(common):
+            raise MalformedPatchError(
+                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (no `/`, ends in .patch)",
+                hint="a variant's `Varies:` names the common patch it stands in for, as patches/series does",
+            )
 
     def _validate_paths(self, prefixes: tuple[str, ...]) -> None:
         """Every path git would read from the mail stays inside the subtree, and every file stays a file.
 
-        git takes paths from a file header (`diff --git`, `---`/`+++`, `rename`/`copy` lines) and
-        creates links from mode 120000: each is checked, so no patch can reach outside the subtree
-        or add a link. Hunk bodies are skipped: a removed line may well start with `--- `.
+        `git apply` reads the whole mail, message included, as git's apply.c (find_header) does: a
+        `diff --git` line opens a file header (`---`/`+++`, `rename`/`copy` lines carry its paths), and
+        a `--- ` line followed by `+++ ` and `@@ -` opens a traditional section wherever it stands:
+        in the message, or after the last hunk. Our mails are `git format-patch` output, which writes
+        `diff --git` sections only, so a traditional section is refused whatever it names: nothing
+        else in the tool reads it, and git would apply it. Links (mode 120000) and submodules are
+        refused; so are `..`, `.git` and empty components. Parsed here rather than by asking git
+        (`git apply --numstat`) because a patch is validated in-process, unit tests included, and not
+        by `unidiff`, which parses a diff rather than a mail and by its own header rules (a `---`/`+++`
+        pair without the `@@ -` line git requires, say): the question is what git's find_header finds.
         """
+        lines = self.text.split("\n")
         in_header = False
-        for line in self.diff.splitlines():
+        for number, line in enumerate(lines, 1):
             paths: list[str] = []
             if line.startswith("diff --git "):
                 match = DIFF_FILE_RE.match(line)
@@ -211,6 +263,13 @@ class Patch:
             elif line.startswith("@@"):
                 in_header = False
             elif not in_header:
+                if line.startswith("--- ") and _opens_traditional(lines, number):
+                    raise MalformedPatchError(
+                        f"{self.name}: line {number} opens a file section without `diff --git` "
+                        f"({line!r}, then {lines[number]!r}); git would apply it, so it is refused",
+                        hint="a patch is `git format-patch` output: every file it changes has its own "
+                        '`diff --git` section (docs/guarantees.md, "Untrusted sources")',
+                    )
                 continue
             elif line.startswith(("--- ", "+++ ")):
                 name = line[4:].split("\t", 1)[0]
@@ -218,19 +277,12 @@ class Patch:
                     if not name.startswith(("a/", "b/")):
                         raise MalformedPatchError(f"{self.name}: cannot read the path of {line!r}")
                     paths = [name[2:]]
-            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            elif line.startswith(HEADER_PATH_LINES):
                 paths = [line.split(" ", 2)[2]]
             elif (mode := MODE_LINE_RE.match(line)) and mode.group("mode") not in ("100644", "100755"):
                 raise MalformedPatchError(f"{self.name}: {line!r}: a patch may only hold regular files, no links")
             for path in paths:
-                parts = path.split("/")
-                inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
-                if not inside or any(p in ("", ".", "..") for p in parts):
-                    raise MalformedPatchError(
-                        f"{self.name}: touches {path}, outside {', '.join(prefixes)}",
-                        hint="patches use upstream paths inside their release line's modules only "
-                        "(patches/lines.toml), no `..`",
-                    )
+                _refuse_outside(self.name, path, prefixes)
 
     @property
     def header(self) -> str:
@@ -265,7 +317,7 @@ class Patch:
     def trailers(self) -> dict[str, str]:
         paragraphs = self.message.split("\n\n")
         found: dict[str, str] = {}
-        for line in paragraphs[-1].splitlines() if paragraphs else []:
+        for line in paragraphs[-1].split("\n") if paragraphs else []:
             match = TRAILER_RE.match(line)
             if match:
                 found[match.group("key")] = match.group("value")
@@ -367,7 +419,7 @@ class Patch:
         """The same mail with `key: value` set in the trailer block (added or replaced)."""
         message = self.message
         paragraphs = message.split("\n\n")
-        trailer_lines = paragraphs[-1].splitlines()
+        trailer_lines = paragraphs[-1].split("\n")
         line = f"{key}: {value}"
         replaced = [line if TRAILER_RE.match(t) and t.split(":", 1)[0] == key else t for t in trailer_lines]
         if replaced == trailer_lines:
@@ -379,7 +431,7 @@ class Patch:
         """The same mail without its `key:` trailer line(s): what `with_trailer` added, taken away again."""
         message = self.message
         paragraphs = message.split("\n\n")
-        kept = [t for t in paragraphs[-1].splitlines() if not (TRAILER_RE.match(t) and t.split(":", 1)[0] == key)]
+        kept = [t for t in paragraphs[-1].split("\n") if not (TRAILER_RE.match(t) and t.split(":", 1)[0] == key)]
         new_message = "\n\n".join([*paragraphs[:-1], "\n".join(kept)])
         return replace(self, text=self.text.replace(message, new_message, 1))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import tomli_w
 
 from release.core.errors import ConfigError
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.parse import load_toml
 from release.core.versions import canonical_tag, version_of_tag
 from release.model.tree import UpstreamTree
 
@@ -57,12 +57,7 @@ class Pin:
 
     @classmethod
     def load(cls, path: Path) -> Pin:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path} is missing") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        data = load_toml(path, error=ConfigError)
         upstream = data.get("upstream")
         files = data.get("files")
         if not isinstance(upstream, dict) or not isinstance(files, dict):

@@ -26,6 +26,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from release.core.errors import MalformedSeriesError
+from release.core.files import read_text
+from release.core.text import control_character, described
 
 RETIRED_DIR = "retired"
 HINT = (
@@ -35,17 +37,16 @@ HINT = (
 _ENTRY_RE = re.compile(r"^(?:(?P<kind>take|retired)\s+)?(?P<name>\S+)$")
 _SKIP_RE = re.compile(r"^skip\s+(?P<name>\S+?):\s*(?P<reason>.*)$")
 # Every C0 and C1 control but the tab; the newline only ends a line.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def control_problem(text: str) -> str | None:
     """Why `text` cannot be (a line of) a series: a CR (CRLF line ends) or another control character."""
-    found = _CONTROL_RE.search(text)
+    found = control_character(text, allow="\t\n")
     if found is None:
         return None
-    if found.group() == "\r":
+    if found == "\r":
         return "has CRLF line ends (a CR); a series is written with LF line ends"
-    return f"holds the control character U+{ord(found.group()):04X}"
+    return f"holds the control character {described(found)}"
 
 
 class EntryKind(StrEnum):
@@ -98,14 +99,7 @@ class Series:
         (patches/, and patches/retired/ for a common patch upstream has since taken)."""
         if path.parent.exists() and not path.parent.is_dir():
             raise MalformedSeriesError(f"{path.parent} is not a directory", hint="restore patches/ from git")
-        try:
-            text = path.read_bytes().decode("utf-8")  # read_text() would turn CRLF into LF unseen
-        except FileNotFoundError:
-            raise MalformedSeriesError(f"{path} is missing") from None
-        except UnicodeDecodeError:
-            raise MalformedSeriesError(f"{path} is not UTF-8 text") from None
-        except OSError as exc:
-            raise MalformedSeriesError(f"{path} cannot be read as a file ({exc.strerror})") from None
+        text = read_text(path, error=MalformedSeriesError)  # as bytes decode: a CRLF stays a CRLF
         lines = text.split("\n")  # not splitlines(): it also splits at U+2028, which a rewrite would turn into LF
         if lines[-1] == "":
             lines.pop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,9 @@ from pathlib import Path
 import tomli_w
 
 from release.core.errors import BadPatchLevelError, TrainFileError, UnknownTagError
+from release.core.files import read_text
+from release.core.parse import parse_toml
+from release.core.text import CONTROL_RE as TEXT_CONTROL_RE
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
 from release.model.patch import Patch
@@ -30,7 +32,7 @@ from release.model.tree import UpstreamTree
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_RE = TEXT_CONTROL_RE  # release/core/text.py owns the set
 DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
@@ -216,12 +218,8 @@ class Train:
         once, no control character in any value, each entry on a release line of `lines`
         (default: those patches/lines.toml beside the file defines), no key the train does not have.
         """
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise TrainFileError(f"{path} is missing", hint="restore patches/train.toml from git") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise TrainFileError(f"{path} is not valid TOML: {exc}") from None
+        text = read_text(path, error=TrainFileError, hint="restore patches/train.toml from git")
+        data = parse_toml(text, where=str(path), error=TrainFileError)
         unknown = sorted(set(data) - {"release", "removed"})
         if unknown:
             raise TrainFileError(

@@ -44,6 +44,7 @@ from release.core.errors import (
     TrainDriftError,
     UnverifiedFlashInferError,
 )
+from release.core.files import present
 from release.core.git import commit_time, git, head_commit
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import copy_atomic, remove_leftovers, write_atomic
@@ -151,7 +152,7 @@ def build(plan: BuildPlan) -> BuildResult:
                 "an overlay would ship vLLM's own files",
                 hint="build the tags that carry something: `python -m release build --all`",
             )
-        entry = Train.load(plan.layout.train).get(pin.tag) if plan.layout.train.is_file() else None
+        entry = Train.load(plan.layout.train).get(pin.tag) if present(plan.layout.train) else None
         line = entry.line if entry is not None else HEAD_LINE
         what = f"not building {pin.tag}"
         refuse_missing_fixes(
@@ -524,7 +525,7 @@ def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
 def head_line(layout: Layout) -> Line:
     """The head's release line: the one its train entry names (the head line by default)."""
     pin = Pin.load(layout.upstream_toml)
-    entry = Train.load(layout.train).get(pin.tag) if layout.train.is_file() else None
+    entry = Train.load(layout.train).get(pin.tag) if present(layout.train) else None
     return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from release.core import log
 from release.core.errors import DoctorError
+from release.core.files import TEXT_LIMIT, read_regular
 from release.core.layout import Layout
 
 SCRIPT = "doctor.py"
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     bad = [pair for pair in args.env if not pair.partition("=")[0] or "=" not in pair]
     if bad:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
+    if args.scan is not None:  # a FIFO or /dev/zero is refused here, before the doctor's process reads it
+        read_regular(args.scan, TEXT_LIMIT, error=DoctorError, what="--scan: ")
     python = interpreter(args.python)
     returncode, stdout = _run_bounded(command(args, layout, python), args.timeout, python)
     found = report_in(stdout)
@@ -150,7 +153,7 @@ def report_in(stdout: str) -> tuple[dict[str, Any], str, str] | None:
     for start in reversed(starts):  # the report is printed last: the last object that is one
         try:
             data, end = decoder.raw_decode(stdout, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # a hostile interpreter's deeply nested output
             continue
         if isinstance(data, dict) and isinstance(data.get("exit_code"), int) and "verdict" in data:
             text = stdout[start:end] + "\n"

@@ -12,12 +12,14 @@ than the checkout's patches/ holds (release.queue.gates): it ships the old chang
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from release.core.errors import BadInputError
+from release.core.files import present, read_member
 from release.core.layout import Layout
+from release.core.parse import parse_json
 from release.model.train import Train
 from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
 from release.queue.gates import CARRIED_FROM, Variant, VariantState, common_now, fingerprint, refuse_stale
@@ -31,8 +33,8 @@ def build_info(path: Path) -> dict[str, Any] | None:
         with zipfile.ZipFile(path) as archive:
             if BUILD_INFO not in archive.namelist():
                 return None
-            info = json.loads(archive.read(BUILD_INFO))
-    except (zipfile.BadZipFile, OSError, ValueError, KeyError):
+            info = parse_json(read_member(archive, BUILD_INFO), where=BUILD_INFO)
+    except (BadInputError, zipfile.BadZipFile, OSError, ValueError, KeyError):
         return None  # publish's own reading of the wheel says what is wrong with it
     return info if isinstance(info, dict) else None
 
@@ -63,7 +65,7 @@ def refuse_wheels_missing_fixes(layout: Layout, wheels: list[Path]) -> None:
             (bug, source) for bug, source in required_bugs(layout, tag, data) if bug.id not in have
         ]
         names = [str(p.get("name")) for p in info.get("patches") or [] if isinstance(p, dict)]
-        entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+        entry = Train.load(layout.train).get(tag) if present(layout.train) else None
         line = entry.line if entry is not None else ""
         refuse_missing_fixes(f"not publishing {path.name}", tag, missing, names, line)
         refuse_stale(f"not publishing {path.name}", stale_in(layout, info, line or "not in the train"))

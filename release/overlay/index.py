@@ -56,7 +56,7 @@ from release.core.errors import (
     PublishError,
 )
 from release.core.faults import fault_point
-from release.core.files import WHEEL_LIMIT, open_regular
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
 from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
@@ -100,7 +100,7 @@ def inspect_wheel(path: Path) -> Wheel:
             metadata_names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(metadata_names) != 1:
                 raise BadWheelError(f"{path.name} has {len(metadata_names)} .dist-info/METADATA files, expected one")
-            raw = archive.read(metadata_names[0])
+            raw = read_member(archive, metadata_names[0], error=BadWheelError, what=f"{path.name}: ")
             handle.seek(0)
             sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
     except zipfile.BadZipFile as exc:

@@ -15,7 +15,8 @@ import zlib
 from pathlib import Path
 
 from release.core.errors import BadWheelError
-from release.core.files import WHEEL_LIMIT, open_regular
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
+from release.core.parse import parse_json
 
 BUILD_INFO = "vllm_fused_moe/_build_info.json"
 # What _build_info.json says about how and when a wheel was built, not about what it holds.
@@ -40,7 +41,7 @@ def shipped_digest(path: Path, version: str) -> str:
                 name = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
                 if name == "{dist-info}/RECORD":
                     continue
-                data = archive.read(info)
+                data = read_member(archive, info, error=BadWheelError, what=f"{path.name}: ")
                 if name == "{dist-info}/METADATA" and version:
                     data = data.replace(version.encode(), b"{version}")
                 elif name == BUILD_INFO:
@@ -53,9 +54,9 @@ def shipped_digest(path: Path, version: str) -> str:
 
 def _without_build_keys(data: bytes) -> bytes:
     try:
-        info = json.loads(data)
-    except ValueError:
-        return data  # not ours to read: compared byte for byte
+        info = parse_json(data, where=BUILD_INFO, error=BadWheelError)
+    except BadWheelError:
+        return data  # not ours to read (deep nesting too): compared byte for byte
     if not isinstance(info, dict):
         return data
     return json.dumps({k: v for k, v in info.items() if k not in BUILD_ONLY_KEYS}, sort_keys=True).encode()

@@ -31,12 +31,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from release.core.errors import BadInputError, OutputNotWritableError, UnknownPatchError
+from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.journal import Output, commit, write_atomic
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_dir_problem
@@ -122,15 +124,34 @@ def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: 
 
 
 def carry_all(layout: Layout, only: list[str] | None = None, report_dir: Path | None = None) -> list[CarryReport]:
-    """Carry every patch of patches/series, in order, each seeing the lines as the ones before it left them."""
+    """Carry every patch of patches/series, in order, each seeing the lines as the ones before it left them.
+
+    The patches are carried one after the other in a staged copy of the checkout's patches/ and vendor/,
+    and what they wrote goes into the checkout as one journaled change: a kill at any instant leaves
+    every line as it was or every patch carried, never 0002 carried and 0003 not."""
     refuse_unwritable_report(layout, report_dir)
-    with repo_lock(layout, "pq carry --all"):
-        queue = Queue.load(layout)
-        reports = [carry_one(layout, queue, patch, only) for patch in queue.patches]
+    with repo_lock(layout, "pq carry --all"), tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
+        stage = staged_checkout(layout, Path(tmp) / "checkout")
+        queue = Queue.load(stage)
+        reports = [carry_one(stage, queue, patch, only, staged=True) for patch in queue.patches]
         if reports:
-            reports[-1].head = head_holds(layout, queue)
+            reports[-1].head = head_holds(stage, queue)
+        folders = sorted({path.rsplit("/", 1)[0] for report in reports for path in report.written})
+        if folders:
+            commit(layout, [Output(f, files=read_tree(stage.root / f)) for f in folders], "pq carry --all")
         write_report(layout, reports, report_dir)
         return reports
+
+
+def staged_checkout(layout: Layout, root: Path) -> Layout:
+    """A copy of what carrying reads and writes (patches/, vendor/, the scan data), links kept as links."""
+    for part in ("patches", "vendor"):
+        shutil.copytree(layout.root / part, root / part, symlinks=True)
+    stage = Layout(root)
+    if present(layout.affected_json):
+        stage.affected_json.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(layout.affected_json, stage.affected_json, follow_symlinks=False)
+    return stage
 
 
 def refuse_unwritable_report(layout: Layout, report_dir: Path | None) -> None:
@@ -145,7 +166,7 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
     train tag of the head line, each from the head's pristine tree with the series on it; the first that
     conflicts is named. None without a train or a head line."""
     head = next((line for line in read_lines(layout.lines).lines if is_head(layout, line)), None)
-    if head is None or not layout.train.is_file():
+    if head is None or not present(layout.train):
         return None
     tags = [e for e in Train.load(layout.train).entries if e.line == head.name]
     pristine = require_pristine(layout, queue)
@@ -173,8 +194,9 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
                      tags=[e.tag for e in tags])  # fmt: skip
 
 
-def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None) -> CarryReport:
-    """One patch onto the older lines (each line's new files committed in one journaled change)."""
+def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None, staged: bool = False) -> CarryReport:
+    """One patch onto the older lines (each line's new files committed in one journaled change; `staged`:
+    written straight into `layout`, a staged copy that `carry_all` swaps into the checkout at the end)."""
     lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
     if only:
         unknown = sorted(set(only) - {line.name for line in lines})
@@ -194,7 +216,14 @@ def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None
             folder = line.patch_dir(layout.root)
             outputs.append(Output(folder.relative_to(layout.root).as_posix(), files=files))
             report.written += [f"{folder.relative_to(layout.root).as_posix()}/{n}" for n in (patch.name, "series")]
-    if outputs:
+    if outputs and staged:
+        for output in outputs:
+            folder = layout.root / output.target
+            shutil.rmtree(folder, ignore_errors=True)
+            for name, data in (output.files or {}).items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(data)
+    elif outputs:
         commit(layout, outputs, f"pq carry {patch.name}")
     return report
 

@@ -22,6 +22,7 @@ from release.core.errors import (
     PatchQueueStaleError,
     PatchQueueTreeError,
 )
+from release.core.files import read_text
 from release.core.git import apply_ok
 from release.core.journal import Output, commit
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
@@ -307,7 +308,7 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
             variant = line.patch_dir(layout.root) / entry.name
             if entry.kind != EntryKind.PATCH or not variant.is_file():
                 continue
-            text = variant.read_text(encoding="utf-8")
+            text = read_text(variant, error=MalformedPatchError)
             common = varies_in(text)
             if common in dropped and not re.search(rf"^{CARRIED_FROM}: ", text, re.M):
                 notes.append(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import BadInputError, PatchQueueTreeError
+from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.journal import Output, commit
@@ -68,7 +69,7 @@ class LinePlan:
 def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
     """The line and train tag of `--line` (its newest train tag) or `--tag`; exit 2 for anything else."""
     lines = read_lines(layout.lines)
-    entries = Train.load(layout.train).entries if layout.train.is_file() else []
+    entries = Train.load(layout.train).entries if present(layout.train) else []
     if tag is not None:
         found = [e for e in entries if e.tag == tag and (line_name is None or e.line == line_name)]
         if not found:

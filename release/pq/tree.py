@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from release.core.errors import PatchQueueTreeError
+from release.core.files import read_text
 from release.core.git import WorkRepo
 from release.core.journal import write_atomic
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.core.parse import parse_json
 
 BRANCH = "patch-queue"
 BASE_TAG = "pristine"
@@ -83,10 +85,10 @@ class PqTree:
     def state(self) -> PqState:
         file = self.git_dir / STATE_FILE
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = parse_json(read_text(file, error=PatchQueueTreeError), where=str(file), error=ValueError)
             kept = {key: str(data[key]) for key in ("root", "tag", "base", "synced")}
             return PqState(**kept, line=str(data.get("line", "")), wanted=tuple(map(str, data.get("wanted", []))))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (PatchQueueTreeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PatchQueueTreeError(
                 f"{file} is damaged ({exc.__class__.__name__}: {exc})",
                 hint="start again from patches/ with `python -m release pq import --force`",

@@ -18,7 +18,6 @@ tag, so the choice does not depend on the machine that runs the tool.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -31,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.core import log
 from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
+from release.core.parse import parse_json
 from release.pristine import transport
 
 if TYPE_CHECKING:
@@ -194,10 +194,7 @@ def parse_project_page(page_url: str, content_type: str, text: str, project: str
     from pypi_simple import ProjectPage, UnsupportedRepoVersionError
 
     if "json" in content_type:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise PackageIndexError(f"the index page {page_url} is not JSON: {exc}") from None
+        data = parse_json(text, where=f"the index page {page_url}", error=PackageIndexError)
         try:
             return ProjectPage.from_json_data(data, base_url=page_url or None)
         except (ValueError, UnsupportedRepoVersionError) as exc:

@@ -43,7 +43,7 @@ from release.pristine import transport
 TAIL = 64 * 1024  # the first request: the end of the zip, where the central directory ends
 MIN_FETCH = 16 * 1024  # an on-demand read fetches at least this much
 MERGE_GAP = 256 * 1024  # members closer than this are fetched in one request
-CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$", re.ASCII)
 
 
 class RangesRefused(Exception):

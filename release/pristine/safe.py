@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +33,8 @@ from release.core.errors import SourceError, UnsafeSourceError, VersionProofErro
 from release.core.files import read_regular
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.parse import parse_toml
+from release.core.text import MAX_COMPONENT_BYTES, control_character, described
 from release.core.versions import version_of_tag
 from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
 
@@ -49,6 +50,9 @@ def name_problem(name: str) -> str | None:
         return "an empty name"
     if "\0" in name or "\\" in name:
         return "a NUL or a backslash in the name"
+    control = control_character(name)
+    if control is not None:
+        return f"the control character {described(control)} in the name"
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         return "an absolute name"
     parts = name.split("/")
@@ -56,6 +60,8 @@ def name_problem(name: str) -> str | None:
         return "a `..` component"
     if any(part in ("", ".") for part in parts):
         return "an empty or `.` component"
+    if any(len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES for part in parts):
+        return f"a component longer than {MAX_COMPONENT_BYTES} bytes, more than a file system takes"
     return None
 
 
@@ -65,7 +71,9 @@ def check_names(names: Iterable[str], source: str) -> None:
     for name in names:
         problem = name_problem(name)
         if problem:
-            raise UnsafeSourceError(f"{source}: {UPSTREAM_SUBTREE}/{name!r} has {problem}; refusing the source")
+            raise UnsafeSourceError(
+                f"{source}: {UPSTREAM_SUBTREE}/{ascii(name)[:120]} has {problem}; refusing the source"
+            )
         files.add(name)
     for name in files:
         parts = name.split("/")
@@ -99,7 +107,7 @@ def check_wheel_names(names: Iterable[str], source: str) -> None:
     for name in names:
         problem = name_problem(name)
         if problem:
-            raise UnsafeSourceError(f"{source}: member {name!r} has {problem}; refusing the wheel")
+            raise UnsafeSourceError(f"{source}: member {ascii(name)[:120]} has {problem}; refusing the wheel")
 
 
 def prove_wheel_version(metadata: bytes | None, tag: str, source: str) -> CoreMetadata:
@@ -206,9 +214,10 @@ def prove_dir_version(root: Path, tag: str, source: str) -> str:
     if os.path.lexists(pyproject):
         check_no_links(root, "pyproject.toml", source)
         try:
-            project = tomllib.loads(read_regular_file(pyproject, source).decode("utf-8")).get("project", {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            text = read_regular_file(pyproject, source).decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise SourceError(f"{source}: pyproject.toml is not valid TOML ({exc})") from None
+        project = parse_toml(text, where=f"{source}: pyproject.toml", error=SourceError).get("project", {})
         if isinstance(project, dict) and isinstance(project.get("version"), str):
             return _compare(project["version"], version, tag, f"{source} (pyproject.toml)")
     raise VersionProofError(f"{source} cannot prove it is vLLM {tag}: no version in {', '.join(looked)}")

@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from release.core import log
-from release.core.errors import SourceError, TransportError, WheelIntegrityError
-from release.core.files import WHEEL_LIMIT, open_regular
+from release.core.errors import BadInputError, SourceError, TransportError, WheelIntegrityError
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic, write_atomic_from
 from release.core.layout import UPSTREAM_SUBTREE
+from release.core.parse import load_json
 from release.core.versions import version_of_tag
 from release.model.lines import Line
 from release.model.tree import UpstreamTree
@@ -121,7 +122,7 @@ def _record(archive: zipfile.ZipFile, label: str) -> tuple[str, bytes, dict[str,
 
 def _read(archive: zipfile.ZipFile, name: str, label: str) -> bytes:
     try:
-        return archive.read(name)
+        return read_member(archive, name, error=WheelIntegrityError, what=f"{label}: ")
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, KeyError, ValueError) as exc:
         raise WheelIntegrityError(f"{label}: cannot read {name}: {exc}") from None
 
@@ -239,8 +240,8 @@ def lookup(version: str) -> IndexFile:
             raise
         where = f"the cached index entry {recorded[-1]}"
         try:
-            data = json.loads(recorded[-1].read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
+            data = load_json(recorded[-1])
+        except BadInputError:
             raise TransportError(f"the package index cannot be reached, and {where} is not JSON") from None
         entry = IndexFile.from_json(data, where)
         checked_name(entry.filename, version, where)
@@ -308,8 +309,8 @@ def _store_members(path: Path, content: WheelContent, record: tuple[str, bytes],
     if path.is_file():
         try:
             with zipfile.ZipFile(path) as archive:
-                old = {n: archive.read(n) for n in archive.namelist()}
-        except (zipfile.BadZipFile, OSError, EOFError, zlib.error):
+                old = {n: read_member(archive, n) for n in archive.namelist()}
+        except (BadInputError, zipfile.BadZipFile, OSError, EOFError, zlib.error):
             old = {}
     members = {**old, **content.files, **extra, record[0]: record[1]}
     buffer = io.BytesIO()

@@ -13,14 +13,16 @@ bug and whose overlay would carry no patch for it is refused: shipping it would 
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import MissingFixError
+from release.core.errors import MalformedDataError, MalformedPatchError, MissingFixError
+from release.core.files import present, read_text
 from release.core.layout import Layout
+from release.core.parse import parse_json
 from release.core.versions import canonical_tag, version_of_tag
 from release.model.patch import Patch
 from release.model.train import Train
@@ -40,9 +42,13 @@ def scan_data(layout: Layout) -> dict[str, Any] | None:
 
 
 def read_scan(path: Path) -> dict[str, Any] | None:
+    if not os.path.lexists(path):
+        return None
+    hint = "it is written by `python -m release scan`; restore it from git"
+    text = read_text(path, error=MalformedDataError, hint=hint)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = parse_json(text, where=str(path), error=MalformedDataError)
+    except MalformedDataError:
         return None
     return data if isinstance(data, dict) and isinstance(data.get("releases"), dict) else None
 
@@ -73,7 +79,7 @@ def known_bugs(layout: Layout) -> dict[str, str]:
     for folder in folders:
         for path in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
             try:
-                purpose = Patch(path.name, path.read_text(encoding="utf-8")).purpose
+                purpose = Patch(path.name, read_text(path, error=MalformedPatchError)).purpose
             except (OSError, UnicodeDecodeError):
                 continue  # loading the queue says what is wrong with it
             if purpose.bug:
@@ -83,7 +89,7 @@ def known_bugs(layout: Layout) -> dict[str, str]:
 
 def recorded_bugs(layout: Layout, tag: str) -> list[str]:
     """The bugs patches/train.toml records for `tag` (none for a tag it does not hold)."""
-    if not layout.train.is_file():
+    if not present(layout.train):
         return []
     entry = Train.load(layout.train).get(canonical_tag(tag))
     return list(entry.bugs) if entry is not None else []

@@ -18,12 +18,12 @@ from release.core.errors import MalformedSeriesError, SilentLineError
 from release.core.layout import Layout
 from release.core.versions import canonical_tag, parse_version
 from release.model.lines import Line, read_lines
-from release.model.patch import Patch
+from release.model.patch import VARIES_TRAILER, Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
 
 APPLIED_UPSTREAM = "Applied-Upstream"
-VARIES = "Varies"
+VARIES = VARIES_TRAILER
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from release.core.files import present
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.train import Train
@@ -25,7 +26,7 @@ def check(layout: Layout) -> list[Drift]:
 
 def refuse_train_missing_fixes(layout: Layout) -> None:
     """Every train tag's series, as its line's series stands, carries a fix for every bug the tag has."""
-    if not layout.train.is_file():
+    if not present(layout.train):
         return
     data, known = scan_data(layout), known_bugs(layout)
     for entry in Train.load(layout.train).entries:

@@ -11,7 +11,6 @@ Requires-Dist on flashinfer-python) and verified; when none is, that tag is not 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from packaging.version import Version
 
 from release.core.errors import ConfigError, UnverifiedFlashInferError
 from release.core.layout import Layout
+from release.core.parse import load_toml
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,9 @@ def _sorted_versions(versions: list[str] | tuple[str, ...]) -> list[str]:
 
 def read_verified(path: Path) -> VerifiedFlashInfer:
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))["flashinfer-python"]
+        table = load_toml(path, error=ConfigError)["flashinfer-python"]
         entries = tuple(VerifiedVersion(str(entry["version"]), str(entry["how"])) for entry in table["verified"])
-    except (FileNotFoundError, KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise ConfigError(
             f"{path} has no valid [flashinfer-python] table ({exc!r})",
             hint='VERIFIED.toml lists `verified = [{ version = "X", how = "..." }, ...]` under [flashinfer-python]',

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from release.core.files import present
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.model.patch import Patch
@@ -32,7 +33,7 @@ def move_head(
     """The train with the new head's entry; `texts` are the applied patches as the swap writes them (the
     digest of what the head carries), and the entry keeps the bugs and the patch level its tag had (one
     level up when it carries other patches)."""
-    if not layout.train.is_file():
+    if not present(layout.train):
         return MovedHead(None)
     train = Train.load(layout.train)
     hashes = {name: sha256_hex(data) for name, data in sorted(vendor.items())}

@@ -11,6 +11,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from release.core.errors import MalformedPatchError
+from release.core.files import present, read_text
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.model.lines import read_lines
@@ -62,7 +64,7 @@ class Retirement:
 
 def retirements(layout: Layout, tag: str, retired: list[str], returned: list[str]) -> list[Retirement]:
     """Per patch this rebase retired or brought back: which train tags replay it from here on."""
-    if not layout.train.is_file() or not (retired or returned):
+    if not present(layout.train) or not (retired or returned):
         return []
     train = Train.load(layout.train)
     lines = read_lines(layout.lines)
@@ -91,7 +93,7 @@ def _applied_upstream(layout: Layout, name: str) -> str | None:
     path = layout.retired / name
     if not path.is_file():
         return None
-    match = re.search(r"^Applied-Upstream: (\S+)", path.read_text(encoding="utf-8"), re.M)
+    match = re.search(r"^Applied-Upstream: (\S+)", read_text(path, error=MalformedPatchError), re.M)
     return match.group(1) if match else None
 
 

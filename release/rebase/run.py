@@ -27,10 +27,12 @@ from release.core.errors import (
     WorkDirError,
 )
 from release.core.faults import fault_point
+from release.core.files import present, read_text
 from release.core.git import WorkRepo
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
+from release.core.parse import parse_json
 from release.core.versions import canonical_tag, parse_version
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch, refuse_carriage_returns
@@ -148,7 +150,7 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
     layout = options.layout
     check_report_dir(options)
     queue = Queue.load(layout)
-    if layout.train.is_file():
+    if present(layout.train):
         # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
         Train.load(layout.train).require_head(layout.train, queue.pin.tag)
     refuse_backwards(options, queue.pin.tag)
@@ -426,7 +428,9 @@ def load_state(work: Path) -> RebaseState:
             "(it removes the leftover by itself)",
         )
     try:
-        state: RebaseState = json.loads(state_file.read_text(encoding="utf-8"))  # written by stop_on_conflict
+        # written by stop_on_conflict; a special file or a too-deep nesting is damage like any other
+        text = read_text(state_file, error=WorkDirError)
+        state: RebaseState = parse_json(text, where=str(state_file), error=ValueError)
         missing = [k for k in ("tag", "source", "fingerprint", "conflicted", "remaining", "applied", "retired",
                                "outcomes", "upstream", "dry_run", "report_dir", "base") if k not in state]  # fmt: skip
         if missing:
@@ -482,7 +486,7 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     )
     check_report_dir(options)
     queue = Queue.load(layout)
-    if layout.train.is_file():
+    if present(layout.train):
         # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
         Train.load(layout.train).require_head(layout.train, queue.pin.tag)
     conflicted, status = state["conflicted"], PatchStatus(state["resolved"]["status"])

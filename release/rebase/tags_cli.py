@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from release.core import log
-from release.core.errors import EXIT_OK, BadInputError
+from release.core.errors import EXIT_OK
+from release.core.files import read_text
 from release.core.layout import Layout
 from release.model.pin import Pin
 from release.model.source import DEFAULT_GIT_URL
@@ -38,10 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     pin_tag = args.pin or Pin.load(layout.upstream_toml).tag
     if args.ls_remote_output is not None:
-        try:
-            text = args.ls_remote_output.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BadInputError(f"cannot read {args.ls_remote_output}: {exc.strerror}") from None
+        text = read_text(args.ls_remote_output, what="--ls-remote-output: ")
     else:
         text = ls_remote(args.remote)
     newer = newer_than(pin_tag, parse_ls_remote(text))

@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from release.core import log
-from release.core.errors import EXIT_OK
+from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
-from release.core.layout import Layout
+from release.core.layout import Layout, writable_dir_problem
 from release.core.versions import release_version
 from release.model.outcome import ReleaseStatus
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
@@ -71,6 +71,11 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         since=release_version(args.since) if args.since else None,
         until=release_version(args.until) if args.until else None,
     )
+    if not args.dry_run:  # checked before the scan, which may take minutes, not after it
+        for output in (layout.affected_json, layout.affected_md):
+            problem = writable_dir_problem(output.parent)
+            if problem:
+                raise OutputNotWritableError(f"cannot write {output}: {problem}; nothing was scanned")
     previous = load_document(layout.affected_json)
     train = train_versions(layout)
     result = scan(options)

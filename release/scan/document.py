@@ -14,12 +14,14 @@ the previous document, as long as they were classified for the same patches.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
 from release.core.errors import ConfigError
+from release.core.parse import load_json
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
 from release.queue.load import applied_upstream
@@ -39,14 +41,9 @@ READ = (
 
 
 def load_document(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON: {exc}", hint="it is written by `python -m release scan`; restore it from git"
-        ) from None
+    data = load_json(path, error=ConfigError, hint="it is written by `python -m release scan`; restore it from git")
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 

@@ -28,6 +28,7 @@ from packaging.version import Version
 
 from release.core import log
 from release.core.errors import ReleaseError
+from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import version_of_tag
@@ -181,7 +182,7 @@ def lines_made_on(layout: Layout, lines: list[Line]) -> dict[str, dict[str, byte
     """Each older line's newest train tag's modules, where `pq carry` makes the line's variants: the tree
     whose blobs (with the line's series on it) a variant stacked on another merges 3-way from. A line
     whose tag cannot be read here (no train, an index that does not have it) goes without them."""
-    if not layout.train.is_file():
+    if not present(layout.train):
         return {}
     train = Train.load(layout.train)
     out = {}
@@ -295,6 +296,6 @@ def progress_line(number: int, total: int, result: ReleaseResult) -> str:
 
 
 def train_versions(layout: Layout) -> set[Version]:
-    if not layout.train.is_file():
+    if not present(layout.train):
         return set()
     return {Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}

@@ -10,13 +10,13 @@ variable that switches it). The model's parser leaves these keys alone.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.core.errors import ConfigError
+from release.core.parse import load_toml
 from release.model.lines import Line, Lines, read_lines
 
 HINT = (
@@ -117,10 +117,7 @@ def _builds(path: Path, line: Line, raw: object) -> dict[str, str]:
 def read_serve(path: Path, lines: Lines | None = None) -> dict[str, LineServe]:
     """Each line's `builds` and serve ranges (ranges of one line must not overlap)."""
     known = {line.name: line for line in (lines or read_lines(path)).lines}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}", hint=HINT) from None
+    data = load_toml(path, error=ConfigError, hint=HINT)
     out: dict[str, LineServe] = {}
     for item in data.get("line", []):
         line = known[item["name"]]  # read_lines checked every name

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from release.core import log
 from release.core.errors import SourceError, TrainRefusedError
+from release.core.files import present
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
 from release.core.layout import Layout
@@ -58,7 +59,7 @@ def replay_for_add(
     else:
         # Another line: its own series, and its files keyed below its own root; its variants' blobs are
         # those of the line's newest train tag, where `pq carry` made them.
-        train = Train.load(layout.train) if layout.train.is_file() else Train(())
+        train = Train.load(layout.train) if present(layout.train) else Train(())
         replay = replay_tag(upstream, line_made_on(train, line, tag), patches, line.root)
     refusal = replay.refusal(head=tag == queue.pin.tag)
     if refusal:

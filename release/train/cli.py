@@ -24,11 +24,12 @@ from release.core.errors import (
     EXIT_OK,
     BadInputError,
     DirtyVendorError,
+    OutputNotWritableError,
     TrainDriftError,
     UnknownTrainTagError,
 )
 from release.core.journal import write_atomic
-from release.core.layout import Layout
+from release.core.layout import Layout, writable_dir_problem
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
 from release.model.lines import read_lines
@@ -333,6 +334,12 @@ def run_check(layout: Layout, tags: list[str]) -> int:
 
 
 def run_watch(layout: Layout, scan_path: Path, report_path: Path | None, source: Source) -> int:
+    if report_path is not None:  # checked before any tag is added, not after
+        problem = writable_dir_problem(report_path.parent)
+        if problem is None and report_path.is_dir():
+            problem = f"{report_path} is a directory"
+        if problem:
+            raise OutputNotWritableError(f"--report {report_path}: {problem}; nothing was done")
     report = watch(layout, load_scan(scan_path), source)
     for line in report.lines:
         log.out(line)

@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
+from release.core.parse import load_json
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.source import Source
 from release.model.train import Train
@@ -73,12 +74,7 @@ class WatchReport:
 
 
 def load_scan(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError(f"{path} does not exist", hint="write it with `python -m release scan --json`") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{path} is not JSON: {exc}") from None
+    data = load_json(path, hint="write it with `python -m release scan --json`")
     if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA or not isinstance(data.get("releases"), dict):
         raise BadInputError(
             f"{path} is not a scan document of schema {SCAN_SCHEMA}",

@@ -17,10 +17,10 @@ Steps, each refusing with exit 2 before anything is written:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 from release.core import log
@@ -29,13 +29,16 @@ from release.core.errors import (
     AlreadyUpstreamError,
     DirtyVendorError,
     MissingUpstreamTestError,
+    OutputNotWritableError,
     PatchDoesNotApplyError,
     SourceError,
     UnknownPatchError,
     UnprovenUpstreamTestError,
 )
+from release.core.files import resolves_inside
 from release.core.journal import write_atomic
-from release.core.layout import Layout
+from release.core.layout import Layout, writable_dir_problem
+from release.core.parse import load_toml
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.train import Train
@@ -84,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where the .patch and PR.md go (default: reports/upstream-pr/<slug>/)",
+        help="where the .patch and PR.md go (default: reports/upstream-pr/<slug>/); checked before any work: "
+        "a directory that can be written, outside patches/, vendor/ and .git (else exit 2)",
     )
     parser.add_argument(
         "--reports",
@@ -124,7 +128,7 @@ def resolve(layout: Layout, spec: str) -> Path:
     for directory in (layout.patches, layout.retired):
         if (directory / spec).is_file():
             return directory / spec
-    if re.fullmatch(r"\d{1,4}", spec):
+    if re.fullmatch(r"\d{1,4}", spec, re.ASCII):
         prefix = spec.zfill(4) + "-"
         matches = sorted(p for d in (layout.patches, layout.retired) if d.is_dir() for p in d.glob(f"{prefix}*.patch"))
         if len(matches) == 1:
@@ -172,12 +176,11 @@ def named_test(layout: Layout, patch: Patch) -> str:
     if patch.upstream_test:
         return patch.upstream_test
     index = upstream_tests_dir(layout) / "tests.toml"
-    try:
-        data = tomllib.loads(index.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(index):
         return ""
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise MissingUpstreamTestError(f"{index} cannot be read as TOML: {exc}") from None
+    if not resolves_inside(index, layout.root):
+        raise MissingUpstreamTestError(f"{index} resolves to {index.resolve()}, outside the checkout")
+    data = load_toml(index, error=MissingUpstreamTestError)
     tests = data.get("tests", {})
     value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
     if not isinstance(value, str):
@@ -198,6 +201,12 @@ def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
             + (f" ({problem})" if problem else "")
         )
     ours = where / path
+    if not resolves_inside(where, layout.root) or not resolves_inside(ours, where):
+        raise MissingUpstreamTestError(
+            f"{patch.name}: its upstream test {path} resolves to {ours.resolve()}, outside {where}; "
+            "a linked directory on the way is not followed out of the checkout",
+            hint=f"keep the test as a regular file under {where}, with no link on the way",
+        )
     try:
         text = safe.read_regular_file(ours, str(where)).decode("utf-8")
     except (SourceError, OSError, UnicodeDecodeError):
@@ -243,6 +252,22 @@ def check_proof(patch: Patch, outcomes: list[Outcome]) -> None:
         raise UnprovenUpstreamTestError(f"{patch.name}: the regression test is not proven: {listing}")
 
 
+def refuse_output(layout: Layout, out: Path) -> None:
+    """--out is checked before any work: a directory that can be made and written, outside the queue.
+
+    `/dev/null` or a read-only checkout would fail only after the proof ran; `--out patches` would
+    overwrite patches/NNNN-….patch with the stripped mail."""
+    problem = writable_dir_problem(out)
+    if problem:
+        raise OutputNotWritableError(f"--out {out}: {problem}; nothing was done")
+    for kept in (layout.patches, layout.root / "vendor", layout.root / ".git"):
+        if out == kept.resolve() or out.is_relative_to(kept.resolve()):
+            raise OutputNotWritableError(
+                f"--out {out} is inside {kept}: the mail would overwrite what the queue keeps; nothing was done",
+                hint="name a directory outside patches/, vendor/ and .git (default: reports/upstream-pr/<slug>/)",
+            )
+
+
 # ------------------------------------------------------------------------- run
 
 
@@ -256,6 +281,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if test is not None:
         mail = with_test(mail, *test)
     out = (args.out or layout.root / "reports" / "upstream-pr" / patch.slug).resolve()
+    refuse_output(layout, out)
 
     branch = ""
     if args.vllm is not None:

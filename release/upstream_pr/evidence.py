@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.core.errors import BadInputError
+from release.core.parse import load_json
+
 GSM8K_SCHEMA = "vllm-fused-moe/gsm8k-smoke/1"
 GSM8K_MODEL = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 BACKENDS = ("flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
@@ -59,8 +62,8 @@ def summarize_file(path: Path) -> list[str]:
     if path.suffix == ".xml":
         return _summarize_junit(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(path)
+    except BadInputError:
         return [f"unreadable report: `{path.name}`"]
     if isinstance(data, list):
         cases = [case for case in data if isinstance(case, dict) and "passed" in case]
@@ -128,8 +131,8 @@ def gsm8k_evidence(reports: Path, root: Path) -> Evidence:
     newest: dict[str, tuple[str, Path, dict[str, Any]]] = {}
     for path in (reports / "gsm8k").glob("*/report.json") if (reports / "gsm8k").is_dir() else []:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = load_json(path)
+        except BadInputError:
             continue
         if not isinstance(data, dict) or data.get("schema") != GSM8K_SCHEMA:
             continue

@@ -78,7 +78,11 @@ def new_file_diff(path: str, text: str) -> str:
     """The `git format-patch --full-index` section that creates `path` holding `text` (LF, ends in a newline)."""
     data = text.encode("utf-8")
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-    lines = text.splitlines()
+    # split("\n"), as git does: splitlines() also ends a line at a form feed, U+2028 and other separators,
+    # and the file the mail then creates would not be the blob its `index` line names.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
     return (
         f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex {'0' * 40}..{blob}\n--- /dev/null\n"
         f"+++ b/{path}\n@@ -0,0 +1{f',{len(lines)}' if len(lines) != 1 else ''} @@\n"

@@ -55,6 +55,8 @@ BAD = [
     (wheel_source, "no-metadata", "has no .dist-info/METADATA"),
     (wheel_source, "other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
     (wheel_source, "corrupt", "cannot read"),
+    (wheel_source, "declares-huge", "declares 2048 MiB"),
+    (wheel_source, "inflates-past-declared", "cannot read"),
     (dir_source, "file-link", "is a symbolic link"),
     (dir_source, "replaced-by-link", "is a symbolic link"),
     (dir_source, "dir-link", "is a symbolic link"),
@@ -142,6 +144,7 @@ PYPI_BAD = [
     ("symlink", "is a symbolic link"),
     ("no-metadata", "has no .dist-info/METADATA"),
     ("other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
+    ("declares-huge", "declares 2048 MiB"),
 ]
 
 

@@ -230,6 +230,23 @@ def test_bad_scan_data_is_a_reason_not_a_crash(tmp_path: Path, text: str, proble
     assert data is None and found is not None and problem in found
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "deep"])
+def test_scan_data_that_is_no_file_or_too_deep_is_a_reason_not_a_hang(tmp_path: Path, kind: str) -> None:
+    """`doctor --scan F` run as the overlay's own script: a FIFO, /dev/zero and a nesting thousands deep are
+    each a reason the report gives, never a hang, a MemoryError or a RecursionError."""
+    path = tmp_path / "scan.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+    data, found = doctor.load_scan(path)
+    assert data is None and found is not None, found
+    assert ("not a regular file" in found) if kind != "deep" else ("nested too deeply" in found), found
+
+
 # ------------------------------------------------------------------------- the script, here
 
 

@@ -196,3 +196,20 @@ def test_another_releases_overlay_without_its_record_is_removed_before_the_insta
     assert report["fix"]["argv"] == ["rm", "-r", *leftovers] and "run the doctor again" in report["fix"]["why"]
     removed = _report(DATA, version)  # then: not installed, the documented install
     assert removed["fix"]["argv"][3] == "install" and "--ignore-installed" not in removed["fix"]["argv"]
+
+
+def test_the_vllm_index_the_tooling_reads_is_never_taken_for_our_overlay_index(
+    monkeypatch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """VLLM_FUSED_MOE_INDEX_URL names vLLM's index (PyPI) to the tooling; the doctor's fix command names our
+    overlay index, by another variable: set to PyPI, the first never becomes `--find-links pypi.org/...`."""
+    import _vllm_fused_moe_cli
+    from release.pristine.index import INDEX_ENV as VLLM_INDEX_ENV
+
+    assert doctor.INDEX_ENV != VLLM_INDEX_ENV
+    monkeypatch.setitem(sys.modules, "vllm_fused_moe.__main__", None)
+    monkeypatch.delenv(doctor.INDEX_ENV, raising=False)
+    monkeypatch.setenv(VLLM_INDEX_ENV, "https://pypi.org/simple/")
+    assert _vllm_fused_moe_cli.main() == 2
+    said = capsys.readouterr().err
+    assert "pypi.org" not in said and "--find-links <INDEX_URL>/simple/vllm-fused-moe/" in said, said

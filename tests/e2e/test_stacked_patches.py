@@ -4,7 +4,8 @@ Three patches, two on one file: 0001 (the series' own), a check in the one-sided
 file, its context two lines from code that differs between the head line's tags, so on those tags
 it only merges 3-way, from the blob 0001 leaves on the head's pristine tree) and a shape check in
 the two-sided `finalize`. As docs/patch-queue.md writes it: `pq carry --all` (variants where they
-apply on every tag of a line; the head line's series replayed on its every train tag), `pq skip`
+apply on every tag of a line, all written in one journaled swap; the head line's series replayed on
+its every train tag), `pq skip`
 for each line it names, `check`, then `train add --all`, which replays every train tag; under a
 HOME whose ~/.gitconfig sets diff.noprefix and format.signOff. The same mechanism on small
 synthetic trees, two and three patches on one file: tests/cli/test_stacked_patches.py.
@@ -20,6 +21,7 @@ import pytest
 
 from helpers import run_release
 from helpers.synthetic import SHAPE_CHECK, add_patch
+from release.core.faults import FAULT_ENV
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.train import Train
@@ -53,7 +55,9 @@ def test_a_patch_stacked_on_0001s_file_reaches_every_train_tag_in_one_pass(proje
     add_patch(project, OTHER, "flashinfer_nvlink_two_sided.py", match.group(0), match.group(0) + SHAPE_CHECK,
               "fused_moe: shape check in finalize", lines_skip=False)  # fmt: skip
 
-    carried = run_release(project, "pq", "carry", "--all", "--json", env=env)
+    # One journaled swap for the whole command (never 0002 carried and 0003 not): a kill armed for a
+    # second swap's staging is never reached.
+    carried = run_release(project, "pq", "carry", "--all", "--json", env={**env, FAULT_ENV: "swap:staged@2"})
     assert carried.returncode == 0, carried.stdout + carried.stderr
     report = json.loads(carried.stdout)
     assert [r["patch"] for r in report["reports"]][1:] == [STACKED, OTHER]

@@ -25,6 +25,10 @@ WHEEL_REFUSALS = {
     "no-metadata": "has no .dist-info/METADATA",
     "other-version": f"is vLLM 0.20.0, not {NEXT_TAG}",
     "corrupt": "cannot read",
+    "control-name": "the control character U+001B in the name",
+    "long-name": "a component longer than 255 bytes",
+    "declares-huge": "declares 2048 MiB, over the 64 MiB a member may have",
+    "inflates-past-declared": "cannot read",
 }
 DIR_REFUSALS = {
     "file-link": "is a symbolic link",
@@ -54,6 +58,25 @@ def _corrupt(wheel: Path) -> Path:
     return wheel
 
 
+def declare_size(wheel: Path, size: int, member: str = f"{SUBTREE}/batched.py") -> Path:
+    """Make `member`'s central directory entry declare `size` inflated bytes; its data stays as it is.
+
+    2 GiB declared is what a 2 MB member of zeros inflates to, without a byte of it allocated here;
+    a size below the truth is a member that inflates past what it declares."""
+    with zipfile.ZipFile(wheel) as archive:
+        info = archive.getinfo(member)
+        entry = archive.start_dir  # the central directory's first entry
+    data = bytearray(wheel.read_bytes())
+    while True:  # the central directory entry of batched.py (name at +46, its length at +28)
+        name_len = int.from_bytes(data[entry + 28 : entry + 30], "little")
+        if data[entry + 46 : entry + 46 + name_len] == info.filename.encode():
+            break
+        entry = data.index(b"PK\x01\x02", entry + 4)
+    data[entry + 24 : entry + 28] = size.to_bytes(4, "little")
+    wheel.write_bytes(bytes(data))
+    return wheel
+
+
 def wheel_source(kind: str, files: dict[str, bytes], tmp: Path) -> str:
     path = tmp / f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl"
     if kind == "good":
@@ -70,6 +93,14 @@ def wheel_source(kind: str, files: dict[str, bytes], tmp: Path) -> str:
         make_wheel(path, files, "0.20.0")
     elif kind == "corrupt":
         _corrupt(make_wheel(path, files, VERSION))
+    elif kind == "control-name":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/a\x1b[31mb.py", b"print('red')\n")])
+    elif kind == "long-name":
+        make_wheel(path, files, VERSION, [(f"{SUBTREE}/{'a' * 300}.py", b"print('long')\n")])
+    elif kind == "declares-huge":
+        declare_size(make_wheel(path, files, VERSION), 2 << 30)
+    elif kind == "inflates-past-declared":
+        declare_size(make_wheel(path, files, VERSION), 16)
     return f"wheel:{path}"
 
 

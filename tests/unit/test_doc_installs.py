@@ -88,6 +88,7 @@ def test_the_readmes_first_screen_warns_against_an_install_by_name() -> None:
 
 def test_the_readme_says_how_to_give_the_doctor_its_index() -> None:
     """Issue 38, 2: the doctor's fix is a command that runs only where it knows our index; the README,
-    whose install the doctor repeats, says how to pass it (the option and the variable it reads)."""
+    whose install the doctor repeats, says how to pass it (the option and the variable it reads, not the
+    tooling's VLLM_FUSED_MOE_INDEX_URL: tests/doctor/test_fixes.py holds the doctor to that name)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "vllm-fused-moe doctor --index-url https://INDEX" in readme and "VLLM_FUSED_MOE_INDEX_URL" in readme
+    assert "vllm-fused-moe doctor --index-url https://INDEX" in readme and "`VLLM_FUSED_MOE_OVERLAY_INDEX_URL`" in readme

@@ -14,6 +14,7 @@ import pytest
 
 from helpers import REPO
 from helpers.synthetic import demo_wheel
+from helpers.unsafe_sources import declare_size
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
 from release.overlay import index as index_module
@@ -64,6 +65,24 @@ def test_publish_refuses_a_wheel_over_the_size_bound(
     assert publish(wheel, index) == EXIT_BAD_INPUT
     (error,) = error_lines(capsys.readouterr().err)
     assert error.startswith(f"error: {wheel} is {wheel.stat().st_size} bytes, over the ")
+    assert not index.exists()
+
+
+@pytest.mark.parametrize(("member", "size", "message"), [
+    ("vllm_fused_moe-1.0.dist-info/METADATA", 2 << 30, "declares 2048 MiB, over the 64 MiB a member may have"),
+    ("vllm_fused_moe-1.0.dist-info/METADATA", 8, "has corrupt data"),
+])  # fmt: skip
+def test_publish_refuses_a_member_that_declares_too_much_or_inflates_past_what_it_declares(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], member: str, size: int, message: str
+) -> None:
+    """A 2 MB wheel whose member inflates to 2 GiB is one error line, never a MemoryError: the size the zip
+    declares is checked before a byte is inflated; one that inflates past its declared size is cut off there."""
+    wheel = demo_wheel(tmp_path / "dist", "1.0")
+    declare_size(wheel, size, member)
+    index = tmp_path / "index"
+    assert publish(wheel, index) == EXIT_BAD_INPUT
+    (error,) = error_lines(capsys.readouterr().err)
+    assert message in error and wheel.name in error, error
     assert not index.exists()
 
 

@@ -37,12 +37,13 @@ def broken_package(exc: BaseException) -> str:
 
     python = shlex.quote(sys.executable)
     ours, vllm = version("vllm-fused-moe") or "?", (version("vllm") or "X").split("+", 1)[0]
-    known = os.environ.get("VLLM_FUSED_MOE_INDEX_URL", "").rstrip("/")
+    # Our overlay index (the doctor's words.INDEX_ENV; not imported: this must work when our package does not)
+    known = os.environ.get("VLLM_FUSED_MOE_OVERLAY_INDEX_URL", "").rstrip("/")
     index = (known[: -len("/simple")] if known.endswith("/simple") else known) or "<INDEX_URL>"
     # A placeholder is no command that runs as pasted: say what goes there.
     placeholder = (
         " (<INDEX_URL>: where our index is served, the requirements file you installed from up to "
-        "/requirements/; or set VLLM_FUSED_MOE_INDEX_URL)"
+        "/requirements/; or set VLLM_FUSED_MOE_OVERLAY_INDEX_URL)"
     )
     where = "" if known else placeholder
     return (

@@ -3,10 +3,12 @@ and our overlay with the import hook's own decision. Nothing here imports torch 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import replace
 from importlib import metadata
@@ -51,12 +53,34 @@ def version_key(version: str) -> tuple[Any, ...]:
 # ----------------------------------------------------------------------------- the scan data
 
 
+SCAN_LIMIT = 16 << 20  # the scan data is ~100 kB; the tooling's release/core/files.py bounds it the same
+
+
+def _read_regular(path: Path) -> bytes:
+    """`path`'s bytes if it is a regular file of at most SCAN_LIMIT (a FIFO opens at once, unread; /dev/zero
+    is refused by its kind), else OSError. The tooling's reader, restated: this package imports nothing of it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)")
+        if status.st_size > SCAN_LIMIT:
+            raise OSError(errno.EFBIG, "larger than 16 MiB")
+        os.set_blocking(fd, True)
+        data = handle.read(SCAN_LIMIT + 1)
+    if len(data) > SCAN_LIMIT:
+        raise OSError(errno.EFBIG, "larger than 16 MiB")
+    return data
+
+
 def load_scan(path: Path) -> tuple[ScanData | None, str | None]:
     """The scan data at `path`, or why it cannot be used."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_regular(path).decode("utf-8"))
     except OSError as exc:
         return None, f"cannot read the scan data {path}: {exc.strerror or exc}"
+    except RecursionError:
+        return None, f"the scan data {path} is not JSON: nested too deeply to read"
     except ValueError as exc:
         return None, f"the scan data {path} is not JSON: {exc}"
     if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA:

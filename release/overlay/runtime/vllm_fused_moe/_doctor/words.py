@@ -10,7 +10,10 @@ SCAN_NAME = "affected-releases.json"
 PROJECT = "vllm-fused-moe"
 PACKAGE = "vllm_fused_moe"
 MODE_ENV = "VLLM_FUSED_MOE"  # the same name as vllm_fused_moe.MODE_ENV; not imported so a bare run works
-INDEX_ENV = "VLLM_FUSED_MOE_INDEX_URL"
+# Our overlay index (where `publish` writes is served), for the fix command. Not the tooling's
+# VLLM_FUSED_MOE_INDEX_URL, which names the index of vLLM's release wheels (release/pristine/index.py):
+# two things, two names, so a PyPI URL set for the tooling never becomes our --find-links.
+INDEX_ENV = "VLLM_FUSED_MOE_OVERLAY_INDEX_URL"
 INDEX_PLACEHOLDER = "<INDEX_URL>"
 
 # Where vLLM resolves the two classes (all2all_utils.maybe_make_prepare_finalize imports them from
