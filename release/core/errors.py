@@ -270,6 +270,19 @@ class BuildError(ReleaseError):
     default_hint = "run the printed command by hand in the staging directory to see the backend's output"
 
 
+class TagsNotBuiltError(ReleaseError):
+    """`build --all` built every train tag it could, and not these (each named with its reason)."""
+
+    default_hint = (
+        "the wheels that were built are in --out; fix each reason, or build the others alone: "
+        "`python -m release build --tag TAG` (repeatable)"
+    )
+
+    def __init__(self, message: str, hint: str | None = None, built: tuple[object, ...] = ()) -> None:
+        super().__init__(message, hint)
+        self.built = built  # the BuildResults of the wheels that were delivered, for the report before the error
+
+
 class BadPatchLevelError(BadInputError):
     """`build --patch-level` is not a positive integer."""
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from importlib import metadata
@@ -40,6 +41,8 @@ from release.core.errors import (
     BuildError,
     DirtyTreeError,
     OutputNotWritableError,
+    ReleaseError,
+    TagsNotBuiltError,
     ToolMissingError,
     TrainDriftError,
     UnverifiedFlashInferError,
@@ -58,7 +61,7 @@ from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, 
 from release.queue.drift import drift
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
 from release.queue.load import Queue, tag_patches
-from release.queue.verified import flashinfer_range, read_verified
+from release.queue.verified import flashinfer_range, read_verified, unverified_reason, wheel_range
 
 if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
@@ -104,7 +107,8 @@ class BuildTarget:
     """What one wheel is made of: a tag's pin, its FlashInfer range and its patched subtree."""
 
     pin: Pin
-    flashinfer: str  # the PEP 440 range the wheel requires: the tag's pin ∩ VERIFIED.toml
+    # The PEP 440 range the wheel requires: the pin ∩ VERIFIED.toml; "" where no patch relies on FlashInfer.
+    flashinfer: str
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
     line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
     patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
@@ -155,9 +159,8 @@ def build(plan: BuildPlan) -> BuildResult:
         )
         if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
             refuse_unrecorded(what, entry, patches)
-        target = BuildTarget(
-            pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), level=entry.patch_level if entry else None
-        )
+        flashinfer = flashinfer_range(plan.layout, pin.tag, pin.flashinfer, patches)
+        target = BuildTarget(pin, flashinfer, level=entry.patch_level if entry else None)
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
             return _deliver(result, plan.out)
@@ -190,8 +193,10 @@ def _checked_inputs(plan: BuildPlan) -> list[str]:
 def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildResult]:
     """One wheel per train tag (all, or the named ones), each proven against patches/train.toml.
 
-    All or nothing: every tag's FlashInfer range and tree are settled, and every wheel is
-    built in a scratch directory, before the first one is copied to `plan.out`.
+    Named tags (`--tag`) are all or nothing: every tag's FlashInfer range and tree are settled, and
+    every wheel is built in a scratch directory, before the first one is copied to `plan.out`.
+    `--all` builds every tag it can and then raises TagsNotBuiltError naming each tag it could not
+    build, with the reason: one tag's refusal does not keep the others' wheels from users.
     """
     with repo_lock(plan.layout, "build --all" if tags is None else "build --tag"):
         return _build_train(plan, tags)
@@ -205,36 +210,48 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     layout = plan.layout
     dirty = _checked_inputs(plan)
     entries = select(Train.load(layout.train), tags)
+    refused: dict[str, str] = {}  # tag -> why it is not built (--all only; named tags raise)
     verified = read_verified(layout.verified_toml)
-    ranges = {e.tag: verified.range_for(e.flashinfer) for e in entries}
-    refused = [e for e in entries if ranges[e.tag] is None]
-    if refused:
+    lines = read_lines(layout.lines)
+    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    # VERIFIED.toml is the contract of the patches that rely on FlashInfer (Depends-On): a tag whose series
+    # carries one needs a verified version inside its pin; a tag whose series carries none asks nothing of it.
+    ranges = {e.tag: wheel_range(verified, e.flashinfer, series[e.tag]) for e in entries}
+    unverified = [e for e in entries if ranges[e.tag] is None]
+    if unverified and tags is not None:
         raise UnverifiedFlashInferError(
-            "; ".join(f"{e.tag} pins {e.flashinfer or 'no flashinfer-python'}" for e in refused)
-            + f": no verified FlashInfer satisfies {'it' if len(refused) == 1 else 'them'} "
-            f"(verified: {', '.join(verified.versions)}); nothing was built"
+            "; ".join(unverified_reason(e.tag, e.flashinfer, verified, series[e.tag]) for e in unverified)
+            + "; nothing was built"
         )
+    for e in unverified:
+        refused[e.tag] = unverified_reason(e.tag, e.flashinfer, verified, series[e.tag])
     # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
     # anything is replayed: its wheel would tell users the fix is there.
-    lines = read_lines(layout.lines)
     data = scan_data(layout)
-    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
     known = known_bugs(layout)
     for e in entries:
         missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
-        refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]], e.line)
+        _settle(refused, e.tag, tags, refuse_missing_fixes, f"not building {e.tag}", e.tag, missing,
+                [p.name for p in series[e.tag]], e.line)  # fmt: skip
     # A line's variant carried from another version of its common patch would ship the old change.
-    stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
-    refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
-    checks = check_train(layout, [e.tag for e in entries])
+    for e in entries:
+        stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]})
+        _settle(refused, e.tag, tags, refuse_stale, f"not building {e.tag}", stale)
+    entries = [e for e in entries if e.tag not in refused]
+    checks = check_train(layout, [e.tag for e in entries]) if entries else []
     bad = [finding for c in checks for finding in c.findings]
-    if bad:
+    if bad and tags is not None:
         raise TrainDriftError(
             "the train does not reproduce, nothing was built: " + "; ".join(f.line() for f in bad[:5]),
             hint="`python -m release train check` lists every tag and file that differ",
         )
+    for c in checks:
+        if c.findings:
+            refused[c.tag] = "it does not reproduce what patches/train.toml records: " + "; ".join(
+                f.line() for f in c.findings[:3]
+            )
     head = Pin.load(layout.upstream_toml).tag
-    empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied]
+    empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied and c.tag not in refused]
     if empty and tags is not None:
         raise BadInputError(
             f"not building {', '.join(empty)}: its series carries nothing there (every patch upstream or skipped); "
@@ -247,26 +264,47 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
     for entry in entries:
         if entry.tag not in empty and entry.tag in carried and not dirty:
-            refuse_unrecorded(f"not building {entry.tag}", entry, carried[entry.tag])
+            _settle(refused, entry.tag, tags, refuse_unrecorded, f"not building {entry.tag}", entry, carried[entry.tag])
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
-            if entry.tag in empty:
+            if entry.tag in empty or entry.tag in refused:
                 continue
+            flashinfer = str(ranges[entry.tag])
             if entry.tag == head:
                 # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]), level=entry.patch_level)
+                target = BuildTarget(Pin.load(layout.upstream_toml), flashinfer, level=entry.patch_level)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
-                target = BuildTarget(
-                    pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry.patch_level
-                )
+                target = BuildTarget(pin, flashinfer, checked.replay.files, line, applied, entry.patch_level)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
-        return [_deliver(result, plan.out) for result in results]
+        delivered = [_deliver(result, plan.out) for result in results]
+    if refused:
+        raise TagsNotBuiltError(
+            f"{len(refused)} of {len(refused) + len(delivered) + len(empty)} train tags not built "
+            f"({len(delivered)} wheels in {plan.out}): " + "; ".join(f"{t}: {why}" for t, why in refused.items()),
+            built=tuple(delivered),
+        )
+    return delivered
+
+
+def _settle(
+    refused: dict[str, str], tag: str, named: list[str] | None, gate: Callable[..., None], *args: object
+) -> None:
+    """Run one gate for one tag: for named tags (`--tag`) its refusal stops the build; for `--all` it is
+    recorded in `refused` (the first reason a tag has) and the other tags go on."""
+    if tag in refused:
+        return
+    try:
+        gate(*args)
+    except ReleaseError as exc:
+        if named is not None:
+            raise
+        refused[tag] = str(exc)
 
 
 def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str]) -> BuildResult:
@@ -510,7 +548,10 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
                 "readme": "README.md",
                 "license": "Apache-2.0",
                 "requires-python": ">=3.10",
-                "dependencies": [f"vllm=={pin.version}", f"flashinfer-python{flashinfer_specifier}"],
+                # No FlashInfer requirement of ours where no carried patch relies on FlashInfer (flashinfer_specifier
+                # ""): vLLM's own pin stands.
+                "dependencies": [f"vllm=={pin.version}"]
+                + ([f"flashinfer-python{flashinfer_specifier}"] if flashinfer_specifier else []),
                 # The module beside the package: the script still speaks when the package is gone.
                 "scripts": {"vllm-fused-moe": f"{PTH_MODULE}:main"},
             },

@@ -36,7 +36,7 @@ from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
-from release.queue.verified import read_verified
+from release.queue.verified import read_verified, wheel_range
 from release.train.add import DEFAULT_TRAIN_SOURCE, record, refuse_unfixable, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
@@ -224,7 +224,8 @@ class TrainRow(TypedDict):
     wheel_sha256: str
     commit: str
     flashinfer_pin: str
-    flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
+    # None: no verified FlashInfer fits, the tag does not build; "": no patch it carries relies on FlashInfer
+    flashinfer_range: str | None
     files: int
     patches: list[str]  # what its replay applies, in order (train.toml `patches`)
     bugs: list[str]  # the bugs those patches fix (their Bug: ids); empty: it carries downstream changes only
@@ -254,8 +255,9 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
                 "wheel_sha256": e.wheel_sha256,
                 "commit": e.commit,
                 "flashinfer_pin": e.flashinfer,
-                # What the tag's wheel will require; null: no verified version fits, the tag does not build.
-                "flashinfer_range": verified.range_for(e.flashinfer),
+                # What the tag's wheel will require; null: no verified version fits, the tag does not build;
+                # "": it carries no patch that relies on FlashInfer (Depends-On), so it requires nothing of it.
+                "flashinfer_range": wheel_range(verified, e.flashinfer, [p for p in found if p is not None]),
                 "files": len(e.pristine),
                 "patches": list(e.patches),
                 "bugs": bugs,
@@ -286,7 +288,7 @@ def table_text(layout: Layout) -> str:
             r["line"],
             r["wheel"] or (f"{r['source']} @ {r['commit'][:12]}" if r["commit"] else r["source"]),
             (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
-            r["flashinfer_range"] or "none verified: not built",
+            "none verified: not built" if r["flashinfer_range"] is None else r["flashinfer_range"] or "(nothing)",
             f"{len(r['patched_files'])} of {r['files']}",
             carries(r),
         )
