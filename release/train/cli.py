@@ -54,8 +54,9 @@ EPILOG = """actions:
                   and its patch level with the digest of what it carries: the level before, one
                   above it when the carried patches changed (a tag's level only goes up).
   add --all       re-record every tag from its recorded source (after a change to patches/)
-  remove TAG      drop TAG from the train (never the head: rebase away from it first); its patch level is
-                  kept under [[removed]], so a later `add TAG` continues from it, never back at 1
+  remove TAG...   drop each TAG from the train (never the head: rebase away from it first), all or
+                  nothing; each one's patch level is kept under [[removed]], so a later `add TAG`
+                  continues from it, never back at 1
   list            the train as a table (--json for machines), with each tag's FlashInfer
                   range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
                   its overlay carries: a bug fix, or downstream changes only. A train without the
@@ -100,8 +101,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
     )
-    remove = actions.add_parser("remove", help="drop a tag from the train")
-    remove.add_argument("tag", metavar="TAG")
+    remove = actions.add_parser("remove", help="drop tags from the train")
+    remove.add_argument("tags", nargs="+", metavar="TAG")
     listing = actions.add_parser("list", help="the train as a table")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check = actions.add_parser("check", help="every tag reproduces its recorded hashes")
@@ -141,7 +142,7 @@ def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
             return run_add(layout, [], None)
         return run_add(layout, args.tags, Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
     if action == "remove":
-        return run_remove(layout, args.tag)
+        return run_remove(layout, args.tags)
     if action == "list":
         return run_list(layout, args.json)
     if action == "watch":
@@ -193,19 +194,26 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
 # ------------------------------------------------------------------------ remove
 
 
-def run_remove(layout: Layout, tag: str) -> int:
-    tag = canonical_tag(tag)
+def run_remove(layout: Layout, tags: list[str]) -> int:
+    """Drop every tag of `tags` in one write of train.toml, or none (each is checked first)."""
+    tags = list(dict.fromkeys(canonical_tag(tag) for tag in tags))
     train = Train.load(layout.train)
-    if train.get(tag) is None:
-        raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
+    unknown = [tag for tag in tags if train.get(tag) is None]
+    if unknown:
+        raise UnknownTrainTagError(
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the train "
+            f"({', '.join(train.tags) or 'empty'}); nothing was removed"
+        )
     head = Queue.load(layout).pin.tag
-    if tag == head:
+    if head in tags:
         raise BadInputError(
-            f"{tag} is the head of the train: vendor/ holds it",
+            f"{head} is the head of the train: vendor/ holds it; nothing was removed",
             hint="rebase vendor/ onto another train tag first (`python -m release rebase TAG`), then remove it",
         )
-    save(layout, train.without(tag))
-    log.out(f"removed {tag}; the train is {', '.join(train.without(tag).tags)}")
+    for tag in tags:
+        train = train.without(tag)
+    save(layout, train)
+    log.out(f"removed {', '.join(tags)}; the train is {', '.join(train.tags)}")
     return EXIT_OK
 
 
