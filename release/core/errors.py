@@ -99,6 +99,15 @@ class SilentLineError(MalformedSeriesError):
     )
 
 
+class MisorderedLineError(MalformedSeriesError):
+    """A release line's series replays the common patches in another order than patches/series."""
+
+    default_hint = (
+        "move the line's entries (its variants and `take NAME` lines) into the order of patches/series: a later "
+        "patch is made on the files the earlier ones leave; nothing was changed"
+    )
+
+
 class MissingFixError(BadInputError):
     """A tag is affected by a bug (the scan data), but what would be shipped for it carries no patch for it."""
 
