@@ -210,21 +210,10 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     layout = plan.layout
     dirty = _checked_inputs(plan)
     entries = select(Train.load(layout.train), tags)
+    chosen = [e.tag for e in entries]
     refused: dict[str, str] = {}  # tag -> why it is not built (--all only; named tags raise)
-    verified = read_verified(layout.verified_toml)
     lines = read_lines(layout.lines)
     series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
-    # VERIFIED.toml is the contract of the patches that rely on FlashInfer (Depends-On): a tag whose series
-    # carries one needs a verified version inside its pin; a tag whose series carries none asks nothing of it.
-    ranges = {e.tag: wheel_range(verified, e.flashinfer, series[e.tag]) for e in entries}
-    unverified = [e for e in entries if ranges[e.tag] is None]
-    if unverified and tags is not None:
-        raise UnverifiedFlashInferError(
-            "; ".join(unverified_reason(e.tag, e.flashinfer, verified, series[e.tag]) for e in unverified)
-            + "; nothing was built"
-        )
-    for e in unverified:
-        refused[e.tag] = unverified_reason(e.tag, e.flashinfer, verified, series[e.tag])
     # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
     # anything is replayed: its wheel would tell users the fix is there.
     data = scan_data(layout)
@@ -262,6 +251,20 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
     # build says in its version that it is not its commit, and publish refuses it).
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
+    # VERIFIED.toml is the contract of the patches that rely on FlashInfer (Depends-On): a tag whose wheel carries
+    # one (what its replay applies, not what its series names: 0001 is upstream from v0.22.0 on) needs a verified
+    # version inside its pin; a tag whose wheel carries none asks nothing of FlashInfer.
+    verified = read_verified(layout.verified_toml)
+    shipped = {e.tag: carried.get(e.tag, series[e.tag]) for e in entries}
+    ranges = {e.tag: wheel_range(verified, e.flashinfer, shipped[e.tag]) for e in entries}
+    unverified = [e for e in entries if ranges[e.tag] is None and e.tag not in refused and e.tag not in empty]
+    if unverified and tags is not None:
+        raise UnverifiedFlashInferError(
+            "; ".join(unverified_reason(e.tag, e.flashinfer, verified, shipped[e.tag]) for e in unverified)
+            + "; nothing was built"
+        )
+    for e in unverified:
+        refused[e.tag] = unverified_reason(e.tag, e.flashinfer, verified, shipped[e.tag])
     for entry in entries:
         if entry.tag not in empty and entry.tag in carried and not dirty:
             _settle(refused, entry.tag, tags, refuse_unrecorded, f"not building {entry.tag}", entry, carried[entry.tag])
@@ -286,7 +289,8 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     if refused:
         raise TagsNotBuiltError(
             f"{len(refused)} of {len(refused) + len(delivered) + len(empty)} train tags not built "
-            f"({len(delivered)} wheels in {plan.out}): " + "; ".join(f"{t}: {why}" for t, why in refused.items()),
+            f"({len(delivered)} wheels in {plan.out}): "
+            + "; ".join(f"{t}: {refused[t]}" for t in chosen if t in refused),
             built=tuple(delivered),
         )
     return delivered

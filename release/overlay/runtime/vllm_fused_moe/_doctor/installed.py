@@ -128,10 +128,10 @@ def release_words(scan: ScanData, status: Status, bugs: dict[str, Bug], line: ob
     fixed = [named(b) for b, i in bugs.items() if i.status == "fixed"]
     where = f" (in its {line} modules)" if line else ""
     if status is Status.AFFECTED:
-        words = "this release has " + ("; and ".join(has) if has else "a bug our patches fix") + where
-        return words + (f"; it has upstream's fix for {'; and '.join(fixed)}" if fixed else "")
+        words = "this release has " + ("; ".join(has) if has else "a bug our patches fix") + where
+        return words + (f"; it has upstream's fix for {'; '.join(fixed)}" if fixed else "")
     if status is Status.FIXED:
-        return "this release has upstream's fix for " + ("; and ".join(fixed) if fixed else "every bug our patches fix")
+        return "this release has upstream's fix for " + ("; ".join(fixed) if fixed else "every bug our patches fix")
     return "this release does not have the affected code"
 
 
