@@ -326,6 +326,26 @@ def carry_line(
 DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
 
 
+def fitting_part(patch: Patch, line: Line) -> tuple[Patch | None, list[str]]:
+    """The part of `patch` whose files the line has (each file's section of the diff kept or left out whole),
+    mapped onto the line; and the paths left out. None: no file of the patch is on the line."""
+    unmapped = sorted({path for path in patch.files if line.map_path(path) is None})
+    if not unmapped:
+        return map_patch(patch, line)[0], []
+    start = re.search(r"^diff --git ", patch.text, re.M)
+    if start is None:
+        return None, unmapped
+    sections = re.split(r"(?=^diff --git )", patch.text[start.start() :], flags=re.M)
+    kept = [s for s in sections if (m := DIFF_GIT_RE.match(s.split("\n", 1)[0])) and m.group(2) not in unmapped]
+    if not kept:
+        return None, unmapped
+    tail = re.search(r"^-- \n", sections[-1], re.M)  # the mail's signature, after the last file's section
+    if tail is not None and not kept[-1].endswith(sections[-1][tail.start() :]):
+        kept[-1] += sections[-1][tail.start() :]
+    part = Patch(patch.name, patch.text[: start.start()] + "".join(kept))
+    return map_patch(part, line)[0], unmapped
+
+
 def map_patch(patch: Patch, line: Line) -> tuple[Patch, list[str]]:
     """The patch with each file header's head path replaced by the line's file; and the paths with none."""
     unmapped = sorted({path for path in patch.files if line.map_path(path) is None})
