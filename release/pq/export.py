@@ -174,7 +174,9 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
         patch_files.pop(name, None)
     for patch in patches:
         patch_files[patch.name] = patch.text.encode("utf-8")
-    patch_files["series"] = rewrite_series(queue.series, new_names).dumps().encode("utf-8")
+    new_series = rewrite_series(queue.series, new_names)
+    patch_files["series"] = new_series.dumps().encode("utf-8")
+    reorder_lines(layout, [e.name for e in new_series.entries], patch_files)
 
     exported = [
         ExportedPatch(
@@ -366,6 +368,34 @@ def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[s
     ]
 
 
+def reorder_lines(layout: Layout, order: list[str], patch_files: dict[str, bytes]) -> None:
+    """Each release line's entries for the common patches (its variants, by `Varies:`, its takes and skips) in the
+    order of the new patches/series, each in the place one of them held: a reorder in the work tree reorders the
+    lines too, which `check` holds to it (release.queue.load.require_accounted)."""
+    rank = {name: i for i, name in enumerate(order)}
+    for line, _path, _series in own_line_series(layout):
+        folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        key = f"{folder}/series"
+        lines = patch_files[key].decode("utf-8").splitlines(keepends=True) if key in patch_files else []
+        slots: list[tuple[int, str]] = []  # (index in the file, the common patch its entry is about)
+        for index, text in enumerate(lines):
+            entry = parse_entry(text)
+            if entry is None:
+                continue
+            common = entry.name
+            if entry.kind == EntryKind.PATCH:
+                common = varies_in(patch_files.get(f"{folder}/{entry.name}", b"").decode("utf-8", "replace")) or ""
+            if common in rank:
+                slots.append((index, common))
+        wanted = sorted(slots, key=lambda slot: rank[slot[1]])
+        if [c for _, c in wanted] == [c for _, c in slots]:
+            continue
+        moved = list(lines)
+        for (index, _), (source, _) in zip(slots, wanted, strict=True):
+            moved[index] = lines[source]
+        patch_files[key] = "".join(moved).encode("utf-8")
+
+
 def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
     """What the tool wrote into the release lines about a dropped patch goes with it: each line's `skip` of it
     and the variants `pq carry` made of it (`Carried-From:`), file and series entry. Returns the paths."""
@@ -374,6 +404,8 @@ def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, b
     removed: list[str] = []
     for line, _path, series in own_line_series(layout):
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        if f"{folder}/series" in patch_files:  # as an earlier step of this export left it (a rename)
+            series = Series(tuple(patch_files[f"{folder}/series"].decode("utf-8").splitlines()))
         for entry in series.entries:
             key = f"{folder}/{entry.name}"
             text = patch_files.get(key, b"").decode("utf-8", "replace")

@@ -58,7 +58,8 @@ EPILOG = """actions:
                   nothing; each one's patch level is kept under [[removed]], so a later `add TAG`
                   continues from it, never back at 1
   list            the train as a table (--json for machines), with each tag's FlashInfer
-                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
+                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml where a
+                  patch it carries relies on FlashInfer (Depends-On), else nothing, and what
                   its overlay carries: a bug fix, or downstream changes only. A train without the
                   head's entry (or an empty one) is refused with exit 2
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched

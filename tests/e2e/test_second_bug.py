@@ -71,6 +71,9 @@ def fork(tmp_path_factory: pytest.TempPathFactory) -> Fork:
     added = run_release(root, "train", "add", f"v{fixed}", f"v{after}")
     assert added.returncode == 0, added.stdout + added.stderr
     assert added.stdout.count(f"{SHAPE_CHECK_PATCH.removesuffix('.patch')} applies") == 2, added.stdout
+    listed = run_release(root, "train", "list", "--json")
+    ranges = {r["version"]: r["flashinfer_range"] for r in json.loads(listed.stdout)["releases"]}
+    assert ranges[fixed] == ranges[after] == "" and ranges[head], ranges  # the head carries 0001: VERIFIED.toml
     dist, index = root.parent / "dist", root.parent / "index"
     built = run_release(root, "build", "--tag", f"v{fixed}", "--tag", f"v{after}", "--out", str(dist))
     assert built.returncode == 0, built.stdout + built.stderr

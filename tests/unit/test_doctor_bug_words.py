@@ -1,8 +1,8 @@
 """The doctor's words on a release come from the bug table (the scan data's `bugs`), for a fork with two bugs.
 
-The checked-in scan data with a second bug added as `scan` writes one: its fix, 0002, is needed from the
-oldest affected release through the newest scanned one, past the first release that has 0001's fix upstream. No release
-is named here: each comes from the data.
+The checked-in scan data with a second bug added as `scan` writes one (tests/e2e/test_second_bug.py has the
+real tool write it): its fix, 0002, is needed from the oldest affected release through the newest scanned one,
+past the first release that has 0001's fix upstream. No release is named here: each comes from the data.
 """
 
 from __future__ import annotations
