@@ -99,6 +99,15 @@ class SilentLineError(MalformedSeriesError):
     )
 
 
+class MisorderedLineError(MalformedSeriesError):
+    """A release line's series replays the common patches in another order than patches/series."""
+
+    default_hint = (
+        "move the line's entries (its variants and `take NAME` lines) into the order of patches/series: a later "
+        "patch is made on the files the earlier ones leave; nothing was changed"
+    )
+
+
 class MissingFixError(BadInputError):
     """A tag is affected by a bug (the scan data), but what would be shipped for it carries no patch for it."""
 
@@ -279,6 +288,19 @@ class BuildError(ReleaseError):
     """The PEP 517 build itself failed."""
 
     default_hint = "run the printed command by hand in the staging directory to see the backend's output"
+
+
+class TagsNotBuiltError(ReleaseError):
+    """`build --all` built every train tag it could, and not these (each named with its reason)."""
+
+    default_hint = (
+        "the wheels that were built are in --out; fix each reason, or build the others alone: "
+        "`python -m release build --tag TAG` (repeatable)"
+    )
+
+    def __init__(self, message: str, hint: str | None = None, built: tuple[object, ...] = ()) -> None:
+        super().__init__(message, hint)
+        self.built = built  # the BuildResults of the wheels that were delivered, for the report before the error
 
 
 class BadPatchLevelError(BadInputError):

@@ -349,6 +349,11 @@ class Patch:
         return Purpose("", trailers.get("Downstream", "").strip())
 
     @property
+    def depends_on(self) -> str:
+        """What the change relies on outside vLLM's code (its `Depends-On:` trailer), or ""."""
+        return self.trailers.get("Depends-On", "").strip()
+
+    @property
     def upstream_test(self) -> str:
         """The path in vLLM's checkout of the regression test sent upstream with the patch, or ""."""
         return self.trailers.get(UPSTREAM_TEST_TRAILER, "").strip()

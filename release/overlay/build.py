@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from importlib import metadata
@@ -40,6 +41,8 @@ from release.core.errors import (
     BuildError,
     DirtyTreeError,
     OutputNotWritableError,
+    ReleaseError,
+    TagsNotBuiltError,
     ToolMissingError,
     TrainDriftError,
     UnverifiedFlashInferError,
@@ -60,7 +63,7 @@ from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, 
 from release.queue.drift import drift
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
 from release.queue.load import Queue, tag_patches
-from release.queue.verified import flashinfer_range, read_verified
+from release.queue.verified import flashinfer_range, read_verified, unverified_reason, wheel_range
 
 if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
@@ -108,7 +111,8 @@ class BuildTarget:
     """What one wheel is made of: a tag's pin, its FlashInfer range and its patched subtree."""
 
     pin: Pin
-    flashinfer: str  # the PEP 440 range the wheel requires: the tag's pin ∩ VERIFIED.toml
+    # The PEP 440 range the wheel requires: the pin ∩ VERIFIED.toml; "" where no patch relies on FlashInfer.
+    flashinfer: str
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
     line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
     patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
@@ -162,7 +166,8 @@ def build(plan: BuildPlan) -> BuildResult:
             refuse_unrecorded(what, entry, patches)
             if plan.patch_level is not None:
                 entry.refuse_level(plan.patch_level)
-        target = BuildTarget(pin, flashinfer_range(plan.layout, pin.tag, pin.flashinfer), entry=entry)
+        flashinfer = flashinfer_range(plan.layout, pin.tag, pin.flashinfer, patches)
+        target = BuildTarget(pin, flashinfer, entry=entry)
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
             result = build_target(plan, target, Path(scratch), dirty)
             delivered = _deliver(result, plan.out)
@@ -197,8 +202,10 @@ def _checked_inputs(plan: BuildPlan) -> list[str]:
 def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildResult]:
     """One wheel per train tag (all, or the named ones), each proven against patches/train.toml.
 
-    All or nothing: every tag's FlashInfer range and tree are settled, and every wheel is
-    built in a scratch directory, before the first one is copied to `plan.out`.
+    Named tags (`--tag`) are all or nothing: every tag's FlashInfer range and tree are settled, and
+    every wheel is built in a scratch directory, before the first one is copied to `plan.out`.
+    `--all` builds every tag it can and then raises TagsNotBuiltError naming each tag it could not
+    build, with the reason: one tag's refusal does not keep the others' wheels from users.
     """
     with repo_lock(plan.layout, "build --all" if tags is None else "build --tag"):
         return _build_train(plan, tags)
@@ -212,42 +219,43 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     layout = plan.layout
     dirty = _checked_inputs(plan)
     entries = select(Train.load(layout.train), tags)
-    verified = read_verified(layout.verified_toml)
-    ranges = {e.tag: verified.range_for(e.flashinfer) for e in entries}
-    refused = [e for e in entries if ranges[e.tag] is None]
-    if refused:
-        raise UnverifiedFlashInferError(
-            "; ".join(f"{e.tag} pins {e.flashinfer or 'no flashinfer-python'}" for e in refused)
-            + f": no verified FlashInfer satisfies {'it' if len(refused) == 1 else 'them'} "
-            f"(verified: {', '.join(verified.versions)}); nothing was built"
-        )
+    chosen = [e.tag for e in entries]
+    refused: dict[str, str] = {}  # tag -> why it is not built (--all only; named tags raise)
+    lines = read_lines(layout.lines)
+    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
     # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
     # anything is replayed: its wheel would tell users the fix is there.
-    lines = read_lines(layout.lines)
     data = scan_data(layout)
-    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
     known = known_bugs(layout)
     for e in entries:
         missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
-        refuse_missing_fixes(f"not building {e.tag}", e.tag, missing, [p.name for p in series[e.tag]], e.line)
+        _settle(refused, e.tag, tags, refuse_missing_fixes, f"not building {e.tag}", e.tag, missing,
+                [p.name for p in series[e.tag]], e.line)  # fmt: skip
     # A line's variant carried from another version of its common patch would ship the old change.
-    stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for e in entries for p in series[e.tag]})
-    refuse_stale(f"not building {', '.join(e.tag for e in entries)}", stale)
+    for e in entries:
+        stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]})
+        _settle(refused, e.tag, tags, refuse_stale, f"not building {e.tag}", stale)
     if plan.patch_level is not None and not dirty:
-        for e in entries:
-            e.refuse_level(plan.patch_level)  # before anything is replayed or built
+        for e in entries:  # a bad --patch-level is bad input for every tag: refused before anything is built
+            e.refuse_level(plan.patch_level)
+    entries = [e for e in entries if e.tag not in refused]
     log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
     started = time.perf_counter()
-    checks = check_train(layout, [e.tag for e in entries])
+    checks = check_train(layout, [e.tag for e in entries]) if entries else []
     log.note(f"build: every tag reproduced its recorded hashes ({time.perf_counter() - started:.1f} s)")
     bad = [finding for c in checks for finding in c.findings]
-    if bad:
+    if bad and tags is not None:
         raise TrainDriftError(
             "the train does not reproduce, nothing was built: " + "; ".join(f.line() for f in bad[:5]),
             hint="`python -m release train check` lists every tag and file that differ",
         )
+    for c in checks:
+        if c.findings:
+            refused[c.tag] = "it does not reproduce what patches/train.toml records: " + "; ".join(
+                f.line() for f in c.findings[:3]
+            )
     head = Pin.load(layout.upstream_toml).tag
-    empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied]
+    empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied and c.tag not in refused]
     if empty and tags is not None:
         raise BadInputError(
             f"not building {', '.join(empty)}: its series carries nothing there (every patch upstream or skipped); "
@@ -258,30 +266,67 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
     # build says in its version that it is not its commit, and publish refuses it).
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
+    # VERIFIED.toml is the contract of the patches that rely on FlashInfer (Depends-On): a tag whose wheel carries
+    # one (what its replay applies, not what its series names: 0001 is upstream from v0.22.0 on) needs a verified
+    # version inside its pin; a tag whose wheel carries none asks nothing of FlashInfer.
+    verified = read_verified(layout.verified_toml)
+    shipped = {e.tag: carried.get(e.tag, series[e.tag]) for e in entries}
+    ranges = {e.tag: wheel_range(verified, e.flashinfer, shipped[e.tag]) for e in entries}
+    unverified = [e for e in entries if ranges[e.tag] is None and e.tag not in refused and e.tag not in empty]
+    if unverified and tags is not None:
+        raise UnverifiedFlashInferError(
+            "; ".join(unverified_reason(e.tag, e.flashinfer, verified, shipped[e.tag]) for e in unverified)
+            + "; nothing was built"
+        )
+    for e in unverified:
+        refused[e.tag] = unverified_reason(e.tag, e.flashinfer, verified, shipped[e.tag])
     for entry in entries:
         if entry.tag not in empty and entry.tag in carried and not dirty:
-            refuse_unrecorded(f"not building {entry.tag}", entry, carried[entry.tag])
+            _settle(refused, entry.tag, tags, refuse_unrecorded, f"not building {entry.tag}", entry, carried[entry.tag])
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
         for entry, checked in zip(entries, checks, strict=True):
-            if entry.tag in empty:
+            if entry.tag in empty or entry.tag in refused:
                 continue
+            flashinfer = str(ranges[entry.tag])
             if entry.tag == head:
                 # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(Pin.load(layout.upstream_toml), str(ranges[entry.tag]), entry=entry)
+                target = BuildTarget(Pin.load(layout.upstream_toml), flashinfer, entry=entry)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
-                target = BuildTarget(pin, str(ranges[entry.tag]), checked.replay.files, line, applied, entry)
+                target = BuildTarget(pin, flashinfer, checked.replay.files, line, applied, entry)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
             built, total = results[-1], len(entries) - len(empty)
             log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
         delivered = [_deliver(result, plan.out) for result in results]
         record_levels(plan, results)
-        return delivered
+    if refused:
+        raise TagsNotBuiltError(
+            f"{len(refused)} of {len(refused) + len(delivered) + len(empty)} train tags not built "
+            f"({len(delivered)} wheels in {plan.out}): "
+            + "; ".join(f"{t}: {refused[t]}" for t in chosen if t in refused),
+            built=tuple(delivered),
+        )
+    return delivered
+
+
+def _settle(
+    refused: dict[str, str], tag: str, named: list[str] | None, gate: Callable[..., None], *args: object
+) -> None:
+    """Run one gate for one tag: for named tags (`--tag`) its refusal stops the build; for `--all` it is
+    recorded in `refused` (the first reason a tag has) and the other tags go on."""
+    if tag in refused:
+        return
+    try:
+        gate(*args)
+    except ReleaseError as exc:
+        if named is not None:
+            raise
+        refused[tag] = str(exc)
 
 
 def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str]) -> BuildResult:
@@ -580,7 +625,10 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
                 "readme": "README.md",
                 "license": "Apache-2.0",
                 "requires-python": ">=3.10",
-                "dependencies": [f"vllm=={pin.version}", f"flashinfer-python{flashinfer_specifier}"],
+                # No FlashInfer requirement of ours where no carried patch relies on FlashInfer (flashinfer_specifier
+                # ""): vLLM's own pin stands.
+                "dependencies": [f"vllm=={pin.version}"]
+                + ([f"flashinfer-python{flashinfer_specifier}"] if flashinfer_specifier else []),
                 # A module beside the package: the script still speaks when the package is gone.
                 "scripts": {"vllm-fused-moe": f"{CLI_MODULE}:main"},
             },

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from release.core import log
+from release.core.errors import TagsNotBuiltError
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, BuildResult, Isolation, build, build_train
 
@@ -16,8 +17,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "import hook and the doctor; upstream's vendored files and their pins from vendor/vllm_fused_moe/) "
         "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
         "Without --all or --tag: the head of the train, from vendor/. Each wheel requires "
-        "vllm==<its tag> and flashinfer-python in (its tag's own pin ∩ VERIFIED.toml); a tag "
-        "whose pin admits no verified version is refused (exit 2) and nothing is built. "
+        "vllm==<its tag>; a wheel that carries a patch whose Depends-On names flashinfer-python (0001: "
+        "VERIFIED.toml is its contract) requires flashinfer-python in (its tag's own pin ∩ VERIFIED.toml), "
+        "one that carries none asks nothing of FlashInfer. A tag whose pin admits no verified version for "
+        "such a patch is refused. "
         "A dirty tree (vendor/ not pristine + series, or, in a git checkout, uncommitted or extra "
         "files in vendor/vllm_fused_moe/, release/overlay/runtime/ or patches/) is refused: the wheel "
         "would claim a commit it "
@@ -29,7 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "build is not held to that, its version says .dirty). The patch level follows the bytes the wheel "
         "ships: a tag's wheel whose files (everything it installs but its build information) differ from "
         "those patches/train.toml records for its level is built one level up, and the new level and files "
-        "are recorded there (`shipped`; not by --allow-dirty); a rebuild of the same files writes nothing."
+        "are recorded there (`shipped`; not by --allow-dirty); a rebuild of the same files writes nothing. "
+        "Named tags (--tag) are all or nothing: one "
+        "refused tag, exit 2, and nothing is built. --all builds every tag it can and then names each it "
+        "could not, with the reason (exit 1); build those alone with --tag once fixed."
     )
     parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
@@ -73,15 +79,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     plan = BuildPlan(layout, args.out, args.patch_level, Isolation(args.isolation), args.allow_dirty)
-    if args.all or args.tags:
-        results = build_train(plan, None if args.all else args.tags)
-    else:
-        results = [build(plan)]
+    try:
+        results = build_train(plan, None if args.all else args.tags) if args.all or args.tags else [build(plan)]
+    except TagsNotBuiltError as exc:  # --all: the wheels it could build are delivered; say them, then the rest
+        report([r for r in exc.built if isinstance(r, BuildResult)], args.out)
+        raise
+    report(results, args.out)
+    return 0
+
+
+def report(results: list[BuildResult], out: Path) -> None:
     for result in results:
         show(result)
     if len(results) > 1:
-        log.out(f"{len(results)} wheels in {args.out}: {sum(r.seconds for r in results):.1f} s in all")
-    return 0
+        log.out(f"{len(results)} wheels in {out}: {sum(r.seconds for r in results):.1f} s in all")
 
 
 def show(result: BuildResult) -> None:

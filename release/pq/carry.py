@@ -69,6 +69,52 @@ class LineCarry:
     detail: str
     variant: str = ""  # the variant's path in the checkout, where there is one
     tags: list[str] = field(default_factory=list)  # the train tags it was tried on
+    # The classes the variant changes that none of the line's backends builds (lines.toml `live`/`builds`).
+    unused_classes: list[str] = field(default_factory=list)
+
+
+CLASS_RE = re.compile(r"class (\w+)\b")
+
+
+def classes_changed(patch: Patch) -> list[str]:
+    """The top-level classes whose code a patch's hunks change, in order: each hunk starts in the class its
+    heading names (git's function context: the last top-level line above it) and moves to each top-level
+    `class` line inside it; another top-level line (a function, an assignment) leaves the class."""
+    found: list[str] = []
+    for hunk in patch.hunks:
+        heading = hunk.header.split("@@", 2)[-1].strip()
+        match = CLASS_RE.match(heading)
+        current = match.group(1) if match else None
+        for text in hunk.lines:
+            code = text[1:]
+            if code.strip() and not code.startswith((" ", "\t", "#", "@", ")")):
+                match = CLASS_RE.match(code)
+                current = match.group(1) if match else None
+            if text[:1] in "+-" and current is not None and current not in found:
+                found.append(current)
+    return found
+
+
+def unused_classes(line: Line, patch: Patch) -> list[str]:
+    """The classes `patch` changes on `line` that none of the line's backends builds (its `live` classes, which
+    `builds` maps each backend to): a variant whose change landed there (a conflict resolved into the base
+    class the all-gather class shares) is named in the report. Empty when the line names no classes."""
+    if not line.live_classes:
+        return []
+    return [name for name in classes_changed(patch) if name not in line.live_classes]
+
+
+def noted(done: LineCarry, line: Line, patch: Patch | None) -> LineCarry:
+    """`done` with the classes the variant changes that the line's backends do not build, said in its detail."""
+    unused = unused_classes(line, patch) if patch is not None else []
+    if not unused:
+        return done
+    done.unused_classes = unused
+    done.detail += (
+        f"; it changes {', '.join(unused)}, which none of the line's backends builds (they build "
+        f"{', '.join(line.live_classes)}, patches/lines.toml `builds`): check that the change belongs there"
+    )
+    return done
 
 
 @dataclass
@@ -259,9 +305,11 @@ def carry_line(
         assert existing is not None
         made_from = existing.trailers.get(CARRIED_FROM, "").strip()
         if not made_from:
-            return LineCarry(line.name, "hand-made", f"{where} varies it, made by hand: left as it is", where), None
+            done = LineCarry(line.name, "hand-made", f"{where} varies it, made by hand: left as it is", where)
+            return noted(done, line, existing), None
         if made_from == fingerprint(patch):
-            return LineCarry(line.name, "up-to-date", f"{where} was carried from this very patch", where), None
+            done = LineCarry(line.name, "up-to-date", f"{where} was carried from this very patch", where)
+            return noted(done, line, existing), None
     tags = [e for e in train.entries if e.line == line.name]
     if not tags:
         return LineCarry(line.name, "needs-variant", "no train tag of the line to carry it onto"), None
@@ -301,10 +349,30 @@ def carry_line(
     where = f"patches/lines/{line.name}/{variant.name}"
     what = "updated" if existing is not None else "written"
     detail = f"{where}: applies on every train tag of the line ({len(tags)})"
-    return LineCarry(line.name, what, detail, where, [e.tag for e in tags]), files
+    return noted(LineCarry(line.name, what, detail, where, [e.tag for e in tags]), line, variant), files
 
 
 DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+
+
+def fitting_part(patch: Patch, line: Line) -> tuple[Patch | None, list[str]]:
+    """The part of `patch` whose files the line has (each file's section of the diff kept or left out whole),
+    mapped onto the line; and the paths left out. None: no file of the patch is on the line."""
+    unmapped = sorted({path for path in patch.files if line.map_path(path) is None})
+    if not unmapped:
+        return map_patch(patch, line)[0], []
+    start = re.search(r"^diff --git ", patch.text, re.M)
+    if start is None:
+        return None, unmapped
+    sections = re.split(r"(?=^diff --git )", patch.text[start.start() :], flags=re.M)
+    kept = [s for s in sections if (m := DIFF_GIT_RE.match(s.split("\n", 1)[0])) and m.group(2) not in unmapped]
+    if not kept:
+        return None, unmapped
+    tail = re.search(r"^-- \n", sections[-1], re.M)  # the mail's signature, after the last file's section
+    if tail is not None and not kept[-1].endswith(sections[-1][tail.start() :]):
+        kept[-1] += sections[-1][tail.start() :]
+    part = Patch(patch.name, patch.text[: start.start()] + "".join(kept))
+    return map_patch(part, line)[0], unmapped
 
 
 def map_patch(patch: Patch, line: Line) -> tuple[Patch, list[str]]:

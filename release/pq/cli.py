@@ -245,6 +245,13 @@ def run_import_line(layout: Layout, path: Path, line: str | None, tag: str | Non
     )
     for name in done.patches:
         log.out(f"  {name}{'  (common patch, for the line)' if name in done.wanted else ''}")
+    for name, files in done.left_out.items():
+        taken = "the parts on the line are in its commit above" if name in done.wanted else "nothing of it is"
+        log.out(
+            f"  {name}: the line has no counterpart of {', '.join(files)} (patches/lines.toml [line.maps]); "
+            f"{taken}: add what the line needs as a commit with `Patch-Name: {name}` (export writes it as the "
+            "line's variant)"
+        )
     if done.stopped is not None:
         name, message = done.stopped
         log.out(

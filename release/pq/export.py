@@ -163,16 +163,21 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
 
     old = {p.name: p for p in queue.patches}
     new_names = [p.name for p in patches]
-    dropped = [name for name in old if name not in new_names]
+    gone = [name for name in old if name not in new_names]
+    renamed = renames([old[name] for name in gone], [p for p in patches if p.name not in old])
+    dropped = [name for name in gone if name not in renamed]
     notes = refuse_dropping_what_a_line_takes(layout, dropped)
 
     patch_files = read_tree(layout.patches)
+    notes += rename_in_lines(layout, renamed, patch_files)
     drop_from_lines(layout, dropped, patch_files)
-    for name in dropped:
+    for name in gone:
         patch_files.pop(name, None)
     for patch in patches:
         patch_files[patch.name] = patch.text.encode("utf-8")
-    patch_files["series"] = rewrite_series(queue.series, new_names).dumps().encode("utf-8")
+    new_series = rewrite_series(queue.series, new_names)
+    patch_files["series"] = new_series.dumps().encode("utf-8")
+    reorder_lines(layout, [e.name for e in new_series.entries], patch_files)
 
     exported = [
         ExportedPatch(
@@ -318,6 +323,80 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
     return notes
 
 
+def renames(gone: list[Patch], added: list[Patch]) -> dict[str, str]:
+    """{old name: new name} for each patch the export would drop whose change comes back under a new name
+    (its commit's `Patch-Name:` line edited): the same diff, else the same subject, one for one."""
+    found: dict[str, str] = {}
+    for key in ("diff", "subject"):
+        for patch in gone:
+            if patch.name in found:
+                continue
+            said = getattr(patch, key)
+            match = [p for p in added if getattr(p, key) == said and p.name not in found.values()]
+            if len(match) == 1:
+                found[patch.name] = match[0].name
+    return found
+
+
+def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[str, bytes]) -> list[str]:
+    """What the release lines say about a renamed patch follows it: each `skip OLD: why` and `take OLD` names
+    the new name with its reason, and each variant's `Varies: OLD` (made by hand or by `pq carry`) says the new
+    one, so no line loses its variant or skip reason. Returns a note per renamed patch."""
+    if not renamed:
+        return []
+    for line, _path, series in own_line_series(layout):
+        folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        for entry in series.entries:
+            if entry.kind in (EntryKind.SKIP, EntryKind.TAKE) and entry.name in renamed:
+                series = series.replace(entry.name, replace(entry, name=renamed[entry.name]))
+            key = f"{folder}/{entry.name}"
+            text = patch_files.get(key, b"").decode("utf-8", "replace")
+            common = varies_in(text) if entry.kind == EntryKind.PATCH else None
+            if common is not None and common in renamed:
+                for trailer in ("Varies", CARRIED_FROM):  # a carried variant's fingerprint names the patch too
+                    text = re.sub(
+                        rf"^{trailer}: {re.escape(common)}(?=\s)",
+                        f"{trailer}: {renamed[common]}",
+                        text,
+                        count=1,
+                        flags=re.M,
+                    )
+                patch_files[key] = text.encode("utf-8")
+        patch_files[f"{folder}/series"] = series.dumps().encode("utf-8")
+    return [
+        f"{before} is now {after}: every release line's skip, take and Varies: follow it"
+        for before, after in renamed.items()
+    ]
+
+
+def reorder_lines(layout: Layout, order: list[str], patch_files: dict[str, bytes]) -> None:
+    """Each release line's entries for the common patches (its variants, by `Varies:`, its takes and skips) in the
+    order of the new patches/series, each in the place one of them held: a reorder in the work tree reorders the
+    lines too, which `check` holds to it (release.queue.load.require_accounted)."""
+    rank = {name: i for i, name in enumerate(order)}
+    for line, _path, _series in own_line_series(layout):
+        folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        key = f"{folder}/series"
+        lines = patch_files[key].decode("utf-8").splitlines(keepends=True) if key in patch_files else []
+        slots: list[tuple[int, str]] = []  # (index in the file, the common patch its entry is about)
+        for index, text in enumerate(lines):
+            entry = parse_entry(text)
+            if entry is None:
+                continue
+            common = entry.name
+            if entry.kind == EntryKind.PATCH:
+                common = varies_in(patch_files.get(f"{folder}/{entry.name}", b"").decode("utf-8", "replace")) or ""
+            if common in rank:
+                slots.append((index, common))
+        wanted = sorted(slots, key=lambda slot: rank[slot[1]])
+        if [c for _, c in wanted] == [c for _, c in slots]:
+            continue
+        moved = list(lines)
+        for (index, _), (source, _) in zip(slots, wanted, strict=True):
+            moved[index] = lines[source]
+        patch_files[key] = "".join(moved).encode("utf-8")
+
+
 def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
     """What the tool wrote into the release lines about a dropped patch goes with it: each line's `skip` of it
     and the variants `pq carry` made of it (`Carried-From:`), file and series entry. Returns the paths."""
@@ -326,6 +405,8 @@ def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, b
     removed: list[str] = []
     for line, _path, series in own_line_series(layout):
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
+        if f"{folder}/series" in patch_files:  # as an earlier step of this export left it (a rename)
+            series = Series(tuple(patch_files[f"{folder}/series"].decode("utf-8").splitlines()))
         for entry in series.entries:
             key = f"{folder}/{entry.name}"
             text = patch_files.get(key, b"").decode("utf-8", "replace")

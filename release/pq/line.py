@@ -18,7 +18,7 @@ train tag of the line, and refuses (nothing written) unless it gives HEAD's tree
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.core.errors import BadInputError, PatchQueueTreeError
@@ -33,7 +33,7 @@ from release.model.patch import Patch
 from release.model.series import Entry, EntryKind, Series
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
-from release.pq.carry import holds_on, insertion_point, line_tree, map_patch
+from release.pq.carry import fitting_part, holds_on, insertion_point, line_tree
 from release.pq.export import CARRIED_FROM, format_patches, require_exportable
 from release.pq.importer import apply_mails, first_commit, init, into_place, refuse_unwritable
 from release.pq.names import unmark
@@ -55,6 +55,7 @@ class LineImported:
     wanted: list[str]  # the common patches put in for the line
     stopped: tuple[str, str] | None  # the patch `git am` stopped at, and git's words
     replaced: bool
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # common patch -> its files the line lacks
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class LinePlan:
     series: Series
     patches: list[tuple[str, Patch]]
     wanted: list[str]
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # common patch -> its files the line lacks
 
 
 def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
@@ -96,18 +98,19 @@ def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
     series = line_series(layout, line)
     said = account(layout, line)
     mapped: dict[str, Patch] = {}
+    left_out: dict[str, list[str]] = {}
     for patch in queue.patches:
         entry = said.get(patch.name)
         if entry is not None and not stale(layout, line, entry, patch):
             continue
         if entry is not None:
             series = series.without(entry.name)
-        variant, unmapped = map_patch(patch, line)
+        # The parts of the patch whose files the line has; a file it lacks is left out (the import says which).
+        variant, unmapped = fitting_part(patch, line)
         if unmapped:
-            raise BadInputError(
-                f"line {line.name} has no counterpart of {', '.join(unmapped)} ({patch.name}; patches/lines.toml "
-                "[line.maps]): write its variant in patches/lines/<line>/ by hand"
-            )
+            left_out[patch.name] = unmapped
+        if variant is None:  # nothing of it is on the line: its variant is a commit of the maintainer's own
+            continue
         before = insertion_point(layout, queue, line, series, patch.name)
         series = series.insert(Entry(EntryKind.PATCH, patch.name), before)
         mapped[patch.name] = variant
@@ -117,7 +120,7 @@ def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
         found = found or entry_patch(layout, line, entry)
         if found is not None and replays_on(found, tag):
             patches.append((entry.name, found))
-    return LinePlan(series, patches, list(mapped))
+    return LinePlan(series, patches, list(mapped), left_out)
 
 
 def stale(layout: Layout, line: Line, entry: Entry, common: Patch) -> bool:
@@ -145,7 +148,7 @@ def import_line(
             path, force, lambda staging: build_line(staging, layout, queue, head, line, tree.files, entry.tag, made)
         )
         names = [name for name, _ in made.patches]
-        return LineImported(path, line.name, entry.tag, names, made.wanted, stopped, replaced)
+        return LineImported(path, line.name, entry.tag, names, made.wanted, stopped, replaced, made.left_out)
 
 
 def build_line(
@@ -234,17 +237,28 @@ def exported_files(
             )
         name = names[0]
         common = next((p for p in queue.patches if p.name == name), None)
+        old = said.get(name)
         if name in state.wanted and common is not None:
             made = Patch(name, mail).with_trailer("Varies", name).with_trailer(CARRIED_FROM, fingerprint(common))
-            old = said.get(name)
+        elif name in files and name != "series":
+            made = Patch(name, mail)
+        elif common is not None and (old is None or old.kind == EntryKind.SKIP):
+            # A commit of the maintainer's own for a common patch the line is silent about or skips (none of
+            # its files is on the line, or only some): the line's variant, made by hand (no Carried-From:).
+            made = Patch(name, mail).with_trailer("Varies", name)
+        elif common is None and old is None:
+            raise PatchQueueTreeError(
+                f"commit {sha[:12]} ({tree.subject(sha)}) is named {name}, which is no common patch of "
+                "patches/series and no entry of the line's series",
+                hint="a line's variant takes the name of the common patch it varies: reword its Patch-Name: line",
+            )
+        else:
+            continue  # a common patch the line takes as it is: the replay below holds it to HEAD's tree
+        if not (name in files and name != "series" and name not in state.wanted):
             if old is not None:
                 series = series.without(old.name)
             where = insertion_point(layout, queue, line, series, name)
             series = series.insert(Entry(EntryKind.PATCH, name), where)
-        elif name in files and name != "series":
-            made = Patch(name, mail)
-        else:
-            continue  # a common patch the line takes as it is: the replay below holds it to HEAD's tree
         made.validate(line.prefixes)
         if name in files and Patch(name, files[name].decode("utf-8")).change_digest == made.change_digest:
             # The same change as the file the line has, exported from another tag's tree (other `index` lines

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import MalformedSeriesError, SilentLineError
+from release.core.errors import MalformedSeriesError, MisorderedLineError, SilentLineError
 from release.core.layout import Layout
 from release.core.versions import canonical_tag, parse_version
 from release.model.lines import Line, read_lines
@@ -159,8 +159,37 @@ def silent_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[Line,
     return found
 
 
+def misordered_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[Line, Path, list[str], list[str]]]:
+    """(line, its series file, the order it replays the common patches in, patches/series' order of them) for
+    every line whose takes and variants replay the common patches in another order than patches/series: after
+    a reorder of patches/series, a later patch on a file an earlier one changed would merge on another base."""
+    queue = queue or Queue.load(layout)
+    if not layout.lines.is_file():
+        return []
+    common = [entry.name for entry in queue.series.entries]
+    found = []
+    for line in read_lines(layout.lines).lines:
+        if is_head(layout, line):
+            continue
+        replayed = [name for name, entry in account(layout, line).items() if entry.kind != EntryKind.SKIP]
+        ours = [name for name in replayed if name in common]
+        wanted = [name for name in common if name in ours]
+        if ours != wanted:
+            found.append((line, line.series_path(layout.root), ours, wanted))
+    return found
+
+
 def require_accounted(layout: Layout, queue: Queue | None = None) -> None:
-    """Refuse a release line that is silent about a common patch (exit 2, naming both)."""
+    """Refuse a release line that is silent about a common patch, or replays the common patches in another
+    order than patches/series (exit 2, naming both)."""
+    misordered = misordered_lines(layout, queue)
+    if misordered:
+        shown = "; ".join(
+            f"line {line.name} ({path.relative_to(layout.root).as_posix()}) replays {', '.join(ours)}, but "
+            f"patches/series orders them {', '.join(wanted)}"
+            for line, path, ours, wanted in misordered
+        )
+        raise MisorderedLineError(f"{shown}: a line's series keeps the order of patches/series")
     silent = silent_lines(layout, queue)
     if silent:
         shown = "; ".join(

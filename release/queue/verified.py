@@ -4,15 +4,21 @@ The one reader of that file for the tooling, the contract suite and the kernel p
 reading it is stdlib only, so the probe can use it on a GPU machine that has nothing else
 of ours (the range arithmetic below imports `packaging`, which the tooling always has).
 
-The model is a list: each version a test actually ran against, with how. A train tag's
-wheel accepts the versions that are both allowed by that tag's own pin (vLLM's
-Requires-Dist on flashinfer-python) and verified; when none is, that tag is not built.
+The model is a list: each version a test actually ran against, with how. It is the contract of
+the patches whose `Depends-On:` trailer names flashinfer-python (0001: the combine sums over
+top-k), not of every wheel: a wheel that carries such a patch accepts the versions that are both
+allowed by its tag's own pin (vLLM's Requires-Dist on flashinfer-python) and verified, and when
+none is, that tag is not built; a wheel whose patches rely on nothing of FlashInfer asks nothing
+of it (vLLM's own pin stands).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -21,6 +27,13 @@ from packaging.version import Version
 from release.core.errors import ConfigError, UnverifiedFlashInferError
 from release.core.layout import Layout
 from release.core.parse import load_toml
+
+if TYPE_CHECKING:  # only its attributes are read: the probe's import of this module stays light
+    from release.model.patch import Patch
+
+# The distribution VERIFIED.toml verifies, as a patch's `Depends-On:` names it.
+FLASHINFER = "flashinfer-python"
+_NAMES_FLASHINFER = re.compile(rf"(?<![\w.-]){re.escape(FLASHINFER)}(?![\w.-])", re.I)
 
 
 @dataclass(frozen=True)
@@ -83,15 +96,39 @@ def read_verified(path: Path) -> VerifiedFlashInfer:
     return VerifiedFlashInfer(entries)
 
 
-def flashinfer_range(layout: Layout, tag: str, pin: str) -> str:
-    """The flashinfer-python range of `tag`'s wheel: its pin ∩ what we verified; refused when empty."""
+def relying_on_flashinfer(patches: Iterable[Patch]) -> list[str]:
+    """The names of the patches whose `Depends-On:` names flashinfer-python: VERIFIED.toml is their contract."""
+    return [p.name for p in patches if _NAMES_FLASHINFER.search(p.depends_on)]
+
+
+def wheel_range(verified: VerifiedFlashInfer, pin: str, patches: Iterable[Patch]) -> str | None:
+    """The flashinfer-python range of a wheel that carries `patches` for a tag whose vLLM pins `pin`.
+
+    One of them relies on FlashInfer: `range_for(pin)` (None: no verified version fits, no wheel).
+    None does: "" (the wheel requires nothing of FlashInfer; vLLM's own pin stands).
+    """
+    return verified.range_for(pin) if relying_on_flashinfer(patches) else ""
+
+
+def unverified_reason(tag: str, pin: str, verified: VerifiedFlashInfer, patches: Iterable[Patch]) -> str:
+    """Why `tag`'s wheel cannot be built (wheel_range gave None): its pin, the patches that rely on FlashInfer."""
+    relying = ", ".join(relying_on_flashinfer(patches))
+    return (
+        f"{tag} pins {pin or 'no flashinfer-python'}: no verified FlashInfer satisfies it "
+        f"(verified: {', '.join(verified.versions)}), and {relying} relies on FlashInfer (its Depends-On)"
+    )
+
+
+def flashinfer_range(layout: Layout, tag: str, pin: str, patches: Iterable[Patch]) -> str:
+    """The flashinfer-python range of `tag`'s wheel (wheel_range); refused when no verified version fits."""
+    carried = list(patches)
     verified = read_verified(layout.verified_toml)
-    found = verified.range_for(pin)
+    found = wheel_range(verified, pin, carried)
     if found is None:
         raise UnverifiedFlashInferError(
-            f"{tag}: vLLM pins {pin}, and no verified FlashInfer satisfies it "
-            f"(verified: {', '.join(verified.versions)}); not building an overlay that could not be installed "
-            "beside it, or that would run on an unverified combine"
+            unverified_reason(tag, pin, verified, carried)
+            + "; not building an overlay that could not be installed beside it, or that would run on an "
+            "unverified combine"
         )
     return found
 

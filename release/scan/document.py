@@ -166,6 +166,17 @@ def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]], bug: str |
     return candidate
 
 
+def no_overlay_needed(document: dict[str, Any]) -> str:
+    """Which vLLM releases need no overlay of ours, in one sentence from the data: the releases from the one
+    that has every bug's fix upstream (`fixed_in`, over all bugs), or none yet. README.md and docs/overlay.md
+    say it in these very words (tests/unit/test_doc_facts.py), so a second bug that outlives the first fix
+    cannot leave them saying the first one's range."""
+    fixed = document.get("fixed_in")
+    if fixed:
+        return f"vLLM {fixed} and later have every fix upstream and need no overlay."
+    return "No vLLM release has every fix upstream yet: each affected release needs its overlay."
+
+
 def dumps(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
@@ -205,7 +216,7 @@ def to_markdown(document: dict[str, Any]) -> str:
         "",
         f"Scanned {len(releases)} releases, {document['scanned'][0] if releases else '-'} to "
         f"{document['newest_scanned'] or '-'}. Affected: {', '.join(affected) or 'none'}.",
-        f"Fixed upstream from: {document['fixed_in'] or 'not yet'}.",
+        f"Fixed upstream from: {document['fixed_in'] or 'not yet'}. {no_overlay_needed(document)}",
         f"Affected and covered by the train: {', '.join(covered) or 'none'}; "
         f"affected without an overlay: {', '.join(uncovered) or 'none'}.",
         f"In the train for downstream changes only: {', '.join(downstream) or 'none'}.",

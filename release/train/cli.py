@@ -37,7 +37,7 @@ from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
-from release.queue.verified import read_verified
+from release.queue.verified import read_verified, wheel_range
 from release.train.add import DEFAULT_TRAIN_SOURCE, record, refuse_unfixable, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
@@ -55,10 +55,12 @@ EPILOG = """actions:
                   and its patch level with the digest of what it carries: the level before, one
                   above it when the carried patches changed (a tag's level only goes up).
   add --all       re-record every tag from its recorded source (after a change to patches/)
-  remove TAG      drop TAG from the train (never the head: rebase away from it first); its patch level is
-                  kept under [[removed]], so a later `add TAG` continues from it, never back at 1
+  remove TAG...   drop each TAG from the train (never the head: rebase away from it first), all or
+                  nothing; each one's patch level is kept under [[removed]], so a later `add TAG`
+                  continues from it, never back at 1
   list            the train as a table (--json for machines), with each tag's FlashInfer
-                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml, and what
+                  range: its own pin intersected with vendor/vllm_fused_moe/VERIFIED.toml where a
+                  patch it carries relies on FlashInfer (Depends-On), else nothing, and what
                   its overlay carries: a bug fix, or downstream changes only. A train without the
                   head's entry (or an empty one) is refused with exit 2
   check [TAG...]  every tag (or the named ones) reproduces its recorded pristine and patched
@@ -101,8 +103,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
     )
-    remove = actions.add_parser("remove", help="drop a tag from the train")
-    remove.add_argument("tag", metavar="TAG")
+    remove = actions.add_parser("remove", help="drop tags from the train")
+    remove.add_argument("tags", nargs="+", metavar="TAG")
     listing = actions.add_parser("list", help="the train as a table")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check = actions.add_parser("check", help="every tag reproduces its recorded hashes")
@@ -142,7 +144,7 @@ def _run(args: argparse.Namespace, layout: Layout, action: str) -> int:
             return run_add(layout, [], None)
         return run_add(layout, args.tags, Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
     if action == "remove":
-        return run_remove(layout, args.tag)
+        return run_remove(layout, args.tags)
     if action == "list":
         return run_list(layout, args.json)
     if action == "watch":
@@ -194,19 +196,26 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
 # ------------------------------------------------------------------------ remove
 
 
-def run_remove(layout: Layout, tag: str) -> int:
-    tag = canonical_tag(tag)
+def run_remove(layout: Layout, tags: list[str]) -> int:
+    """Drop every tag of `tags` in one write of train.toml, or none (each is checked first)."""
+    tags = list(dict.fromkeys(canonical_tag(tag) for tag in tags))
     train = Train.load(layout.train)
-    if train.get(tag) is None:
-        raise UnknownTrainTagError(f"{tag} is not in the train ({', '.join(train.tags) or 'empty'})")
+    unknown = [tag for tag in tags if train.get(tag) is None]
+    if unknown:
+        raise UnknownTrainTagError(
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the train "
+            f"({', '.join(train.tags) or 'empty'}); nothing was removed"
+        )
     head = Queue.load(layout).pin.tag
-    if tag == head:
+    if head in tags:
         raise BadInputError(
-            f"{tag} is the head of the train: vendor/ holds it",
+            f"{head} is the head of the train: vendor/ holds it; nothing was removed",
             hint="rebase vendor/ onto another train tag first (`python -m release rebase TAG`), then remove it",
         )
-    save(layout, train.without(tag))
-    log.out(f"removed {tag}; the train is {', '.join(train.without(tag).tags)}")
+    for tag in tags:
+        train = train.without(tag)
+    save(layout, train)
+    log.out(f"removed {', '.join(tags)}; the train is {', '.join(train.tags)}")
     return EXIT_OK
 
 
@@ -225,7 +234,8 @@ class TrainRow(TypedDict):
     wheel_sha256: str
     commit: str
     flashinfer_pin: str
-    flashinfer_range: str | None  # None: no verified FlashInfer fits, the tag does not build
+    # None: no verified FlashInfer fits, the tag does not build; "": no patch it carries relies on FlashInfer
+    flashinfer_range: str | None
     files: int
     patches: list[str]  # what its replay applies, in order (train.toml `patches`)
     bugs: list[str]  # the bugs those patches fix (their Bug: ids); empty: it carries downstream changes only
@@ -255,8 +265,9 @@ def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
                 "wheel_sha256": e.wheel_sha256,
                 "commit": e.commit,
                 "flashinfer_pin": e.flashinfer,
-                # What the tag's wheel will require; null: no verified version fits, the tag does not build.
-                "flashinfer_range": verified.range_for(e.flashinfer),
+                # What the tag's wheel will require; null: no verified version fits, the tag does not build;
+                # "": it carries no patch that relies on FlashInfer (Depends-On), so it requires nothing of it.
+                "flashinfer_range": wheel_range(verified, e.flashinfer, [p for p in found if p is not None]),
                 "files": len(e.pristine),
                 "patches": list(e.patches),
                 "bugs": bugs,
@@ -287,7 +298,7 @@ def table_text(layout: Layout) -> str:
             r["line"],
             r["wheel"] or (f"{r['source']} @ {r['commit'][:12]}" if r["commit"] else r["source"]),
             (r["flashinfer_pin"] or "?").removeprefix("flashinfer-python"),
-            r["flashinfer_range"] or "none verified: not built",
+            "none verified: not built" if r["flashinfer_range"] is None else r["flashinfer_range"] or "(nothing)",
             f"{len(r['patched_files'])} of {r['files']}",
             carries(r),
         )

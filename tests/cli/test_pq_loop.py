@@ -52,6 +52,40 @@ def test_a_patch_a_later_one_needs_is_not_dropped_and_nothing_changes(project: P
     assert run_release(project, "pq", "export", "--check").returncode == 0  # the work tree is as it was
 
 
+def test_a_renamed_patch_keeps_every_lines_skip_reason_and_variant(project: Path) -> None:
+    # The patch renamed by its commit's Patch-Name: line in the work tree; each older line's `skip` (with its
+    # reason) and one line's own variant of it (Varies:) follow the new name instead of being dropped.
+    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    layout = Layout(project)
+    lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
+    varied = next(line for line in lines if any(p.name.startswith("0001-") for p in line.patch_dir(project).iterdir()))
+    [own] = [p for p in varied.patch_dir(project).iterdir() if p.name.startswith("0001-")]
+    text = own.read_text()
+    [common] = re.findall(r"(?m)^Varies: (\S+)", text)
+    variant = varied.patch_dir(project) / FIRST  # a hand-made variant, in form only: the gates read its trailers
+    variant.write_text(text.replace(f"Varies: {common}", f"Varies: {FIRST}"))
+    series = varied.series_path(project)
+    series.write_text(re.sub(rf"(?m)^skip {re.escape(FIRST)}: .*$", FIRST, series.read_text()))
+    assert run_release(project, "pq", "import").returncode == 0
+    tree = WorkRepo(project / ".work" / "pq")
+    message = tree.run("log", "-1", "--format=%B").out
+    renamed = "0002-mori-renamed.patch"
+    assert f"Patch-Name: {FIRST}" in message
+    tree.run("commit", "--quiet", "--amend", "-m", message.replace(FIRST, renamed), fixed_date=True)
+    exported = run_release(project, "pq", "export")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert f"{FIRST} is now {renamed}" in exported.stdout + exported.stderr
+    assert Series.load(layout.series).names[-1] == renamed and not (layout.patches / FIRST).exists()
+    for line in lines:
+        said = line.series_path(project).read_text()
+        if line is varied:  # the variant keeps its own file name; what it varies is the new name
+            assert re.search(rf"(?m)^{re.escape(FIRST)}$", said) and f"Varies: {renamed}" in variant.read_text()
+        else:
+            assert FIRST not in said and f"skip {renamed}: a test's patch of the head line only" in said
+    checked = run_release(project, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 BACKPORT_MESSAGE = """[Bugfix] mori: say why torch comes first
 
 Upstream's own words: the import order matters for the extension.

@@ -114,17 +114,21 @@ def make_git(path: Path, tags: dict[str, dict[str, bytes]]) -> Path:
     return path
 
 
-def patch_message(subject: str) -> str:
+def patch_message(subject: str, bug: str = "") -> str:
     """A commit message in the shape every patch of the queue has (Why / How / Related PR / Future plan and
-    the trailers `Patch.validate_message` asks for), for a test's own patch."""
+    the trailers `Patch.validate_message` asks for), for a test's own patch; `bug`: "ID TITLE" of the bug it
+    fixes (its `Bug:` trailer), else it is a downstream change."""
+    purpose = f"Bug: {bug}" if bug else "Downstream: a test's change, never shipped"
     return (
         f"{subject}\n\nWhy: a test needs a patch here.\n\nHow: {subject}.\n\nRelated PR: none, a test's patch."
-        "\n\nFuture plan: none; the test throws it away.\n\nOrigin: vendor, test\nDownstream: a test's change, "
-        "never shipped\nDepends-On: nothing\nRisk: none\n"
+        f"\n\nFuture plan: none; the test throws it away.\n\nOrigin: vendor, test\n{purpose}\n"
+        "Depends-On: nothing\nRisk: none\n"
     )
 
 
-def add_patch(project: Path, name: str, file: str, old: str, new: str, message: str, lines_skip: bool = True) -> str:
+def add_patch(
+    project: Path, name: str, file: str, old: str, new: str, message: str, lines_skip: bool = True, bug: str = ""
+) -> str:
     """Add a patch to the project's queue (format-patch mail, series line) and apply it to vendor/.
 
     `old` is replaced by `new` in `file` (relative to the subtree); `old == ""` creates `file` as `new`.
@@ -144,7 +148,7 @@ def add_patch(project: Path, name: str, file: str, old: str, new: str, message: 
     else:
         target.write_text(new)
     work.run("add", "--all")
-    work.run("commit", "-q", "-m", patch_message(message), fixed_date=True)
+    work.run("commit", "-q", "-m", patch_message(message, bug), fixed_date=True)
     mail = work.export(base, project.parent / f"out-{name}")[0]
     (project / "patches" / name).write_text(mail.read_text())
     with (project / "patches" / "series").open("a") as series:
@@ -178,10 +182,11 @@ SHAPE_CHECK_PATCH = "0002-shape-check.patch"
 SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
 
 
-def add_shape_check(project: Path, lines_skip: bool = False) -> str:
+def add_shape_check(project: Path, lines_skip: bool = False, bug: str = "") -> str:
     """The issue's downstream 0002: a shape check as the first statement of the two-sided `finalize`, added to
     the project's series and vendor/ (a test's own patch, never committed to the series); the older release
-    lines stay silent about it unless `lines_skip`."""
+    lines stay silent about it unless `lines_skip`. `bug` ("ID TITLE"): it fixes that bug instead (issue 36's
+    second bug, which no upstream release fixes)."""
     import re
 
     two_sided = "flashinfer_nvlink_two_sided.py"
@@ -197,6 +202,7 @@ def add_shape_check(project: Path, lines_skip: bool = False) -> str:
         anchor + SHAPE_CHECK,
         "fused_moe: shape check in finalize",
         lines_skip,
+        bug,
     )
 
 

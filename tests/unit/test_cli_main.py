@@ -106,6 +106,23 @@ def test_remove_drops_only_that_entry(project: Path, capsys: pytest.CaptureFixtu
     assert layout.train.read_text() == before.without(tag).dumps()
 
 
+def test_remove_takes_many_tags_in_one_write_or_none(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    layout = Layout(project)
+    before, head = Train.load(layout.train), tag_facts.head().tag
+    gone = [t for t in before.tags if t != head][:3]
+    snap = snapshot(project)
+    code, _, err = run(project, capsys, "train", "remove", *gone, head)  # the head among them: none removed
+    error, _ = one_error(err)
+    assert code == EXIT_BAD_INPUT and f"{head} is the head of the train" in error and snapshot(project) == snap
+    code, _, err = run(project, capsys, "train", "remove", *gone)
+    assert code == EXIT_OK, err
+    expected = before
+    for tag in gone:
+        expected = expected.without(tag)
+    assert layout.train.read_text() == expected.dumps()
+    assert Train.load(layout.train).tags == [t for t in before.tags if t not in gone]
+
+
 def test_a_damaged_rebase_state_is_one_line_and_abort_still_works(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

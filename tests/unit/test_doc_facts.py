@@ -5,6 +5,9 @@
 - A count of the train's tags written in the prose ("the 19 train tags", "all six tags") is the
   number of tags in `patches/train.toml`: a train add or remove fails here until the docs follow
   (or are phrased so that they need not: "every tag of the train", "`train list` shows them").
+- Which vLLM releases need no overlay is the scan's sentence (`no_overlay_needed`, over every bug), said
+  in those words in README.md, docs/overlay.md and docs/affected-releases.md: a second bug that outlives the
+  first fix fails here until the docs stop saying the first one's range.
 - A section that gives a measured time or size names the benchmark or command that prints it
   (`benchmarks/NAME.py` that exists, `pytest --durations`, or a `nox -s`/`python -m release`
   command), so that a stale figure can be measured again.
@@ -125,3 +128,36 @@ def test_every_row_of_the_measurements_names_its_date_and_the_command_that_measu
                 problems.append(f"no date: {row[:80]}")
     assert not problems, "\n".join(problems)
     assert "| command |" in text
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/overlay.md", "docs/affected-releases.md"])
+def test_which_releases_need_no_overlay_is_the_scans_sentence(doc: str) -> None:
+    import json
+
+    from release.core.layout import Layout
+    from release.scan.document import no_overlay_needed
+
+    document = json.loads(Layout(REPO).affected_json.read_text(encoding="utf-8"))
+    text = " ".join((REPO / doc).read_text(encoding="utf-8").split())
+    assert no_overlay_needed(document) in text
+    # No other release is called the first without the bugs: no "X from 0.22.0 on needs nothing" by hand.
+    assert not re.search(r"from \d+\.\d+\.\d+ on needs nothing|\(\d+\.\d+\.\d+ or later\)", text)
+
+
+def test_the_sentence_follows_the_data_when_a_second_bug_outlives_the_first_fix() -> None:
+    import json
+
+    from release.core.layout import Layout
+    from release.scan.document import fixed_in, no_overlay_needed
+
+    document = json.loads(Layout(REPO).affected_json.read_text(encoding="utf-8"))
+    first = document["fixed_in"]
+    assert first and first in no_overlay_needed(document)
+    releases = document["releases"]
+    for entry in releases.values():  # a second bug on every release the first one's line reaches, fixed nowhere
+        if entry["status"] != "not-affected":
+            entry["bugs"]["second"] = "affected"
+            entry["status"] = "affected"
+    document["fixed_in"] = fixed_in(document["scanned"], releases)
+    assert document["fixed_in"] is None
+    assert first not in no_overlay_needed(document) and "No vLLM release" in no_overlay_needed(document)

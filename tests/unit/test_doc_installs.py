@@ -91,4 +91,5 @@ def test_the_readme_says_how_to_give_the_doctor_its_index() -> None:
     whose install the doctor repeats, says how to pass it (the option and the variable it reads, not the
     tooling's VLLM_FUSED_MOE_INDEX_URL: tests/doctor/test_fixes.py holds the doctor to that name)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "vllm-fused-moe doctor --index-url https://INDEX" in readme and "`VLLM_FUSED_MOE_OVERLAY_INDEX_URL`" in readme
+    assert "vllm-fused-moe doctor --index-url https://INDEX" in readme
+    assert "`VLLM_FUSED_MOE_OVERLAY_INDEX_URL`" in readme

@@ -16,9 +16,17 @@ from helpers.bad_train import BAD_TRAIN, SAYS
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
+from release.model.lines import read_lines
+from release.model.patch import Patch
 from release.model.train import Train
-from release.queue.load import Queue
-from release.queue.verified import VerifiedFlashInfer, VerifiedVersion
+from release.queue.load import Queue, tag_patches
+from release.queue.verified import (
+    VerifiedFlashInfer,
+    VerifiedVersion,
+    read_verified,
+    relying_on_flashinfer,
+    wheel_range,
+)
 
 
 def train_of(root: Path) -> Train:
@@ -63,6 +71,27 @@ def test_a_tag_range_is_its_pin_intersected_with_the_verified_versions(
     assert (found is None) is (expected is None)
     if found is not None and expected is not None:
         assert SpecifierSet(found) == SpecifierSet(expected)
+
+
+def test_verified_toml_is_the_requirement_of_the_patches_that_rely_on_flashinfer_only() -> None:
+    # Every patch our train tags carry today relies on FlashInfer's combine (Depends-On names flashinfer-python):
+    # each tag's wheel range is its pin ∩ VERIFIED.toml. The same patch with a Depends-On that names nothing of
+    # FlashInfer (a second bug's fix) makes a wheel that asks nothing of FlashInfer, even for a pin never verified.
+    layout = Layout(REPO)
+    verified = read_verified(layout.verified_toml)
+    unverified_pin = "flashinfer-python==9.9.9"
+    lines = read_lines(layout.lines)
+    for entry in train_of(REPO).entries:
+        carried = tag_patches(layout, lines.get(entry.line), entry.tag)
+        assert relying_on_flashinfer(carried), entry.tag
+        assert wheel_range(verified, entry.flashinfer, carried) == verified.range_for(entry.flashinfer)
+        assert wheel_range(verified, unverified_pin, carried) is None
+    [patch] = Queue.load(layout).patches[:1]
+    said = patch.trailers["Depends-On"]
+    own = Patch(patch.name, patch.text.replace(f"Depends-On: {said}", "Depends-On: nothing outside vLLM"))
+    assert own.depends_on == "nothing outside vLLM" and relying_on_flashinfer([own]) == []
+    assert wheel_range(verified, unverified_pin, [own]) == ""
+    assert wheel_range(verified, unverified_pin, [own, patch]) is None  # one relying patch is enough
 
 
 @pytest.mark.parametrize("bad", BAD_TRAIN)

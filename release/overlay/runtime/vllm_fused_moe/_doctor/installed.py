@@ -121,16 +121,12 @@ def listed_release(scan: ScanData, entry: Json, version: str) -> Release:
     """A release the scan data lists: its status, per bug, and whether an optional overlay exists."""
     status = Status(entry["status"])
     line = entry.get("line")
-    why = {
-        Status.AFFECTED: "this release carries the double reduce" + (f" (in its {line} modules)" if line else ""),
-        Status.FIXED: "this release has the fix upstream",
-        Status.NOT_AFFECTED: "this release does not have the affected code",
-    }[status]
     statuses = entry.get("bugs")
     bugs = {}
     for bug, state in (statuses if isinstance(statuses, dict) else {}).items():
         info = scan.bugs.get(bug, {})
         bugs[str(bug)] = Bug(str(state), str(info.get("title") or ""), tuple(str(n) for n in info.get("patches") or []))
+    why = release_words(scan, status, bugs, line)
     in_train = bool(entry.get("in_train"))
     optional = in_train and status is not Status.AFFECTED  # the train carries downstream changes for it
     if optional:
@@ -142,6 +138,26 @@ def listed_release(scan: ScanData, entry: Json, version: str) -> Release:
         status, why, scan.fixed_in, line, in_train, entry.get("patches") or {}, entry.get("wheel"),
         entry.get("flashinfer"), bugs, tuple(b for b, i in bugs.items() if i.status == "affected"), optional,
     )  # fmt: skip
+
+
+def release_words(scan: ScanData, status: Status, bugs: dict[str, Bug], line: object) -> str:
+    """What the release has, in the bug table's words (the scan data's `bugs`: each bug's title and the first
+    release that fixes it), never one patch's: "has <title> (fixed upstream in X)", "has upstream's fix for ..."."""
+
+    def named(bug: str) -> str:
+        title = bugs[bug].title or bug
+        first = scan.bugs.get(bug, {}).get("first_fixed")
+        return f"{title} ({f'fixed upstream in {first}' if first else 'no upstream release fixes it yet'})"
+
+    has = [named(b) for b, i in bugs.items() if i.status == "affected"]
+    fixed = [named(b) for b, i in bugs.items() if i.status == "fixed"]
+    where = f" (in its {line} modules)" if line else ""
+    if status is Status.AFFECTED:
+        words = "this release has " + ("; ".join(has) if has else "a bug our patches fix") + where
+        return words + (f"; it has upstream's fix for {'; '.join(fixed)}" if fixed else "")
+    if status is Status.FIXED:
+        return "this release has upstream's fix for " + ("; ".join(fixed) if fixed else "every bug our patches fix")
+    return "this release does not have the affected code"
 
 
 def unlisted_why(scan: ScanData, version: str) -> str:
