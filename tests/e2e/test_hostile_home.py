@@ -2,8 +2,9 @@
 
 One run of the real commands as processes (the patch queue two patches deep: `pq import`,
 `pq export --check`, `pq carry` and `pq skip` of a downstream-only 0002; then `upstream-pr` with a
-vLLM clone, `rebase`, `check`, `train remove`/`add`/`check`, `build`) under an empty HOME and one
-under a hostile one: a
+vLLM clone and the trees its proof patches by `git am` (its pytest runs, which git has no part in, are
+test_upstream_pr.py's), `rebase`, `check`, `train remove`/`add`/`check`, `build`) under an empty HOME
+and one under a hostile one: a
 ~/.gitconfig with the settings people really have (`diff.noprefix`, `format.signOff`,
 `apply.whitespace=fix`, a histogram diff, copy detection, `core.autocrlf`, signing, a global
 excludes and attributes file, a template directory) and hooks that all fail, git variables
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,7 @@ import pytest
 from helpers import REPO, copy_project, private_cache, run_release, tag_facts
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.source import Source
@@ -222,6 +225,45 @@ def queue_two_deep(outputs: dict[str, bytes], project: Path, env: dict[str, str]
     files_under(outputs, "pq", project, project / "reports")
 
 
+# The trees upstream-pr's proof runs its pytest on "with this PR" (release/upstream_pr/prove.py): each
+# patched run of its plan, the mail applied by `git am --3way` over the PR's base. Printed as
+# "TAG FILE SHA256 patched|released" for every file of the subtree.
+PROOF_TREES = """
+import hashlib, sys, tempfile
+from pathlib import Path
+from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.upstream_pr.cli import pristine_of_pin, proof_plan
+from release.upstream_pr.prove import patched_tree, source_tree
+
+layout, mail = Layout(Path(sys.argv[1])), Path(sys.argv[2])
+base = pristine_of_pin(layout)
+for run in proof_plan(layout, Pin.load(layout.upstream_toml), Patch.load(layout.patches / mail.name)):
+    if run.patched:
+        released = source_tree(run.tag) / UPSTREAM_SUBTREE
+        with tempfile.TemporaryDirectory() as work:
+            subtree = patched_tree(source_tree(run.tag), base, mail, Path(work), run.tag) / UPSTREAM_SUBTREE
+            for path in sorted(p for p in subtree.rglob("*") if p.is_file()):
+                name = path.relative_to(subtree).as_posix()
+                same = (released / name).is_file() and (released / name).read_bytes() == path.read_bytes()
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                print(run.tag, name, digest, "released" if same else "patched")
+"""
+
+
+def proof_trees(project: Path, mail: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The proof's patched trees, made by release/upstream_pr/prove.py in a process under the HOME's `env`."""
+    return subprocess.run(
+        [sys.executable, "-c", PROOF_TREES, str(project), str(mail)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+
+
 def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -> dict[str, bytes]:
     """Every command of the release flow under one HOME; each output by name."""
     env = make_home(base / "home", hostile) | private_cache(base)
@@ -242,12 +284,15 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
     if hostile:
         spoil_local_config(clone, base / "home")
     pr = base / "upstream-pr"
+    # The proof's pytest runs (five vLLM imports) are test_upstream_pr.py's; what git does in them is
+    # the trees `git am` patches, made below under this HOME.
     result = run_release(project, "upstream-pr", PATCH_0001, "--vllm", str(clone), "--out", str(pr),
-                         "--reports", str(base / "no-reports"), env=env)  # fmt: skip
+                         "--reports", str(base / "no-reports"), "--skip-test-run", env=env)  # fmt: skip
     # Its commit id is printed: it differs by the committer time alone, compared below without it.
     result.stdout = re.sub(r" at [0-9a-f]{12} in ", " at <commit> in ", result.stdout)
     record(outputs, "upstream-pr", result, base)
     files_under(outputs, "upstream-pr", base, pr)
+    record(outputs, "upstream-pr proof trees", proof_trees(project, pr / PATCH_0001, env), base)
     commit = setup_git(clone, "cat-file", "commit", "HEAD")
     # The contributor's commit is made now: its committer time is the one thing that may differ.
     commit = re.sub(r"(?m)^(committer .*>) \d+ ", r"\1 <now> ", commit)
@@ -296,7 +341,17 @@ def test_the_empty_home_run_did_the_work(runs: dict[str, dict[str, bytes]]) -> N
     empty = runs["empty"]
     pq_steps = [key.split(":")[0] for key in empty if key.startswith("pq ") and key.endswith(": exit and output")]
     assert {"pq import", "pq export --check", "pq carry", "pq check"} <= set(pq_steps)
-    steps = ("upstream-pr", "rebase", "check", "train re-record", "train remove", "train add", "train check", "build")
+    steps = (
+        "upstream-pr",
+        "upstream-pr proof trees",
+        "rebase",
+        "check",
+        "train re-record",
+        "train remove",
+        "train add",
+        "train check",
+        "build",
+    )
     for step in (*pq_steps, *steps):
         assert empty[f"{step}: exit and output"].startswith(b"exit 0\n"), empty[f"{step}: exit and output"].decode()
     patch = empty[f"rebase: patches/{PATCH_0001}"].decode()
@@ -317,6 +372,16 @@ def test_the_empty_home_run_did_the_work(runs: dict[str, dict[str, bytes]]) -> N
     assert b'"result": "done"' in empty["rebase: rebase-report/rebase-report.json"]  # FROM -> TO refreshed the patch
     assert empty["train: train.toml after remove and add"] == empty["train: train.toml before"]
     assert [key for key in empty if key.startswith("build: ") and key.endswith(".whl sha256")]
+    # The proof's trees: on each release of its plan, the PR's files patched and every other file as released.
+    trees = empty["upstream-pr proof trees: exit and output"].decode().split("--- stdout\n")[1].split("\n--- stderr")[0]
+    patched: dict[str, list[str]] = {}
+    for tag, name, _digest, state in (line.split() for line in trees.splitlines()):
+        patched.setdefault(tag, [])
+        if state == "patched":
+            patched[tag].append(name)
+    fixes = Patch.load(REPO / "patches" / PATCH_0001).files
+    fixed = sorted(name.removeprefix(f"{UPSTREAM_SUBTREE}/") for name in fixes)
+    assert patched and all(names == fixed for names in patched.values()), (patched, fixed)
     commit = empty["upstream-pr: the commit in the clone"].decode()
     assert f"committer {CONTRIBUTOR[0]} <{CONTRIBUTOR[1]}> <now> " in commit
     assert commit.rstrip().endswith(f"Signed-off-by: {CONTRIBUTOR[0]} <{CONTRIBUTOR[1]}>")

@@ -4,7 +4,7 @@ In-process: the hook's parsing (`_finder.mode()`) and its decision (`_activate.d
 build facts of test_decision.py). In real processes: the `.pth` line of the wheel, run by a fresh
 interpreter over the wheel's files assembled as the build does (release.overlay.build.assemble),
 and `python -m vllm_fused_moe info`. (A real venv with vLLM and our wheel:
-tests/overlay/test_kill_switch.py, `disabled` and an unknown word.)
+tests/overlay/test_activation.py, `disabled`; tests/overlay/test_kill_switch.py, an unknown word.)
 """
 
 from __future__ import annotations

@@ -19,9 +19,7 @@ the one docs/overlay.md quotes.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -33,7 +31,7 @@ import pytest
 
 from helpers import tag_facts
 from helpers.doctor import validate
-from helpers.freshvenv import create, pip_env, site_packages
+from helpers.freshvenv import create, pip_env, site_packages, uv_binary
 from release.core.layout import Layout
 from release.model.lines import HEAD_LINE, read_lines
 from release.model.train import Train
@@ -79,20 +77,6 @@ def classes_the_series_changes(line_name: str) -> set[str]:
 NO_OVERLAY = tag_facts.fixed_upstream()
 
 
-def uv() -> list[str]:
-    try:
-        from uv import find_uv_bin  # the `uv` wheel of the test dependency group
-
-        return [find_uv_bin()]
-    except ImportError:
-        found = shutil.which("uv")
-    if found:
-        return [found]
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail("uv is not installed; on CI it must be (nox -s test installs the test group)")
-    pytest.skip("uv is not installed here; `nox -s test` installs it (dependency group `test`)")
-
-
 def vllm_requirement_names(wheel: Path) -> list[str]:
     """The names vLLM's own metadata requires (no extras): what `--no-deps` leaves out of the suite."""
     with zipfile.ZipFile(wheel) as archive:
@@ -121,7 +105,7 @@ def train_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
 
 def resolve(venv: Path, index: Path, excludes: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*uv(), "pip", "install", "--python", str(venv / "bin" / "python"), "--no-config", "--no-cache",
+        [uv_binary(), "pip", "install", "--python", str(venv / "bin" / "python"), "--no-config", "--no-cache",
          "--index-url", (index / "simple").as_uri(), "--excludes", str(excludes), "vllm-fused-moe"],
         capture_output=True, text=True, env=clean_env(), timeout=300, check=False,
     )  # fmt: skip
@@ -145,7 +129,7 @@ def older_lines_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("older-lines-packages")
     # uv, as the session installs that file: linked from uv's cache (pip --target unpacks it all: 11 s).
     subprocess.run(
-        [*uv(), "pip", "install", "--quiet", "--target", str(target), "-r", str(OLDER_LINES_REQUIREMENTS)],
+        [uv_binary(), "pip", "install", "--quiet", "--target", str(target), "-r", str(OLDER_LINES_REQUIREMENTS)],
         check=True, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     return target
