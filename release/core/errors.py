@@ -108,6 +108,17 @@ class MissingFixError(BadInputError):
     )
 
 
+class UnprovenWheelError(BadInputError):
+    """A wheel lacks evidence: a bug's regression test did not fail cleanly on its pristine vLLM release and pass
+    cleanly with the wheel installed (release/evidence), or the evidence says less than the records or the index."""
+
+    default_hint = (
+        "the wheel must carry the fix of every bug its release has, proven by the bug's test "
+        "(patches/upstream-tests/); give --python an interpreter with torch and vLLM's import-time packages "
+        "(`nox -s publish` does); nothing was published"
+    )
+
+
 class StaleVariantError(BadInputError):
     """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
     the one patches/ holds: the line's tags would ship the old change while the newer lines ship the new one."""

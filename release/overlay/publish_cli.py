@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from release.core import log
 from release.core.errors import BadInputError
-from release.core.files import WHEEL_LIMIT
+from release.core.files import WHEEL_LIMIT, read_regular
+from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.evidence.gather import gather, refuse, refuse_backwards
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, publish
+
+# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
+EVIDENCE = "evidence"
+EVIDENCE_LIMIT = 1 << 20
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,11 +52,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
     parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PYTHON",
+        help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
+        "pytest and pip (`nox -s publish` makes one); default: this one",
+    )
+    parser.add_argument(
         "--allow-dirty",
         action="store_true",
         help="publish a dirty build (`build --allow-dirty`, version X+fm.N.dirty) too; refused without it "
         "(exit 2), as its requirements file would pin it: only for an index no user installs from",
     )
+
+
+def held_evidence(index: Path) -> list[dict[str, Any]]:
+    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json)."""
+    found = []
+    for path in sorted((index / EVIDENCE).glob("*.whl.json")):
+        try:
+            data = json.loads(read_regular(path, EVIDENCE_LIMIT, follow_links=False))
+        except (BadInputError, ValueError):
+            continue  # not evidence a publish wrote: it proves nothing
+        if isinstance(data, dict):
+            found.append(data)
+    return found
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
@@ -60,7 +89,20 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     index: Path = args.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
+    # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel.
+    held = held_evidence(index)
+    proofs = []
+    for wheel in wheels:
+        evidence = gather(layout, wheel, args.python)
+        refuse(evidence, f"not publishing {wheel.name}")
+        refuse_backwards(evidence, held, f"not publishing {wheel.name}")
+        proofs.append(evidence)
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty)
+    if proofs:
+        (index / EVIDENCE).mkdir(exist_ok=True)
+    for evidence in proofs:
+        if evidence.wheel in outcome.added or evidence.wheel in outcome.already:
+            write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
     for line in outcome.repaired:
         log.note(f"note: {line}")
     for name in outcome.added:

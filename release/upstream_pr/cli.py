@@ -20,7 +20,6 @@ import argparse
 import re
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 from release.core import log
@@ -28,18 +27,16 @@ from release.core.errors import (
     EXIT_OK,
     AlreadyUpstreamError,
     DirtyVendorError,
-    MissingUpstreamTestError,
     PatchDoesNotApplyError,
-    SourceError,
     UnknownPatchError,
     UnprovenUpstreamTestError,
 )
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.evidence.tests import upstream_test
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.train import Train
-from release.pristine import safe
 from release.queue.bugs import scan_data
 from release.queue.drift import drift
 from release.queue.load import Queue
@@ -158,53 +155,6 @@ def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
     if not ok:
         detail = reason.splitlines()[0] if reason else "git apply --check failed"
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to the pristine {pin.tag} subtree: {detail}")
-
-
-def upstream_tests_dir(layout: Layout) -> Path:
-    return layout.patches / "upstream-tests"
-
-
-def named_test(layout: Layout, patch: Patch) -> str:
-    """The test path the patch's `Upstream-Test:` names, else patches/upstream-tests/tests.toml's entry, or ""."""
-    if patch.upstream_test:
-        return patch.upstream_test
-    index = upstream_tests_dir(layout) / "tests.toml"
-    try:
-        data = tomllib.loads(index.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise MissingUpstreamTestError(f"{index} cannot be read as TOML: {exc}") from None
-    tests = data.get("tests", {})
-    value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
-    if not isinstance(value, str):
-        raise MissingUpstreamTestError(f"{index}: the test of {patch.name} is not a string")
-    return value.strip()
-
-
-def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
-    """The regression test that goes with the patch: its path upstream and our copy's text; None: none is named."""
-    path = named_test(layout, patch)
-    if not path:
-        return None
-    where = upstream_tests_dir(layout)
-    problem = safe.name_problem(path)
-    if problem or not path.startswith("tests/") or not path.endswith(".py"):
-        raise MissingUpstreamTestError(
-            f"{patch.name}: its upstream test {path!r} is not a path under vLLM's tests/ ending in .py"
-            + (f" ({problem})" if problem else "")
-        )
-    ours = where / path
-    try:
-        text = safe.read_regular_file(ours, str(where)).decode("utf-8")
-    except (SourceError, OSError, UnicodeDecodeError):
-        raise MissingUpstreamTestError(
-            f"{patch.name} names the upstream test {path}, but {ours} is not a readable UTF-8 file",
-            hint=f"write the test at {ours.relative_to(layout.root) if ours.is_relative_to(layout.root) else ours}",
-        ) from None
-    if not text.strip() or "\r" in text or not text.endswith("\n"):
-        raise MissingUpstreamTestError(f"{ours} is empty, holds a carriage return, or does not end in a newline")
-    return path, text
 
 
 def proof_plan(layout: Layout, pin: Pin, patch: Patch) -> list[Run]:

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""The reduce decision of the FlashInfer all2allv prepare/finalize, vLLM 0.11-0.15.
+
+Release line flashinfer_cutlass: the combine already sums the top-k expert
+outputs of each token, so `output_is_reduced()` must say so, or the MoE layer
+all-reduces it over the TP group a second time.
+"""
+
+import pytest
+
+from vllm.model_executor.layers.fused_moe.flashinfer_cutlass_prepare_finalize import (
+    FlashInferAllToAllMoEPrepareAndFinalize,
+)
+
+pytestmark = pytest.mark.cpu_test
+
+
+@pytest.mark.parametrize(
+    "prepare_finalize_cls",
+    [
+        FlashInferAllToAllMoEPrepareAndFinalize,
+    ],
+)
+def test_output_is_reduced(prepare_finalize_cls):
+    # __init__ needs an EP group with an all2all manager (a GPU and NVLink);
+    # the answer does not depend on them.
+    prepare_finalize = object.__new__(prepare_finalize_cls)
+    assert prepare_finalize.output_is_reduced() is True
