@@ -16,7 +16,7 @@ from release.core.layout import Layout
 from release.evidence.gather import gather, refuse, refuse_backwards
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, open_wheel, publish
+from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
 
 # Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
 EVIDENCE = "evidence"
@@ -89,10 +89,11 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     index: Path = args.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
-    # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel.
+    # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
+    # gathered for the wheels the publish would add, after every cheaper refusal.
     held = held_evidence(index)
     proofs = []
-    for wheel in wheels:
+    for wheel in preflight(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty):
         evidence = gather(layout, wheel, args.python)
         refuse(evidence, f"not publishing {wheel.name}")
         refuse_backwards(evidence, held, f"not publishing {wheel.name}")
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if proofs:
         (index / EVIDENCE).mkdir(exist_ok=True)
     for evidence in proofs:
-        if evidence.wheel in outcome.added or evidence.wheel in outcome.already:
+        if evidence.wheel in outcome.added:
             write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
     for line in outcome.repaired:
         log.note(f"note: {line}")
