@@ -3,7 +3,7 @@
 What a wheel is for is read from its file name (`vllm_fused_moe-X+fm.N`: vLLM X), never from its
 `_build_info.json`; the release line from patches/train.toml's entry for X, else the scan data,
 else the wheel's build facts (a wrong line proves nothing: the line's test then fails to import,
-which is an error, no evidence). For each bug of the queue (release/evidence/tests.py) the test
+which is an error, no evidence). For each bug of the queue (release/queue/regression.py) the test
 runs on the pristine release and with the wheel installed beside it (release/evidence/runner.py);
 each run is cached by all its inputs (release/evidence/cache.py). The verdicts:
 
@@ -19,8 +19,10 @@ nothing). A release that no record knows (on no line) has no bug this queue know
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,10 +36,10 @@ from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
-from release.evidence.tests import BugTest, bug_tests
 from release.model.train import Train
 from release.pristine.wheel import lookup
 from release.queue.bugs import recorded_bugs, required_bugs, scan_data
+from release.queue.regression import BugTest, bug_tests
 
 SCHEMA = 1
 FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
@@ -149,6 +151,16 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
             }
         )
     return Evidence(wheel.name, record)
+
+
+def gather_all(layout: Layout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
+    """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
+    run is a process of its own that spends its time importing torch and vLLM."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(wheels) < 2:
+        return [gather(layout, wheel, python) for wheel in wheels]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda wheel: gather(layout, wheel, python), wheels))
 
 
 def _clean(result: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ from release.core.errors import BadInputError
 from release.core.files import WHEEL_LIMIT, read_regular
 from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.evidence.gather import gather, refuse, refuse_backwards
+from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
@@ -92,12 +92,10 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
     # gathered for the wheels the publish would add, after every cheaper refusal.
     held = held_evidence(index)
-    proofs = []
-    for wheel in preflight(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty):
-        evidence = gather(layout, wheel, args.python)
-        refuse(evidence, f"not publishing {wheel.name}")
-        refuse_backwards(evidence, held, f"not publishing {wheel.name}")
-        proofs.append(evidence)
+    proofs = gather_all(layout, preflight(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty), args.python)
+    for evidence in proofs:
+        refuse(evidence, f"not publishing {evidence.wheel}")
+        refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty)
     if proofs:
         (index / EVIDENCE).mkdir(exist_ok=True)

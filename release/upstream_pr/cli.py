@@ -33,13 +33,13 @@ from release.core.errors import (
 )
 from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.evidence.tests import upstream_test
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.train import Train
 from release.queue.bugs import scan_data
 from release.queue.drift import drift
 from release.queue.load import Queue
+from release.queue.regression import upstream_test
 from release.upstream_pr import evidence as pr_evidence
 from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
 from release.upstream_pr.mail import applies_to, upstream_mail, with_test

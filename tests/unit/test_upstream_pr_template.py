@@ -15,8 +15,8 @@ import pytest
 from helpers import tag_facts
 from release.core.errors import MissingUpstreamTestError
 from release.core.layout import Layout
-from release.evidence.tests import upstream_test
 from release.model.patch import Patch
+from release.queue.regression import upstream_test
 from release.upstream_pr.cli import proof_plan
 from release.upstream_pr.mail import upstream_mail, with_test
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run

@@ -109,8 +109,18 @@ def bug_patches(layout: Layout, queue: Queue | None = None) -> list[Patch]:
 
 
 def untested(layout: Layout, patches: list[Patch]) -> list[str]:
-    """The bug patches among `patches` that name no regression test."""
-    return [p.name for p in patches if p.purpose.bug and not named_test(layout, p)]
+    """The bug patches among `patches` that name no regression test, or one whose file is not there."""
+    missing = []
+    for patch in patches:
+        if not patch.purpose.bug:
+            continue
+        try:
+            found = upstream_test(layout, patch)
+        except MissingUpstreamTestError:
+            found = None
+        if found is None:
+            missing.append(patch.name)
+    return missing
 
 
 def refuse_untested(layout: Layout, patches: list[Patch], what: str) -> None:
