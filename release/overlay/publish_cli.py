@@ -105,10 +105,15 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         refuse(evidence, f"not publishing {evidence.wheel}")
         refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty)
+    # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
+    kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
+    for evidence in gather_all(layout, kept, args.python):
+        refuse(evidence, f"{evidence.wheel} is in the index, but")
+        proofs.append(evidence)
     if proofs:
         (index / EVIDENCE).mkdir(exist_ok=True)
     for evidence in proofs:
-        if evidence.wheel in outcome.added:
+        if evidence.wheel in outcome.added or evidence.wheel in outcome.already:
             write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
     for line in outcome.repaired:
         log.note(f"note: {line}")
