@@ -24,6 +24,9 @@ pytestmark = pytest.mark.cpu_test
 )
 def test_output_is_reduced(prepare_finalize_cls):
     # __init__ needs an EP group with an all2all manager (a GPU and NVLink);
-    # the answer does not depend on them.
+    # the answer depends only on whether the all-to-all runs over DP ranks,
+    # which is where the combine sums over top-k (without DP, finalize() is a
+    # plain copy and the output is not reduced).
     prepare_finalize = object.__new__(prepare_finalize_cls)
+    prepare_finalize.use_dp = True
     assert prepare_finalize.output_is_reduced() is True
