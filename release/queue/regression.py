@@ -103,9 +103,14 @@ def upstream_test(layout: Layout, patch: Patch, line: str = HEAD_LINE) -> tuple[
 
 
 def bug_patches(layout: Layout, queue: Queue | None = None) -> list[Patch]:
-    """The patches of the series that fix a bug (a `Bug:` trailer), in series order."""
+    """The patches that fix a bug (a `Bug:` trailer): the series' in order, then patches/retired/'s (a retired
+    patch is still replayed on the tags older than its upstream release, so its bug still needs proof)."""
     queue = queue if queue is not None else Queue.load(layout)
-    return [patch for patch in queue.patches if patch.purpose.bug]
+    found = [patch for patch in queue.patches if patch.purpose.bug]
+    names = {patch.name for patch in found}
+    retired = sorted(layout.retired.glob("*.patch")) if layout.retired.is_dir() else []
+    found += [p for p in (Patch.load(path) for path in retired) if p.purpose.bug and p.name not in names]
+    return found
 
 
 def untested(layout: Layout, patches: list[Patch]) -> list[str]:
