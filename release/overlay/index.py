@@ -185,6 +185,31 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None, allo
     The command also refuses a dirty build (`build --allow-dirty`) unless `allow_dirty`: its version
     sorts above the clean build of the same patch level, so the requirements file would pin it.
     """
+    candidates = _candidates(wheels, project, allow_dirty)
+    _plan(candidates, index / "simple", project)  # a clash is refused before anything is made
+    created = _make_index_dir(index)
+    try:
+        # A read-only index cannot be written by anyone we could race with; it is read as it is.
+        with index_lock(index) if _writable(index) else nullcontext():
+            return _publish(candidates, index, project)
+    except BaseException:
+        for directory in reversed(created):
+            _remove_if_only_lock(directory)
+        raise
+
+
+def preflight(wheels: list[Path], index: Path, *, project: str, allow_dirty: bool = False) -> list[Path]:
+    """The wheels a publish would add, after every check it makes before writing (readable wheels of
+    `project`, no dirty build unless `allow_dirty`, no clash, the patch level going up); nothing is written.
+
+    The command gathers evidence for these alone: a wheel the index already holds (the same bytes, or
+    the same files) adds nothing, and a wheel that would be refused anyway is refused first, cheaply.
+    """
+    candidates = _candidates(wheels, project, allow_dirty)
+    return [w.path for w in _plan(candidates, index / "simple", project).added]
+
+
+def _candidates(wheels: list[Path], project: str | None, allow_dirty: bool) -> list[Wheel]:
     candidates = [inspect_wheel(path) for path in wheels]
     if project is not None:
         for wheel in candidates:
@@ -197,16 +222,7 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None, allo
                     f"{wheel.name} is a dirty build (its tree was not its commit; _build_info.json says why); "
                     "nothing was published"
                 )
-    _plan(candidates, index / "simple", project)  # a clash is refused before anything is made
-    created = _make_index_dir(index)
-    try:
-        # A read-only index cannot be written by anyone we could race with; it is read as it is.
-        with index_lock(index) if _writable(index) else nullcontext():
-            return _publish(candidates, index, project)
-    except BaseException:
-        for directory in reversed(created):
-            _remove_if_only_lock(directory)
-        raise
+    return candidates
 
 
 def _publish(candidates: list[Wheel], index: Path, project: str | None) -> Outcome:

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from release.core import log
 from release.core.errors import BadInputError
+from release.core.files import read_regular
+from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, open_wheel, publish
+from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
+
+# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
+EVIDENCE = "evidence"
+EVIDENCE_LIMIT = 1 << 20
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -20,16 +30,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "newest wheel for X, pinned by version and sha256. Users install through that file, never by name "
         f"(pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt; "
         "docs/overlay.md, 'Install'). Rerunning is a no-op; nothing is written unless every wheel passes. "
+        "Each wheel first proves its fixes under --python (INDEX_DIR/evidence/<wheel>.json). "
         "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
     )
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PYTHON",
+        help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
+        "pytest and pip (`nox -s publish` makes one); default: this one",
+    )
     parser.add_argument(
         "--allow-dirty",
         action="store_true",
         help="publish a dirty build (`build --allow-dirty`, version X+fm.N.dirty) too; refused without it "
         "(exit 2), as its requirements file would pin it: only for an index no user installs from",
     )
+
+
+def held_evidence(index: Path) -> list[dict[str, Any]]:
+    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json)."""
+    found = []
+    for path in sorted((index / EVIDENCE).glob("*.whl.json")):
+        try:
+            data = json.loads(read_regular(path, EVIDENCE_LIMIT, follow_links=False))
+        except (BadInputError, ValueError):
+            continue  # not evidence a publish wrote: it proves nothing
+        if isinstance(data, dict):
+            found.append(data)
+    return found
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
@@ -42,7 +73,24 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     index: Path = args.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
+    # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
+    # gathered for the wheels the publish would add, after every cheaper refusal.
+    held = held_evidence(index)
+    proofs = gather_all(layout, preflight(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty), args.python)
+    for evidence in proofs:
+        refuse(evidence, f"not publishing {evidence.wheel}")
+        refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=args.allow_dirty)
+    # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
+    kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
+    for evidence in gather_all(layout, kept, args.python):
+        refuse(evidence, f"{evidence.wheel} is in the index, but")
+        proofs.append(evidence)
+    if proofs:
+        (index / EVIDENCE).mkdir(exist_ok=True)
+    for evidence in proofs:
+        if evidence.wheel in outcome.added or evidence.wheel in outcome.already:
+            write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
     for line in outcome.repaired:
         log.note(f"note: {line}")
     for name in outcome.added:

@@ -121,7 +121,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
             "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
             "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
-            "unless the new series gives HEAD's tree and replays on every train tag of the line."
+            "unless the new series gives HEAD's tree and replays on every train tag of the line. Refused too "
+            "(exit 2, nothing written): a patch with a `Bug:` trailer that names no regression test "
+            "(`Upstream-Test: tests/...py`, its file under patches/upstream-tests/; a `Downstream:` patch needs none)."
         ),
     )
     exp.add_argument("--dir", type=Path, default=None, help=where)

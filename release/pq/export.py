@@ -33,6 +33,7 @@ from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, own_line_series
+from release.queue.regression import refuse_untested
 
 CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
 
@@ -151,6 +152,8 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
         except MalformedPatchError as exc:
             raise MalformedPatchError(f"commit {sha[:12]}: {exc}", hint=exc.hint) from None
         patches.append(patch)
+    # Every bug patch names its regression test: publish proves each wheel's fixes with it (release/evidence).
+    refuse_untested(layout, patches, "not exporting")
 
     vendor = tree.repo.subtree_files_at("HEAD")
     rebuilt = replay(pristine, patches)

@@ -10,6 +10,7 @@ from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, 
 from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
 from release.queue.load import Queue, line_of, require_accounted, tag_patches
+from release.queue.regression import refuse_untested
 
 
 def check(layout: Layout) -> list[Drift]:
@@ -18,6 +19,7 @@ def check(layout: Layout) -> list[Drift]:
     tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data)."""
     queue = Queue.load(layout)
     require_accounted(layout, queue)
+    refuse_untested(layout, queue.patches, "check")
     refuse_stale("check", stale_variants(layout))
     refuse_train_missing_fixes(layout)
     found, _ = drift(layout, queue)

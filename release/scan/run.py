@@ -91,9 +91,11 @@ class ScanResult:
 
 def bug_status(states: list[str]) -> ReleaseStatus:
     """One bug on one release, from the statuses of its patches there: affected where one applies (or would,
-    once a variant resolves its conflict); fixed where upstream has it; not-affected: its code is not there."""
+    once a variant resolves its conflict), and where the release's line skips it: a skip is a claim that
+    only the bug's test can prove (publish runs it, release/evidence), never a finding of the scan; fixed
+    where upstream has it; not-affected: its code is not there."""
     found = {PatchStatus(state) for state in states}
-    if found & {PatchStatus.APPLIES, PatchStatus.CONFLICT}:
+    if found & {PatchStatus.APPLIES, PatchStatus.CONFLICT, PatchStatus.SKIPPED}:
         return ReleaseStatus.AFFECTED
     if PatchStatus.UPSTREAM in found:
         return ReleaseStatus.FIXED

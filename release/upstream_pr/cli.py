@@ -17,7 +17,6 @@ Steps, each refusing with exit 2 before anything is written:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import tempfile
@@ -28,24 +27,20 @@ from release.core.errors import (
     EXIT_OK,
     AlreadyUpstreamError,
     DirtyVendorError,
-    MissingUpstreamTestError,
     OutputNotWritableError,
     PatchDoesNotApplyError,
-    SourceError,
     UnknownPatchError,
     UnprovenUpstreamTestError,
 )
-from release.core.files import resolves_inside
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
-from release.core.parse import load_toml
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.train import Train
-from release.pristine import safe
 from release.queue.bugs import scan_data
 from release.queue.drift import drift
 from release.queue.load import Queue
+from release.queue.regression import upstream_test
 from release.upstream_pr import evidence as pr_evidence
 from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
 from release.upstream_pr.mail import applies_to, upstream_mail, with_test
@@ -165,58 +160,6 @@ def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
     if not ok:
         detail = reason.splitlines()[0] if reason else "git apply --check failed"
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to the pristine {pin.tag} subtree: {detail}")
-
-
-def upstream_tests_dir(layout: Layout) -> Path:
-    return layout.patches / "upstream-tests"
-
-
-def named_test(layout: Layout, patch: Patch) -> str:
-    """The test path the patch's `Upstream-Test:` names, else patches/upstream-tests/tests.toml's entry, or ""."""
-    if patch.upstream_test:
-        return patch.upstream_test
-    index = upstream_tests_dir(layout) / "tests.toml"
-    if not os.path.lexists(index):
-        return ""
-    if not resolves_inside(index, layout.root):
-        raise MissingUpstreamTestError(f"{index} resolves to {index.resolve()}, outside the checkout")
-    data = load_toml(index, error=MissingUpstreamTestError)
-    tests = data.get("tests", {})
-    value = tests.get(patch.name, "") if isinstance(tests, dict) else ""
-    if not isinstance(value, str):
-        raise MissingUpstreamTestError(f"{index}: the test of {patch.name} is not a string")
-    return value.strip()
-
-
-def upstream_test(layout: Layout, patch: Patch) -> tuple[str, str] | None:
-    """The regression test that goes with the patch: its path upstream and our copy's text; None: none is named."""
-    path = named_test(layout, patch)
-    if not path:
-        return None
-    where = upstream_tests_dir(layout)
-    problem = safe.name_problem(path)
-    if problem or not path.startswith("tests/") or not path.endswith(".py"):
-        raise MissingUpstreamTestError(
-            f"{patch.name}: its upstream test {path!r} is not a path under vLLM's tests/ ending in .py"
-            + (f" ({problem})" if problem else "")
-        )
-    ours = where / path
-    if not resolves_inside(where, layout.root) or not resolves_inside(ours, where):
-        raise MissingUpstreamTestError(
-            f"{patch.name}: its upstream test {path} resolves to {ours.resolve()}, outside {where}; "
-            "a linked directory on the way is not followed out of the checkout",
-            hint=f"keep the test as a regular file under {where}, with no link on the way",
-        )
-    try:
-        text = safe.read_regular_file(ours, str(where)).decode("utf-8")
-    except (SourceError, OSError, UnicodeDecodeError):
-        raise MissingUpstreamTestError(
-            f"{patch.name} names the upstream test {path}, but {ours} is not a readable UTF-8 file",
-            hint=f"write the test at {ours.relative_to(layout.root) if ours.is_relative_to(layout.root) else ours}",
-        ) from None
-    if not text.strip() or "\r" in text or not text.endswith("\n"):
-        raise MissingUpstreamTestError(f"{ours} is empty, holds a carriage return, or does not end in a newline")
-    return path, text
 
 
 def proof_plan(layout: Layout, pin: Pin, patch: Patch) -> list[Run]:

@@ -94,7 +94,10 @@ Signed-off-by: An Upstream Author <author@example.com>
 Origin: upstream, https://github.com/vllm-project/vllm/commit/0123456789abcdef
 Applied-Upstream: v0.99.0, https://github.com/vllm-project/vllm/commit/0123456789abcdef
 Bug: https://github.com/vllm-project/vllm/issues/1 the import order
+Upstream-Test: tests/kernels/moe/test_mori_import_order.py
 """
+# A bug patch names its regression test (pq export refuses one that does not); the backport's is upstream's.
+MORI_TEST = "def test_mori_imports_torch_first():\n    import torch  # noqa: F401\n"
 
 
 def test_an_upstream_commit_taken_with_git_am_keeps_its_message(project: Path, tmp_path: Path) -> None:
@@ -106,6 +109,8 @@ def test_an_upstream_commit_taken_with_git_am_keeps_its_message(project: Path, t
     clone.run("commit", "--quiet", "-a", "-m", BACKPORT_MESSAGE, fixed_date=True)
     [upstream] = clone.export(base, tmp_path / "mail")
 
+    test = project / "patches" / "upstream-tests" / "tests" / "kernels" / "moe" / "test_mori_import_order.py"
+    test.write_text(MORI_TEST)
     assert run_release(project, "pq", "import").returncode == 0
     WorkRepo(project / ".work" / "pq").run("am", "--keep", str(upstream))
     exported = run_release(project, "pq", "export")

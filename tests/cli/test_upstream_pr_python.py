@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from release.core.errors import NoPytestError
-from release.upstream_pr.prove import run_test
+from release.evidence.runner import run_test
 
 
 def test_an_interpreter_without_pytest_is_named_with_the_session_that_has_one(tmp_path: Path) -> None:

@@ -143,3 +143,11 @@ def test_the_summary_is_a_few_lines_counting_each_scanned_release_once() -> None
     outside = [v for v, e in document["releases"].items() if e["status"] == "affected" and not e["in_train"]]
     assert not outside or f"affected and not in the train: {', '.join(outside)}" in lines
     assert "--markdown" in lines[-1] and "--json" in lines[-1]
+
+
+def test_a_line_that_skips_a_bugs_patch_leaves_the_release_affected_never_not_affected() -> None:
+    """A line's `skip` is a claim only the bug's test proves (publish's evidence), not a finding: the scan calls
+    a release whose line skips the bug's only patch affected (issue 35: it said `not affected`)."""
+    bug_of = bug_map([_patch()])
+    assert bug_statuses({PATCH_0001: "skipped"}, bug_of) == {BUG: "affected"}
+    assert bug_statuses({PATCH_0001: "absent"}, bug_of) == {BUG: "not-affected"}

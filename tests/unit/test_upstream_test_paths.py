@@ -15,7 +15,7 @@ import pytest
 from release.core.errors import MissingUpstreamTestError
 from release.core.layout import Layout
 from release.model.patch import Patch
-from release.upstream_pr.cli import upstream_test, upstream_tests_dir
+from release.queue.regression import upstream_test, upstream_tests_dir
 
 SECRET = "TOKEN = 'a secret outside the checkout'\n"
 

@@ -1,0 +1,89 @@
+"""Wall time of the evidence of the whole train: each bug's test on every train tag, pristine and with its wheel.
+
+Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart), then gathers the
+evidence of all of them (release/evidence) twice, each run with its own cache directory whose release
+wheels are linked from the user's cache (so nothing is downloaded twice) but whose evidence and
+compiled modules start empty:
+
+- cold: no evidence cached, no compiled vLLM modules (every run imports torch and vLLM from source);
+- warm: the same wheels again, every run read back from the evidence cache.
+
+Run it with an interpreter that has torch (CPU), vLLM's import-time packages, pytest and pip, such as
+the test venv: `.nox/test/bin/python benchmarks/evidence.py [--workers N]`. It prints the load average
+before and after, since the machine's other work slows the cold run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from release.core.layout import Layout  # noqa: E402
+from release.evidence.gather import gather_all, refuse  # noqa: E402
+from release.pristine.wheel import cache_dir  # noqa: E402
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="wheels at a time")
+    parser.add_argument("--dist", type=Path, help="wheels already built (default: build --all into a temp dir)")
+    args = parser.parse_args()
+    layout = Layout(REPO)
+    wheels_cache = cache_dir()
+    with tempfile.TemporaryDirectory(prefix="evidence-bench-") as tmp:
+        dist = args.dist or Path(tmp) / "dist"
+        if args.dist is None:
+            start = time.perf_counter()
+            built = subprocess.run(
+                [sys.executable, "-m", "release", "build", "--all", "--allow-dirty", "--out", str(dist)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+            )
+            if built.returncode != 0:
+                print(built.stderr, file=sys.stderr)
+                return 1
+            print(f"build --all: {time.perf_counter() - start:.1f} s")
+        wheels = sorted(dist.glob("*.whl"))
+        cache = Path(tmp) / "cache"
+        (cache / "wheels").mkdir(parents=True)
+        for version in wheels_cache.iterdir():
+            if version.is_dir():
+                (cache / "wheels" / version.name).symlink_to(version, target_is_directory=True)
+        os.environ["VLLM_FUSED_MOE_CACHE"] = str(cache)
+        os.environ.pop("PYTHONPYCACHEPREFIX", None)
+        for label in ("cold", "warm"):
+            before = load()
+            start = time.perf_counter()
+            proofs = gather_all(layout, wheels, sys.executable, args.workers)
+            seconds = time.perf_counter() - start
+            refused = []
+            for evidence in proofs:
+                try:
+                    refuse(evidence, evidence.wheel)
+                except Exception as exc:  # a refusal is a result here, not a failure of the benchmark
+                    refused.append(str(exc).splitlines()[0])
+            runs = sum(len(e.bugs) for e in proofs)
+            print(
+                f"{label}: {len(wheels)} wheels, {runs} bugs x 2 runs, {seconds:.1f} s "
+                f"({args.workers} at a time; load {before} -> {load()}); refused: {len(refused)}"
+            )
+            for line in refused:
+                print(f"  {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

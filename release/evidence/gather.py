@@ -1,0 +1,235 @@
+"""The evidence of one overlay wheel: each bug's regression test on its pristine vLLM release and with the wheel.
+
+What a wheel is for is read from its file name (`vllm_fused_moe-X+fm.N`: vLLM X), never from its
+`_build_info.json`; the release line from patches/train.toml's entry for X, else the scan data,
+else the wheel's build facts (a wrong line proves nothing: the line's test then fails to import,
+which is an error, no evidence). For each bug of the queue (release/queue/regression.py) the test
+runs on the pristine release and with the wheel installed beside it (release/evidence/runner.py);
+each run is cached by all its inputs (release/evidence/cache.py). The verdicts:
+
+- `fixed`: a clean fail on the pristine release (it has the bug) and a clean pass with the wheel;
+- `not affected`: a clean pass on both (the release does not have the bug);
+- anything else is no evidence, and `refuse` says which bug, tag and line, and why.
+
+The records are checked against it: a bug that patches/train.toml or the scan data says the
+release has must be `fixed`, never `not affected` (a test that passes on an affected release shows
+nothing). A release that no record knows (on no line) has no bug this queue knows to prove.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from release.core.errors import UnprovenWheelError
+from release.core.git import head_commit
+from release.core.hashing import file_sha256, sha256_hex
+from release.core.layout import Layout
+from release.evidence import runner
+from release.evidence.cache import cached_run, key_of
+from release.model.train import Train
+from release.pristine.wheel import lookup
+from release.queue.bugs import recorded_bugs, required_bugs, scan_data
+from release.queue.regression import BugTest, bug_tests
+
+SCHEMA = 1
+FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
+BUILD_INFO = "vllm_fused_moe/_build_info.json"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    wheel: str  # file name
+    record: dict[str, Any]  # what is kept beside the wheel in the index (INDEX_DIR/evidence/<wheel>.json)
+
+    @property
+    def tag(self) -> str:
+        return str(self.record["vllm"]["tag"])
+
+    @property
+    def line(self) -> str:
+        return str(self.record.get("line") or "")
+
+    @property
+    def bugs(self) -> list[dict[str, Any]]:
+        return list(self.record["bugs"])
+
+    def fixed(self) -> set[str]:
+        return {str(b["bug"]) for b in self.bugs if b.get("verdict") == FIXED}
+
+    def text(self) -> bytes:
+        return (json.dumps(self.record, indent=1, sort_keys=True) + "\n").encode()
+
+
+def tool_digest() -> str:
+    """sha256 over this stage's own code: a change in how evidence is gathered makes every run stale."""
+    here = Path(__file__).parent
+    rows = [f"{p.name} {file_sha256(p)}" for p in sorted(here.glob("*.py"))]
+    return "sha256:" + sha256_hex("\n".join(rows).encode())
+
+
+def wheel_release(path: Path) -> str:
+    """The vLLM release a wheel of ours is for, from its file name (X of X+fm.N)."""
+    try:
+        return parse_wheel_filename(path.name)[1].public
+    except InvalidWheelFilename as exc:
+        raise UnprovenWheelError(f"{path.name} is not a wheel file name ({exc})") from None
+
+
+def _build_line(path: Path) -> str:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = json.loads(archive.read(BUILD_INFO))
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError):
+        return ""
+    line = info.get("line") if isinstance(info, dict) else None
+    return line if isinstance(line, str) else ""
+
+
+def release_line(layout: Layout, version: str, wheel: Path, data: dict[str, Any] | None) -> str:
+    tag = f"v{version}"
+    entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+    if entry is not None:
+        return entry.line
+    scanned = (data or {}).get("releases", {}).get(version)
+    if isinstance(scanned, dict) and isinstance(scanned.get("line"), str):
+        return str(scanned["line"])
+    return _build_line(wheel)
+
+
+def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
+    """The evidence of `wheel` (each run cached); `refuse` judges it."""
+    version = wheel_release(wheel)
+    tag = f"v{version}"
+    data = scan_data(layout)
+    line = release_line(layout, version, wheel, data)
+    wheel_sha = file_sha256(wheel)
+    tool = tool_digest()
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "wheel": {"name": wheel.name, "sha256": wheel_sha},
+        "vllm": {"tag": tag, "version": version, "wheel": None, "sha256": None},
+        "line": line,
+        "tool": {"digest": tool, "commit": ""},
+        "python": str(Path(python).absolute()),
+        "bugs": [],
+    }
+    if not line:
+        record["note"] = f"vLLM {version} is on no release line the train, the scan data or the wheel names"
+        return Evidence(wheel.name, record)
+    records = {bug.id for bug, _ in required_bugs(layout, tag, data)} | set(recorded_bugs(layout, tag))
+    record["tool"]["commit"] = head_commit(layout.root)
+    release = lookup(version)
+    record["vllm"].update(wheel=release.filename, sha256=release.sha256)
+    identity = str(Path(python).absolute())
+    for test in bug_tests(layout, line):
+        inputs = (release.sha256, test.path, test.digest, tool, identity)
+        pristine = cached_run(key_of("pristine", *inputs), partial(_pristine, python, tag, test), _clean)
+        installed = cached_run(
+            key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel, test), _clean
+        )
+        record["bugs"].append(
+            {
+                "bug": test.bug,
+                "title": test.title,
+                "patch": test.patch,
+                "test": test.path,
+                "test_sha256": test.digest,
+                "pristine": _result(pristine),
+                "wheel": _result(installed),
+                "verdict": _verdict(pristine["result"], installed["result"]),
+                "recorded": test.bug in records,
+            }
+        )
+    return Evidence(wheel.name, record)
+
+
+def gather_all(layout: Layout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
+    """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
+    run is a process of its own that spends its time importing torch and vLLM."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(wheels) < 2:
+        return [gather(layout, wheel, python) for wheel in wheels]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda wheel: gather(layout, wheel, python), wheels))
+
+
+def _clean(result: dict[str, Any]) -> bool:
+    return result.get("result") in (runner.PASSED, runner.FAILED)
+
+
+def _result(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: run[k] for k in ("result", "summary", "detail", "key") if k in run}
+
+
+def _verdict(pristine: str, installed: str) -> str:
+    if installed == runner.PASSED and pristine == runner.FAILED:
+        return FIXED
+    if installed == runner.PASSED and pristine == runner.PASSED:
+        return NOT_AFFECTED
+    return UNPROVEN
+
+
+def _pristine(python: str, tag: str, test: BugTest) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
+        result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, Path(tmp))
+    return {"result": result, "summary": summary, "detail": detail}
+
+
+def _with_wheel(python: str, tag: str, wheel: Path, test: BugTest) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
+        venv_python, problem = runner.wheel_venv(python, tag, wheel, Path(tmp))
+        if problem:
+            return {"result": runner.ERROR, "summary": "not installed", "detail": problem}
+        result, summary, detail = runner.run_test(venv_python, None, test.path, test.text, Path(tmp))
+    return {"result": result, "summary": summary, "detail": detail}
+
+
+def refuse(evidence: Evidence, what: str) -> None:
+    """Refuse (UnprovenWheelError) evidence that does not prove every bug, naming the bug, the tag and the line."""
+    problems = []
+    for bug in evidence.bugs:
+        pristine, installed = bug["pristine"], bug["wheel"]
+        where = f"bug {bug['bug']} on vLLM {evidence.tag} (line {evidence.line}), test {bug['test']}"
+        if bug["verdict"] == UNPROVEN:
+            if installed["result"] != runner.PASSED:
+                why = f"with the wheel it {_said(installed)}"
+            else:
+                why = f"on the pristine release it {_said(pristine)}, which is no evidence"
+            problems.append(f"{where}: {why}")
+        elif bug["verdict"] == NOT_AFFECTED and bug.get("recorded"):
+            problems.append(
+                f"{where}: the records (patches/train.toml, the scan data) say the release has the bug, but its test "
+                "passes on the pristine release: the test does not show the bug there"
+            )
+    if problems:
+        raise UnprovenWheelError(f"{what}: " + "; ".join(problems))
+
+
+def _said(run: dict[str, Any]) -> str:
+    verb = {runner.FAILED: "fails", runner.ERROR: "errors", runner.PASSED: "passes"}[str(run["result"])]
+    detail = f": {run['detail']}" if run.get("detail") else ""
+    return f"{verb} ({run.get('summary', '')}{detail})"
+
+
+def refuse_backwards(evidence: Evidence, held: list[dict[str, Any]], what: str) -> None:
+    """A new patch level fixes at least every bug the index's evidence says an earlier level of the release fixed."""
+    for old in held:
+        if old.get("vllm", {}).get("version") != evidence.record["vllm"]["version"]:
+            continue
+        before = {str(b.get("bug")) for b in old.get("bugs", []) if isinstance(b, dict) and b.get("verdict") == FIXED}
+        lost = sorted(before - evidence.fixed())
+        if lost:
+            raise UnprovenWheelError(
+                f"{what}: {old.get('wheel', {}).get('name')} in the index fixes {', '.join(lost)} on vLLM "
+                f"{evidence.tag} (line {evidence.line}), this wheel does not: the index never goes backwards"
+            )

@@ -1,0 +1,141 @@
+"""Every published wheel proves its fixes: issue 35's paths end in a refusal naming the bug, the tag and the line.
+
+Real processes on a copy of the checkout, the real release wheels (cached) and this test venv as the
+interpreter the evidence runs under (torch, vLLM's import-time packages): `publish` runs each bug's
+regression test on the wheel's pristine vLLM release and with the wheel installed beside it
+(release/evidence). Records edited by hand (patches/train.toml's `bugs`, the scan data, a line's
+`skip`, the wheel's own `_build_info.json`) no longer make a wheel without its fix publishable. The
+tag is data: the newest train tag of an older release line. Every run is cached by its inputs
+(~/.cache/vllm-fused-moe/evidence), so the pristine release's run is made once for the whole suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from helpers import run_release
+from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from release.core.layout import Layout
+from release.evidence.runner import source_tree
+from release.model.lines import HEAD_LINE, read_lines
+from release.model.train import Train, TrainEntry
+
+pytestmark = pytest.mark.network  # the tag's release wheel: the cache, or the package index once
+
+BUILD_INFO = "vllm_fused_moe/_build_info.json"
+
+
+def older_line_tag(layout: Layout) -> TrainEntry:
+    """The newest train tag of an older release line (both tests take it: its pristine run is made once)."""
+    return [e for e in Train.load(layout.train).entries if e.line != HEAD_LINE and e.bugs][-1]
+
+
+def pristine_files(layout: Layout, entry: TrainEntry) -> dict[str, bytes]:
+    """{patched sha256: the pristine bytes} of each file the tag's series changes."""
+    line = read_lines(layout.lines).get(entry.line)
+    tree = source_tree(entry.tag)
+    out = {}
+    for name, patched in entry.patched.items():
+        module = next(m for m in line.modules if m.endswith(name)) if not line.modules[0].endswith("/") else ""
+        path = tree / (module or line.modules[0] + name)
+        data = path.read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry.pristine[name]
+        out[patched] = data
+    return out
+
+
+def undone(wheel: Path, out: Path, pristine: dict[str, bytes], build_info: str | None) -> Path:
+    """`wheel` with the fix undone (each patched file back to its pristine bytes) and `_build_info.json`
+    removed (None) or replaced; the same name, a deterministic zip."""
+    out.mkdir()
+    target = out / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as made:
+        replaced = 0
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == BUILD_INFO:
+                if build_info is None:
+                    continue
+                data = build_info.encode()
+            digest = hashlib.sha256(data).hexdigest()
+            if digest in pristine:
+                data, replaced = pristine[digest], replaced + 1
+            made.writestr(info, data)
+    assert replaced == len(pristine), "the wheel does not hold the tag's patched files"
+    return target
+
+
+@pytest.mark.parametrize("build_info", ["none", "vllm_version is a list"])
+def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
+    project: Path, tmp_path: Path, build_info: str
+) -> None:
+    """Issue 35, path 5: publish read the fix gate from the wheel's own `_build_info.json`; a wheel without one
+    (or with a `vllm_version` that is a list) and with the fix undone was published and pinned."""
+    layout = Layout(project)
+    entry = older_line_tag(layout)
+    built = run_release(project, "build", "--tag", entry.tag, "--allow-dirty", "--out", str(tmp_path / "dist"))
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        info = json.loads(archive.read(BUILD_INFO))
+    text = None if build_info == "none" else json.dumps({**info, "vllm_version": [info["vllm_version"]]})
+    broken = undone(wheel, tmp_path / "broken", pristine_files(layout, entry), text)
+
+    index = tmp_path / "index"
+    published = run_release(project, "publish", "--allow-dirty", str(broken), str(index))
+    assert published.returncode == 2, published.stdout + published.stderr
+    [bug] = entry.bugs
+    said = f"error: not publishing {broken.name}: bug {bug} on vLLM {entry.tag} (line {entry.line})"
+    assert said in published.stderr, published.stderr
+    assert "with the wheel it fails" in published.stderr, published.stderr
+    assert not index.exists()
+
+
+def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_at_publish(
+    project: Path, tmp_path: Path
+) -> None:
+    """Issue 35, path 1: two patches deep, a line's series says `skip 0001-…: mistake` (its variant gone), the
+    `bugs` of its train tags are emptied by hand and the scan data no longer lists them (`scan --since` a newer
+    tag); every gate passed and the index pinned a wheel without the fix. Now publish's evidence refuses it."""
+    layout = Layout(project)
+    entry = older_line_tag(layout)
+    [bug] = entry.bugs
+    [common] = [p.name for p in layout.patches.glob("*.patch")]
+    add_shape_check(project, lines_skip=False)
+    carried = run_release(project, "pq", "carry", SHAPE_CHECK_PATCH)
+    assert carried.returncode == 0, carried.stderr
+    series = layout.patches / "lines" / entry.line / "series"
+    assert SHAPE_CHECK_PATCH in series.read_text().splitlines(), carried.stdout
+    for other in sorted((layout.patches / "lines").glob("*/series")):
+        if SHAPE_CHECK_PATCH not in other.read_text().splitlines():
+            other.write_text(other.read_text() + f"skip {SHAPE_CHECK_PATCH}: a test's patch\n")
+    [variant] = [n for n in series.read_text().splitlines() if n.startswith("0001-")]
+    series.write_text(series.read_text().replace(variant, f"skip {common}: mistake"))
+    (series.parent / variant).unlink()
+    train = Train.load(layout.train)
+    for other in train.entries:
+        if other.line == entry.line:
+            train = train.with_entry(replace(other, bugs=()))
+    layout.train.write_text(train.dumps())
+    data = json.loads(layout.affected_json.read_text())
+    data["releases"] = {v: r for v, r in data["releases"].items() if r.get("line") != entry.line}
+    layout.affected_json.write_text(json.dumps(data))
+    for step in (("check",), ("train", "add", entry.tag)):
+        passed = run_release(project, *step)
+        assert passed.returncode == 0, passed.stdout + passed.stderr  # the records alone let it through
+    built = run_release(project, "build", "--tag", entry.tag, "--allow-dirty", "--out", str(tmp_path / "dist"))
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+
+    index = tmp_path / "index"
+    published = run_release(project, "publish", "--allow-dirty", str(wheel), str(index))
+    assert published.returncode == 2, published.stdout + published.stderr
+    said = f"error: not publishing {wheel.name}: bug {bug} on vLLM {entry.tag} (line {entry.line})"
+    assert said in published.stderr and "with the wheel it fails" in published.stderr, published.stderr
+    assert not index.exists()
