@@ -45,16 +45,15 @@ from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_di
 from release.core.lock import repo_lock
 from release.model.lines import Line, read_lines
 from release.model.outcome import PatchStatus
-from release.model.patch import Patch
+from release.model.patch import CARRIED_FROM, VARIES, Patch
 from release.model.series import Entry, EntryKind, Series, control_problem
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
-from release.pq.export import CARRIED_FROM
 from release.pq.export import replay as apply_all
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
-from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches, varies
+from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches
 from release.queue.replay import Replay, replay_series, start
 from release.queue.upstreamed import classify
 
@@ -303,7 +302,7 @@ def carry_line(
         existing = entry_patch(layout, line, said)
         where = f"patches/lines/{line.name}/{said.name}"
         assert existing is not None
-        made_from = existing.trailers.get(CARRIED_FROM, "").strip()
+        made_from = existing.carried_from
         if not made_from:
             done = LineCarry(line.name, "hand-made", f"{where} varies it, made by hand: left as it is", where)
             return noted(done, line, existing), None
@@ -332,7 +331,7 @@ def carry_line(
     made = make_variant(line, tree, preceding, mapped, head_before)
     if isinstance(made, str):
         return LineCarry(line.name, "needs-variant", made, tags=[newest.tag]), None
-    variant = made.with_trailer("Varies", patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
+    variant = made.with_trailer(VARIES, patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
     variant.validate(line.prefixes)
     new_series = series.insert(Entry(EntryKind.PATCH, variant.name), before)
     following = [p for e in entries[cut:] if (p := entry_patch(layout, line, e)) is not None]
@@ -403,7 +402,7 @@ def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, na
     later = set(order[order.index(name) + 1 :])
     for entry in series.entries:
         patch = entry_patch(layout, line, entry) if entry.kind == EntryKind.PATCH else None
-        common = (varies(patch) if patch is not None else None) or entry.name
+        common = (patch.varies if patch is not None else None) or entry.name
         if common in later:
             return entry.name
     return None

@@ -27,14 +27,12 @@ from release.core.git import apply_ok
 from release.core.journal import Output, commit
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
 from release.core.lock import repo_lock
-from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
+from release.model.patch import CARRIED_FROM, UPSTREAM_SUBTREE_PREFIX, VARIES, Patch
 from release.model.series import EntryKind, Series, parse_entry
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, own_line_series
-
-CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
 
 
 @dataclass(frozen=True)
@@ -286,7 +284,7 @@ def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]
 def varies_in(mail: str) -> str | None:
     """The common patch a variant's mail names in `Varies:`, read from its text: a hand-made variant is
     read as it is, never validated, so a half-written one still gets its note."""
-    found = re.search(r"^Varies: (\S+)", mail, re.M)
+    found = re.search(rf"^{VARIES}: (\S+)", mail, re.M)
     return found.group(1) if found else None
 
 
@@ -353,7 +351,7 @@ def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[s
             text = patch_files.get(key, b"").decode("utf-8", "replace")
             common = varies_in(text) if entry.kind == EntryKind.PATCH else None
             if common is not None and common in renamed:
-                for trailer in ("Varies", CARRIED_FROM):  # a carried variant's fingerprint names the patch too
+                for trailer in (VARIES, CARRIED_FROM):  # a carried variant's fingerprint names the patch too
                     text = re.sub(
                         rf"^{trailer}: {re.escape(common)}(?=\s)",
                         f"{trailer}: {renamed[common]}",

@@ -24,7 +24,6 @@ from release.core.errors import ConfigError
 from release.core.parse import load_json
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
-from release.queue.load import applied_upstream
 from release.scan.run import ScanOptions, ScanResult, bug_map, bug_statuses, in_range, release_status
 from release.scan.serve import read_serve
 
@@ -130,7 +129,7 @@ RELEASE_KEYS = ("status", "bugs", "line", "patches", "in_train", "wheel", "wheel
 def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
     """The first release with the patch's change: its `Applied-Upstream:` (what rebase recorded when it retired
     it), else the oldest scanned release where the classifier finds it upstream."""
-    recorded = applied_upstream(patch)
+    recorded = patch.applied_upstream
     if recorded is not None:
         return recorded.removeprefix("v")
     return next((v for v in ordered if releases[v]["patches"].get(patch.name) == PatchStatus.UPSTREAM), None)

@@ -42,7 +42,7 @@ from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
 from release.queue.drift import unapply
-from release.queue.load import Queue, entry_patch, is_head, line_series, varies
+from release.queue.load import Queue, entry_patch, is_head, line_series
 from release.queue.replay import start
 from release.queue.upstreamed import classify
 from release.train.replay import line_made_on
@@ -173,7 +173,7 @@ def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str,
         if patch is None:
             out[entry.name] = None
             continue
-        common = varies(patch) if entry.kind == EntryKind.PATCH else patch.name
+        common = patch.varies if entry.kind == EntryKind.PATCH else patch.name
         out[common if common in known else patch.name] = patch
     return out
 
