@@ -18,14 +18,13 @@ from typing import Any
 
 from release.core.errors import BadInputError
 from release.core.files import present, read_member
+from release.core.layout import BUILD_INFO_MEMBER as BUILD_INFO
 from release.core.layout import Layout
 from release.core.parse import parse_json
 from release.model.patch import CARRIED_FROM, VARIES
 from release.model.train import Train
 from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
 from release.queue.gates import Variant, VariantState, common_now, fingerprint, refuse_stale
-
-BUILD_INFO = "vllm_fused_moe/_build_info.json"
 
 
 def build_info(path: Path) -> dict[str, Any] | None:
