@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.version import Version
 
 from release.core.errors import MalformedPatchError
 from release.core.files import present, read_text
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.versions import package_version
 from release.model.lines import read_lines
 from release.model.outcome import PatchOutcome
 from release.model.patch import Patch
@@ -245,8 +245,8 @@ def _pin_within(pin: str, verified: str) -> bool:
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-        versions = [Version(v.strip()) for v in verified.split(",") if v.strip()]
-        return bool(pinned) and all(Version(v) in versions for v in pinned)
+        versions = [package_version(v.strip()) for v in verified.split(",") if v.strip()]
+        return bool(pinned) and all(package_version(v) in versions for v in pinned)
     except Exception:
         return False
 

@@ -18,10 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
-
 from release.core.errors import ConfigError
 from release.core.parse import load_json
+from release.core.versions import Pep440Version as Version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
 from release.scan.run import ScanOptions, ScanResult, bug_map, bug_statuses, in_range, release_status

@@ -24,13 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import Version
-
 from release.core import log
 from release.core.errors import ReleaseError
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.core.versions import Pep440Version as Version
 from release.core.versions import version_of_tag
 from release.model.lines import Line, Lines, load_lines, read_lines
 from release.model.outcome import PatchStatus, ReleaseStatus

@@ -18,11 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
 from release.core.parse import load_json
+from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.source import Source
 from release.model.train import Train
@@ -90,7 +89,7 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
     found, base = drift(layout, queue)
     if found:
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
-    newest = max((Version(e.version) for e in train.entries), default=Version("0"))
+    newest = max((package_version(e.version) for e in train.entries), default=package_version("0"))
     report = WatchReport(newest_before=f"v{newest}" if train.entries else "(empty train)")
     for version, release in sorted(scan["releases"].items(), key=lambda item: _version(item[0])):
         if _version(version) <= newest:
@@ -123,8 +122,8 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
     return report
 
 
-def _version(text: str) -> Version:
+def _version(text: str) -> Pep440Version:
     try:
-        return Version(text)
+        return package_version(text)
     except InvalidVersion:
         raise BadInputError(f"the scan lists {text!r}, which is not a version") from None

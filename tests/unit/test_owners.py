@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+
+from release.core.errors import UnknownTagError
 from release.core.layout import BUILD_INFO_MEMBER, BUILD_INFO_NAME, OVERLAY_PACKAGE, PROJECT_ROOT, Layout
+from release.core.versions import canonical_tag, package_version, parse_version
 from vllm_fused_moe import _meta
 
 
@@ -13,3 +17,42 @@ def test_the_build_info_the_tooling_writes_is_the_file_the_runtime_reads() -> No
     assert _meta.BUILD_INFO == _meta.HERE / BUILD_INFO_NAME
     assert f"{layout.runtime_package.name}/{BUILD_INFO_NAME}" == BUILD_INFO_MEMBER
     assert layout.runtime_package.name == OVERLAY_PACKAGE
+
+
+def test_versions_are_read_by_core_versions_alone() -> None:
+    """No tooling module parses a version with packaging itself: release/core/versions.py owns both grammars.
+
+    The runtime (release/overlay/runtime/) ships in the wheel without release/, so it is not counted."""
+    readers = []
+    for path in sorted((PROJECT_ROOT / "release").rglob("*.py")):
+        if "runtime" in path.relative_to(PROJECT_ROOT).parts or path.name == "versions.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name == "packaging.version" for name in names):
+                readers.append(path.relative_to(PROJECT_ROOT).as_posix())
+    assert readers == []
+
+
+def test_a_release_tag_is_a_version_tag_without_pre_release_or_build() -> None:
+    """canonical_tag reads the one tag grammar (VERSION_TAG_RE) that parse_version reads."""
+    for text in (
+        "v0.11.0",
+        "0.11.0",
+        " v0.10.1.post2 ",
+        "v0.11.0rc1",
+        "0.11.0-1",
+        "v0.11.0.dev3",
+        "nightly",
+        "v٠.11.1",
+    ):
+        parsed = parse_version(text)
+        final = parsed is not None and parsed[0].is_final and parsed[1] is None
+        try:
+            tag = canonical_tag(text)
+        except UnknownTagError:
+            assert not final, text
+        else:
+            assert final and parsed is not None and tag == parsed[0].tag, text
+    assert package_version("1.2.3.1") > package_version("1.2.3")  # an index's version, as pip orders it
