@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from release.core.errors import UnknownTagError
 from release.core.layout import BUILD_INFO_MEMBER, BUILD_INFO_NAME, OVERLAY_PACKAGE, PROJECT_ROOT, Layout
 from release.core.versions import canonical_tag, package_version, parse_version
+from release.model.lines import read_lines
+from release.scan.serve import read_serve
 from vllm_fused_moe import _meta
 
 
@@ -56,3 +59,12 @@ def test_a_release_tag_is_a_version_tag_without_pre_release_or_build() -> None:
         else:
             assert final and parsed is not None and tag == parsed[0].tag, text
     assert package_version("1.2.3.1") > package_version("1.2.3")  # an index's version, as pip orders it
+
+
+def test_the_serve_facts_come_from_the_lines_the_model_read(tmp_path: Path) -> None:
+    """patches/lines.toml is parsed once, by model/lines.py: scan/serve.py reads the tables it kept."""
+    layout = Layout(PROJECT_ROOT)
+    lines = read_lines(layout.lines)
+    from_the_file = read_serve(layout.lines)
+    assert from_the_file and any(serve.ranges for serve in from_the_file.values())
+    assert read_serve(tmp_path / "gone.toml", lines) == from_the_file  # the path is only named in messages
