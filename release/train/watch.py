@@ -20,16 +20,14 @@ from typing import Any
 
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
-from release.core.parse import load_json
 from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.model.outcome import PatchStatus, ReleaseStatus
+from release.model.scan import read_scan
 from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
 from release.train.add import add_one
-
-SCAN_SCHEMA = 1
 
 
 @dataclass
@@ -73,12 +71,10 @@ class WatchReport:
 
 
 def load_scan(path: Path) -> dict[str, Any]:
-    data = load_json(path, hint="write it with `python -m release scan --json`")
-    if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA or not isinstance(data.get("releases"), dict):
-        raise BadInputError(
-            f"{path} is not a scan document of schema {SCAN_SCHEMA}",
-            hint="write it with `python -m release scan --json` (docs/affected-releases.schema.json)",
-        )
+    """The scan document `train watch` is given (release/model/scan.py reads it; a missing file is bad input)."""
+    hint = "write it with `python -m release scan --json` (docs/affected-releases.schema.json)"
+    data = read_scan(path, error=BadInputError, hint=hint, missing_ok=False)
+    assert data is not None  # missing_ok=False: a missing file raised
     return data
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from release.core.errors import UnknownTagError
+import pytest
+
+from release.core.errors import BadInputError, ConfigError, MalformedDataError, UnknownTagError
 from release.core.layout import BUILD_INFO_MEMBER, BUILD_INFO_NAME, OVERLAY_PACKAGE, PROJECT_ROOT, Layout
 from release.core.versions import canonical_tag, package_version, parse_version
 from release.model.lines import read_lines
+from release.queue.bugs import scan_data
+from release.scan.document import load_document
 from release.scan.serve import read_serve
+from release.train.watch import load_scan
 from vllm_fused_moe import _meta
 
 
@@ -68,3 +73,28 @@ def test_the_serve_facts_come_from_the_lines_the_model_read(tmp_path: Path) -> N
     from_the_file = read_serve(layout.lines)
     assert from_the_file and any(serve.ranges for serve in from_the_file.values())
     assert read_serve(tmp_path / "gone.toml", lines) == from_the_file  # the path is only named in messages
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{", "[]", '{"schema": 2, "releases": {}}', '{"schema": 1, "releases": []}', '{"releases": {}}'],
+    ids=["not-json", "a-list", "another-schema", "releases-a-list", "no-schema"],
+)
+def test_every_reader_of_the_scan_document_refuses_the_same_files(tmp_path: Path, text: str) -> None:
+    """The gates (`status`, `build`, `publish`), `scan`'s previous document and `train watch` read the scan
+    through one rule: what one refuses, each refuses, each with its own error."""
+    layout = Layout(tmp_path)
+    layout.affected_json.parent.mkdir(parents=True)
+    layout.affected_json.write_text(text, encoding="utf-8")
+    for read, error in (
+        (lambda: scan_data(layout), MalformedDataError),
+        (lambda: load_document(layout.affected_json), ConfigError),
+        (lambda: load_scan(layout.affected_json), BadInputError),
+    ):
+        with pytest.raises(BadInputError) as caught:
+            read()
+        assert caught.type is error and "is not" in str(caught.value)
+    layout.affected_json.write_text('{"schema": 1, "releases": {}}', encoding="utf-8")
+    assert scan_data(layout) == load_document(layout.affected_json) == load_scan(layout.affected_json)
+    layout.affected_json.unlink()
+    assert scan_data(layout) is None and load_document(layout.affected_json) is None
