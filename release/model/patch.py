@@ -28,13 +28,16 @@ MODE_LINE_RE = re.compile(
 )
 # The lines of a `diff --git` header that name a path (git's apply.c, parse_git_diff_header).
 HEADER_PATH_LINES = ("rename from ", "rename to ", "rename old ", "rename new ", "copy from ", "copy to ")
+# A patch's file name, the one rule for every file that names a patch (a series entry, `Varies:`, train.toml's
+# `patches`, pq's `Patch-Name:`): four digits, '-', a slug of lowercase letters, digits, '.', '_' and '-'
+# (from a letter or digit), `.patch`; ASCII, so never a path. What `pq` writes (release/pq/names.py).
+PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$", re.ASCII)
 # A line's variant names the common patch it stands in for: a file name in patches/, as the series has it.
 VARIES = "Varies"
 # A variant `pq carry` made records the common patch it was made from: its fingerprint (queue/gates.py).
 CARRIED_FROM = "Carried-From"
 # The first vLLM tag that has a patch's change (DEP-3: `vX.Y.Z[, URL]`); from it on the patch is retired.
 APPLIED_UPSTREAM = "Applied-Upstream"
-VARIES_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.patch")
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 # ---------------------------------------------------------------- the message
@@ -75,6 +78,11 @@ class Purpose:
     @property
     def downstream(self) -> bool:
         return not self.bug
+
+
+def is_patch_name(name: str) -> bool:
+    """Is `name` a patch's file name (PATCH_NAME_RE)? The one rule; `\n` before the end is no match."""
+    return PATCH_NAME_RE.fullmatch(name) is not None
 
 
 def refuse_carriage_returns(name: str, text: str) -> None:
@@ -236,9 +244,9 @@ class Patch:
         `build`, `check` and `pq carry` read patches/NAME for it: `Varies: ../../../tmp/x/leak.patch`
         would read a file outside the checkout."""
         common = self.varies
-        if common is not None and not VARIES_NAME_RE.fullmatch(common):
+        if common is not None and not is_patch_name(common):
             raise MalformedPatchError(
-                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (no `/`, ends in .patch)",
+                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (NNNN-slug.patch)",
                 hint="a variant's `Varies:` names the common patch it stands in for, as patches/series does",
             )
 

@@ -7,10 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from release.core.errors import BadInputError, ConfigError, MalformedDataError, UnknownTagError
+from release.core.errors import (
+    BadInputError,
+    ConfigError,
+    MalformedDataError,
+    MalformedPatchError,
+    MalformedSeriesError,
+    TrainFileError,
+    UnknownTagError,
+)
 from release.core.layout import BUILD_INFO_MEMBER, BUILD_INFO_NAME, OVERLAY_PACKAGE, PROJECT_ROOT, Layout
 from release.core.versions import canonical_tag, package_version, parse_version
 from release.model.lines import read_lines
+from release.model.patch import Patch, is_patch_name
+from release.model.series import Series
+from release.model.train import _carried as carried_by
+from release.pq.names import number_of
 from release.queue.bugs import scan_data
 from release.scan.document import load_document
 from release.scan.serve import read_serve
@@ -98,3 +110,40 @@ def test_every_reader_of_the_scan_document_refuses_the_same_files(tmp_path: Path
     assert scan_data(layout) == load_document(layout.affected_json) == load_scan(layout.affected_json)
     layout.affected_json.unlink()
     assert scan_data(layout) is None and load_document(layout.affected_json) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "is_one"),
+    [
+        ("0007-a-fix.patch", True),
+        ("0007-v2.1_b.patch", True),
+        ("a-fix.patch", False),  # no number: the series took it, train.toml did not
+        ("0007-A-Fix.patch", False),  # upper case: Varies: and train.toml took it, pq did not
+        ("0007-.hidden.patch", False),  # a slug from a dot: train.toml took it
+        ("0007-a+fix.patch", False),
+        ("0007-é.patch", False),
+    ],
+)
+def test_every_file_that_names_a_patch_takes_the_same_names(tmp_path: Path, name: str, is_one: bool) -> None:
+    """A series entry, `Varies:`, train.toml's `patches` and pq's `Patch-Name:` share one rule (is_patch_name)."""
+    assert is_patch_name(name) is is_one
+    (tmp_path / name).write_text("", encoding="utf-8")
+    series = Series((name,))
+    if is_one:
+        series.validate(tmp_path / "series", None)
+    else:
+        with pytest.raises(MalformedSeriesError, match="is not a patch file name"):
+            series.validate(tmp_path / "series", None)
+    variant = Patch.load(PROJECT_ROOT / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch")
+    variant = variant.with_trailer("Varies", name)
+    if is_one:
+        variant.validate_mail()
+    else:
+        with pytest.raises(MalformedPatchError, match="Varies"):
+            variant.validate_mail()
+    if is_one:  # what a [[release]] table of train.toml carries
+        assert carried_by("train.toml [[release]]", {"patches": [name]})[0] == (name,)
+    else:
+        with pytest.raises(TrainFileError, match="patch file names"):
+            carried_by("train.toml [[release]]", {"patches": [name]})
+    assert (number_of(name) is not None) is is_one
