@@ -23,9 +23,8 @@ from release.core.errors import (
     PatchQueueTreeError,
 )
 from release.core.files import read_text
-from release.core.git import apply_ok
 from release.core.journal import Output, commit
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
+from release.core.layout import Layout, read_tree
 from release.core.lock import repo_lock
 from release.model.patch import CARRIED_FROM, UPSTREAM_SUBTREE_PREFIX, VARIES, Patch
 from release.model.series import EntryKind, Series, parse_entry
@@ -33,6 +32,7 @@ from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, own_line_series
+from release.queue.replay import apply_series
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
         patches.append(patch)
 
     vendor = tree.repo.subtree_files_at("HEAD")
-    rebuilt = replay(pristine, patches)
+    rebuilt = apply_series(pristine, patches, PatchQueueTreeError)
     if rebuilt != vendor:
         differ = sorted(n for n in set(rebuilt) | set(vendor) if rebuilt.get(n) != vendor.get(n))
         raise PatchQueueTreeError(
@@ -266,19 +266,6 @@ def name_commits(
             used.add(given[0])
         out.append(given)
     return out
-
-
-def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]:
-    """pristine + the series by `git apply`, no fuzz: what vendor/ becomes, made the way `check` undoes it."""
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
-        root = Path(tmp) / "tree"
-        write_files(root / UPSTREAM_SUBTREE, pristine)
-        for patch in patches:
-            file = Path(tmp) / patch.name
-            file.write_text(patch.text, encoding="utf-8")
-            if not apply_ok(root, "--check", str(file)) or not apply_ok(root, str(file)):
-                raise PatchQueueTreeError(f"{patch.name} does not apply after the patches before it")
-        return read_tree(root / UPSTREAM_SUBTREE)
 
 
 def varies_in(mail: str) -> str | None:

@@ -40,9 +40,8 @@ from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
-from release.queue.drift import unapply
 from release.queue.load import Queue, entry_patch, is_head, line_series
-from release.queue.replay import start
+from release.queue.replay import start, unapply
 from release.queue.upstreamed import classify
 from release.train.replay import line_made_on
 
