@@ -205,7 +205,7 @@ class Patch:
         """An upstream backport in DEP-3's shape: `Origin: upstream, URL` (or backport) and `Applied-Upstream:`."""
         trailers = self.trailers
         origin = trailers.get("Origin", "").strip().split(",", 1)[0].strip().lower()
-        applied = trailers.get("Applied-Upstream", "").strip()
+        applied = trailers.get(APPLIED_UPSTREAM, "").strip()
         return origin in BACKPORT_ORIGINS and bool(applied) and not PLACEHOLDER_RE.match(applied)
 
     def validate_mail(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
