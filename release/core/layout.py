@@ -15,6 +15,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # What vendor/vllm_fused_moe/ holds besides the vendored subtree, and nothing else: the licence the
 # vendored files come under and the notice that names them (both travel with them into the wheel),
 # and the two pins. Our own runtime code is under release/overlay/runtime/ (docs/architecture.md).
+# The overlay package as the wheel installs it, and the build facts `release build` writes into it
+# (docs/architecture.md, "Who owns what"). The runtime names the same file beside itself
+# (runtime/vllm_fused_moe/_meta.py BUILD_INFO): it ships in the wheel, where release/ is not.
+OVERLAY_PACKAGE = "vllm_fused_moe"
+BUILD_INFO_NAME = "_build_info.json"
+BUILD_INFO_MEMBER = f"{OVERLAY_PACKAGE}/{BUILD_INFO_NAME}"  # its path inside a wheel
 BESIDE_SUBTREE = ("LICENSE", "NOTICE", "UPSTREAM.toml", "VERIFIED.toml")
 
 
@@ -40,7 +46,7 @@ class Layout:
     @property
     def vendored(self) -> Path:
         """Upstream's files and their pins: the vendored subtree, BESIDE_SUBTREE, nothing of ours."""
-        return self.root / "vendor" / "vllm_fused_moe"
+        return self.root / "vendor" / OVERLAY_PACKAGE
 
     @property
     def runtime(self) -> Path:
@@ -49,7 +55,7 @@ class Layout:
 
     @property
     def runtime_package(self) -> Path:
-        return self.runtime / "vllm_fused_moe"
+        return self.runtime / OVERLAY_PACKAGE
 
     @property
     def subtree(self) -> Path:

@@ -30,10 +30,12 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.core.errors import UnprovenWheelError
+from release.core.errors import BadInputError, UnprovenWheelError
+from release.core.files import read_member
 from release.core.git import head_commit
 from release.core.hashing import file_sha256, sha256_hex
-from release.core.layout import Layout
+from release.core.layout import BUILD_INFO_MEMBER, Layout
+from release.core.parse import parse_json
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
 from release.model.train import Train
@@ -43,7 +45,6 @@ from release.queue.regression import BugTest, bug_tests
 
 SCHEMA = 1
 FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
-BUILD_INFO = "vllm_fused_moe/_build_info.json"
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ def wheel_release(path: Path) -> str:
 def _build_line(path: Path) -> str:
     try:
         with zipfile.ZipFile(path) as archive:
-            info = json.loads(archive.read(BUILD_INFO))
-    except (KeyError, zipfile.BadZipFile, OSError, ValueError):
+            info = parse_json(read_member(archive, BUILD_INFO_MEMBER), where=BUILD_INFO_MEMBER)
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError, BadInputError):  # no facts: the line is unknown
         return ""
     line = info.get("line") if isinstance(info, dict) else None
     return line if isinstance(line, str) else ""

@@ -46,6 +46,9 @@ class Line:
     live_classes: tuple[str, ...] = ()
     # {head line's upstream path: the line's path holding that code} (`pq carry`); see map_path().
     maps: tuple[tuple[str, str], ...] = ()
+    # The line's [[line]] table as lines.toml has it: the keys only the scan ships (`builds`, [[line.serve]])
+    # are read from here by release/scan/serve.py, so patches/lines.toml is parsed once, here.
+    table: dict[str, object] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def map_path(self, head_path: str) -> str | None:
         """The line's file that holds the code of the head's `head_path`, or None: it has no counterpart."""
@@ -190,6 +193,7 @@ def _line(path: Path, index: int, item: object) -> Line:
         live_module,
         live_classes,
         _maps(path, name, modules, item.get("maps", {})),
+        item,
     )
 
 

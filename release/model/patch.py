@@ -7,12 +7,14 @@ import re
 from dataclasses import dataclass, replace
 from email import policy
 from email.parser import HeaderParser
+from functools import cached_property
 from pathlib import Path
 
 from release.core.errors import MalformedPatchError
 from release.core.files import read_text
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.text import control_character, described
+from release.core.versions import canonical_tag
 
 UPSTREAM_SUBTREE_PREFIX = UPSTREAM_SUBTREE + "/"
 
@@ -26,9 +28,16 @@ MODE_LINE_RE = re.compile(
 )
 # The lines of a `diff --git` header that name a path (git's apply.c, parse_git_diff_header).
 HEADER_PATH_LINES = ("rename from ", "rename to ", "rename old ", "rename new ", "copy from ", "copy to ")
+# A patch's file name, the one rule for every file that names a patch (a series entry, `Varies:`, train.toml's
+# `patches`, pq's `Patch-Name:`): four digits, '-', a slug of lowercase letters, digits, '.', '_' and '-'
+# (from a letter or digit), `.patch`; ASCII, so never a path. What `pq` writes (release/pq/names.py).
+PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$", re.ASCII)
 # A line's variant names the common patch it stands in for: a file name in patches/, as the series has it.
-VARIES_TRAILER = "Varies"
-VARIES_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.patch")
+VARIES = "Varies"
+# A variant `pq carry` made records the common patch it was made from: its fingerprint (queue/gates.py).
+CARRIED_FROM = "Carried-From"
+# The first vLLM tag that has a patch's change (DEP-3: `vX.Y.Z[, URL]`); from it on the patch is retired.
+APPLIED_UPSTREAM = "Applied-Upstream"
 TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*): (?P<value>.*)$")
 
 # ---------------------------------------------------------------- the message
@@ -50,7 +59,7 @@ PURPOSE_TRAILERS = ("Bug", "Downstream")
 # that has it>[, URL]` say where it comes from and when it can go, so Why / How / Related PR / Future plan,
 # Depends-On and Risk are not asked of it. What it fixes (Bug: or Downstream:) still is.
 BACKPORT_ORIGINS = ("upstream", "backport")
-BACKPORT_TRAILERS = ("Origin", "Applied-Upstream")
+BACKPORT_TRAILERS = ("Origin", APPLIED_UPSTREAM)
 # A value still as the template wrote it: `<...>` (`Bug: <id or URL> <title>` included).
 PLACEHOLDER_RE = re.compile(r"^<.*>$", re.S)
 TEMPLATE_HINT = (
@@ -69,6 +78,11 @@ class Purpose:
     @property
     def downstream(self) -> bool:
         return not self.bug
+
+
+def is_patch_name(name: str) -> bool:
+    """Is `name` a patch's file name (PATCH_NAME_RE)? The one rule; `\n` before the end is no match."""
+    return PATCH_NAME_RE.fullmatch(name) is not None
 
 
 def refuse_carriage_returns(name: str, text: str) -> None:
@@ -191,7 +205,7 @@ class Patch:
         """An upstream backport in DEP-3's shape: `Origin: upstream, URL` (or backport) and `Applied-Upstream:`."""
         trailers = self.trailers
         origin = trailers.get("Origin", "").strip().split(",", 1)[0].strip().lower()
-        applied = trailers.get("Applied-Upstream", "").strip()
+        applied = trailers.get(APPLIED_UPSTREAM, "").strip()
         return origin in BACKPORT_ORIGINS and bool(applied) and not PLACEHOLDER_RE.match(applied)
 
     def validate_mail(self, prefixes: tuple[str, ...] = (UPSTREAM_SUBTREE_PREFIX,)) -> None:
@@ -229,11 +243,10 @@ class Patch:
 
         `build`, `check` and `pq carry` read patches/NAME for it: `Varies: ../../../tmp/x/leak.patch`
         would read a file outside the checkout."""
-        value = self.trailers.get(VARIES_TRAILER, "").strip()
-        common = value.split()[0] if value else ""
-        if value and not VARIES_NAME_RE.fullmatch(common):
+        common = self.varies
+        if common is not None and not is_patch_name(common):
             raise MalformedPatchError(
-                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (no `/`, ends in .patch)",
+                f"{self.name}: Varies: {common!r} is not a patch file name in patches/ (NNNN-slug.patch)",
                 hint="a variant's `Varies:` names the common patch it stands in for, as patches/series does",
             )
 
@@ -313,8 +326,9 @@ class Patch:
         cut = re.search(r"^(---\n|diff --git )", body, re.M)
         return body[: cut.start()].rstrip("\n") if cut else body.rstrip("\n")
 
-    @property
-    def trailers(self) -> dict[str, str]:
+    @cached_property
+    def _trailers(self) -> dict[str, str]:
+        """The trailer block, parsed once per mail (the mail is frozen; `with_trailer` makes a new one)."""
         paragraphs = self.message.split("\n\n")
         found: dict[str, str] = {}
         for line in paragraphs[-1].split("\n") if paragraphs else []:
@@ -322,6 +336,30 @@ class Patch:
             if match:
                 found[match.group("key")] = match.group("value")
         return found
+
+    @property
+    def trailers(self) -> dict[str, str]:
+        """The message's trailers, key -> value (a copy: the parsed block is the mail's own)."""
+        return dict(self._trailers)
+
+    @property
+    def varies(self) -> str | None:
+        """The common patch a line's variant stands in for (the first word of its `Varies:`), or None."""
+        value = self._trailers.get(VARIES, "").strip()
+        return value.split()[0] if value else None
+
+    @property
+    def carried_from(self) -> str:
+        """The fingerprint of the common patch `pq carry` made this variant from (`Carried-From:`), or ""."""
+        return self._trailers.get(CARRIED_FROM, "").strip()
+
+    @property
+    def applied_upstream(self) -> str | None:
+        """The first vLLM tag that has the patch's change (its `Applied-Upstream:` trailer), or None.
+
+        DEP-3 allows `vX.Y.Z, URL`: the first word is the tag; one that is not a release tag is bad input."""
+        value = self._trailers.get(APPLIED_UPSTREAM, "").strip()
+        return canonical_tag(value.split()[0].rstrip(",")) if value else None
 
     @property
     def sections(self) -> dict[str, str]:
@@ -356,7 +394,7 @@ class Patch:
     @property
     def upstream_test(self) -> str:
         """The path in vLLM's checkout of the regression test sent upstream with the patch, or ""."""
-        return self.trailers.get(UPSTREAM_TEST_TRAILER, "").strip()
+        return self._trailers.get(UPSTREAM_TEST_TRAILER, "").strip()
 
     @property
     def diff(self) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from release.core.errors import MalformedSeriesError
 from release.core.files import read_text
 from release.core.text import control_character, described
+from release.model.patch import is_patch_name
 
 RETIRED_DIR = "retired"
 HINT = (
@@ -124,7 +125,7 @@ class Series:
             if entry is None:
                 continue
             name = entry.name
-            if "/" in name or not name.endswith(".patch"):
+            if not is_patch_name(name):
                 raise MalformedSeriesError(f"{path}: {name!r} is not a patch file name in patches/", hint=HINT)
             if entry.kind not in allowed:
                 where = "patches/series" if common is None else "a release line's series"

@@ -25,7 +25,7 @@ from release.core.parse import parse_toml
 from release.core.text import CONTROL_RE as TEXT_CONTROL_RE
 from release.core.versions import canonical_tag, parse_version, version_of_tag
 from release.model.lines import read_lines
-from release.model.patch import Patch
+from release.model.patch import Patch, is_patch_name
 from release.model.pin import Pin
 from release.model.source import Source
 from release.model.tree import UpstreamTree
@@ -37,7 +37,6 @@ DEFAULT_LINE = "prepare_finalize"
 LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
 KEYS = (*TEXT_KEYS, "patches", "bugs", "level", "carried_digest", "shipped", "pristine", "patched")
-PATCH_NAME_RE = re.compile(r"[0-9]{4}-[A-Za-z0-9._-]+\.patch")
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 HEADER = (
     "# The release train: every vLLM release we ship an overlay for, oldest first.\n"
@@ -357,7 +356,7 @@ def _carried(where: str, item: dict[str, object]) -> tuple[tuple[str, ...], tupl
 
     An absent `level` is 0 (not recorded); a present one is a positive integer."""
     patches = item.get("patches", [])
-    if not isinstance(patches, list) or not all(isinstance(n, str) and PATCH_NAME_RE.fullmatch(n) for n in patches):
+    if not isinstance(patches, list) or not all(isinstance(n, str) and is_patch_name(n) for n in patches):
         raise TrainFileError(f"{where}: `patches` must be a list of patch file names (NNNN-slug.patch)")
     bugs = item.get("bugs", [])
     if not isinstance(bugs, list) or not all(isinstance(b, str) and b and not CONTROL_RE.search(b) for b in bugs):

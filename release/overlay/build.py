@@ -51,7 +51,15 @@ from release.core.files import present
 from release.core.git import commit_time, git, head_commit
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import copy_atomic, remove_leftovers, write_atomic
-from release.core.layout import BESIDE_SUBTREE, UPSTREAM_PACKAGE, Layout, writable_dir_problem, write_files
+from release.core.layout import (
+    BESIDE_SUBTREE,
+    BUILD_INFO_NAME,
+    OVERLAY_PACKAGE,
+    UPSTREAM_PACKAGE,
+    Layout,
+    writable_dir_problem,
+    write_files,
+)
 from release.core.lock import repo_lock
 from release.model.lines import HEAD_LINE, Line, read_lines
 from release.model.patch import Patch
@@ -80,7 +88,7 @@ class Isolation(StrEnum):
 
 
 PROJECT = "vllm-fused-moe"
-PACKAGE = "vllm_fused_moe"
+PACKAGE = OVERLAY_PACKAGE
 # Pinned so that the backend, and so the bytes of the wheel, only change when we say so.
 BACKEND = "hatchling"
 BACKEND_VERSION = "1.33.0"
@@ -516,7 +524,7 @@ def stage_package(
         (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
     targets = line.targets(line.overlay_dir)
     info = build_info(layout, version, target, patches, epoch, targets, dirty, served_files(package, targets))
-    (package / "_build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (package / BUILD_INFO_NAME).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (stage / "pyproject.toml").write_text(pyproject(version, target.pin, target.flashinfer), encoding="utf-8")
     (stage / "README.md").write_text(readme(version, target.pin, patches), encoding="utf-8")
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from release.core.errors import BadInputError
 from release.core.files import present, read_member
+from release.core.layout import BUILD_INFO_MEMBER as BUILD_INFO
 from release.core.layout import Layout
 from release.core.parse import parse_json
+from release.model.patch import CARRIED_FROM, VARIES
 from release.model.train import Train
 from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
-from release.queue.gates import CARRIED_FROM, Variant, VariantState, common_now, fingerprint, refuse_stale
-
-BUILD_INFO = "vllm_fused_moe/_build_info.json"
+from release.queue.gates import Variant, VariantState, common_now, fingerprint, refuse_stale
 
 
 def build_info(path: Path) -> dict[str, Any] | None:
@@ -80,7 +80,7 @@ def stale_in(layout: Layout, info: dict[str, Any], line: str) -> list[Variant]:
             continue
         trailers = patch["trailers"]
         made_from = str(trailers.get(CARRIED_FROM, "")).strip()
-        common = str(trailers.get("Varies", "")).strip().split(" ", 1)[0]
+        common = str(trailers.get(VARIES, "")).strip().split(" ", 1)[0]
         current = common_now(layout, common) if made_from and common.endswith(".patch") and "/" not in common else None
         if current is not None and made_from != fingerprint(current):
             where = f"{patch.get('name')} in the wheel"

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from release.core.errors import (
     BadWheelError,
@@ -61,6 +60,7 @@ from release.core.hashing import file_sha256
 from release.core.journal import sync_dir, write_atomic
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
+from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.overlay.build import PROJECT
 from release.overlay.shipped import shipped_digest
 from release.pristine.index import SHA256_RE, parse_project_page
@@ -74,7 +74,7 @@ REQUIREMENTS = "requirements"
 class Wheel:
     path: Path
     project: str  # PEP 503 normalised name
-    version: Version
+    version: Pep440Version
     sha256: str
     requires_python: str
     metadata_version: str = ""  # the Version header as written, which METADATA repeats in its text
@@ -114,7 +114,7 @@ def inspect_wheel(path: Path) -> Wheel:
         raise BadWheelError(f"{path.name}: its .dist-info/METADATA is not UTF-8 text") from None
     meta_name, meta_version = metadata.name, metadata.version
     try:
-        parsed_version = Version(meta_version)
+        parsed_version = package_version(meta_version)
     except InvalidVersion:
         raise BadWheelError(f"{path.name}: its METADATA Version {meta_version!r} is not a PEP 440 version") from None
     if canonicalize_name(meta_name) != name or parsed_version != version:
@@ -133,7 +133,7 @@ def open_wheel(path: Path) -> io.BufferedReader:
     return open_regular(path, WHEEL_LIMIT, error=BadWheelError)
 
 
-def is_dirty(version: Version) -> bool:
+def is_dirty(version: Pep440Version) -> bool:
     """A version `build --allow-dirty` made: its local label ends in `.dirty` (0.20.0+fm.1.dirty)."""
     return version.local is not None and version.local.split(".")[-1] == "dirty"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from release.core.errors import BadWheelError
 from release.core.files import WHEEL_LIMIT, open_regular, read_member
+from release.core.layout import BUILD_INFO_MEMBER as BUILD_INFO
 from release.core.parse import parse_json
 
-BUILD_INFO = "vllm_fused_moe/_build_info.json"
 # What _build_info.json says about how and when a wheel was built, not about what it holds.
 BUILD_ONLY_KEYS = ("commit", "source_date_epoch", "version")
 

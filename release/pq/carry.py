@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from release.core.errors import BadInputError, OutputNotWritableError, UnknownPatchError
+from release.core.errors import BadInputError, OutputNotWritableError, PatchQueueTreeError, UnknownPatchError
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.journal import Output, commit, write_atomic
@@ -45,17 +45,15 @@ from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_di
 from release.core.lock import repo_lock
 from release.model.lines import Line, read_lines
 from release.model.outcome import PatchStatus
-from release.model.patch import Patch
+from release.model.patch import CARRIED_FROM, DIFF_FILE_RE, VARIES, Patch
 from release.model.series import Entry, EntryKind, Series, control_problem
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
-from release.pq.export import CARRIED_FROM
-from release.pq.export import replay as apply_all
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
-from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches, varies
-from release.queue.replay import Replay, replay_series, start
+from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches
+from release.queue.replay import Replay, apply_series, replay_series, start
 from release.queue.upstreamed import classify
 
 REPORT_DIR = "reports/pq-carry"
@@ -286,7 +284,7 @@ def common_patch(queue: Queue, name: str) -> Patch:
 def head_tree_before(layout: Layout, queue: Queue, patch: Patch) -> dict[str, bytes]:
     """The head's subtree as the patch was made against: pristine (from vendor/) + the patches before it."""
     before = queue.patches[: [p.name for p in queue.patches].index(patch.name)]
-    return apply_all(require_pristine(layout, queue), before)
+    return apply_series(require_pristine(layout, queue), before, PatchQueueTreeError)
 
 
 def carry_line(
@@ -303,7 +301,7 @@ def carry_line(
         existing = entry_patch(layout, line, said)
         where = f"patches/lines/{line.name}/{said.name}"
         assert existing is not None
-        made_from = existing.trailers.get(CARRIED_FROM, "").strip()
+        made_from = existing.carried_from
         if not made_from:
             done = LineCarry(line.name, "hand-made", f"{where} varies it, made by hand: left as it is", where)
             return noted(done, line, existing), None
@@ -332,7 +330,7 @@ def carry_line(
     made = make_variant(line, tree, preceding, mapped, head_before)
     if isinstance(made, str):
         return LineCarry(line.name, "needs-variant", made, tags=[newest.tag]), None
-    variant = made.with_trailer("Varies", patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
+    variant = made.with_trailer(VARIES, patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
     variant.validate(line.prefixes)
     new_series = series.insert(Entry(EntryKind.PATCH, variant.name), before)
     following = [p for e in entries[cut:] if (p := entry_patch(layout, line, e)) is not None]
@@ -352,9 +350,6 @@ def carry_line(
     return noted(LineCarry(line.name, what, detail, where, [e.tag for e in tags]), line, variant), files
 
 
-DIFF_GIT_RE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
-
-
 def fitting_part(patch: Patch, line: Line) -> tuple[Patch | None, list[str]]:
     """The part of `patch` whose files the line has (each file's section of the diff kept or left out whole),
     mapped onto the line; and the paths left out. None: no file of the patch is on the line."""
@@ -365,7 +360,7 @@ def fitting_part(patch: Patch, line: Line) -> tuple[Patch | None, list[str]]:
     if start is None:
         return None, unmapped
     sections = re.split(r"(?=^diff --git )", patch.text[start.start() :], flags=re.M)
-    kept = [s for s in sections if (m := DIFF_GIT_RE.match(s.split("\n", 1)[0])) and m.group(2) not in unmapped]
+    kept = [s for s in sections if (m := DIFF_FILE_RE.match(s.split("\n", 1)[0])) and m.group("b") not in unmapped]
     if not kept:
         return None, unmapped
     tail = re.search(r"^-- \n", sections[-1], re.M)  # the mail's signature, after the last file's section
@@ -385,10 +380,10 @@ def map_patch(patch: Patch, line: Line) -> tuple[Patch, list[str]]:
     lines = patch.text.split("\n")
     start = next(i for i, text in enumerate(lines) if text.startswith("diff --git "))
     for text in lines[start:]:
-        match = DIFF_GIT_RE.match(text)
+        match = DIFF_FILE_RE.match(text)
         if match:
             in_header = True
-            text = f"diff --git a/{line.map_path(match.group(1))} b/{line.map_path(match.group(2))}"
+            text = f"diff --git a/{line.map_path(match.group('a'))} b/{line.map_path(match.group('b'))}"
         elif text.startswith("@@"):
             in_header = False
         elif in_header and text.startswith(("--- a/", "+++ b/")):
@@ -403,7 +398,7 @@ def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, na
     later = set(order[order.index(name) + 1 :])
     for entry in series.entries:
         patch = entry_patch(layout, line, entry) if entry.kind == EntryKind.PATCH else None
-        common = (varies(patch) if patch is not None else None) or entry.name
+        common = (patch.varies if patch is not None else None) or entry.name
         if common in later:
             return entry.name
     return None

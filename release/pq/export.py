@@ -23,19 +23,17 @@ from release.core.errors import (
     PatchQueueTreeError,
 )
 from release.core.files import read_text
-from release.core.git import apply_ok
 from release.core.journal import Output, commit
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
+from release.core.layout import Layout, read_tree
 from release.core.lock import repo_lock
-from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
+from release.model.patch import CARRIED_FROM, UPSTREAM_SUBTREE_PREFIX, VARIES, Patch
 from release.model.series import EntryKind, Series, parse_entry
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.load import Queue, own_line_series
 from release.queue.regression import refuse_untested
-
-CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made (release/pq/carry.py)
+from release.queue.replay import apply_series
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,7 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
     refuse_untested(layout, patches, "not exporting")
 
     vendor = tree.repo.subtree_files_at("HEAD")
-    rebuilt = replay(pristine, patches)
+    rebuilt = apply_series(pristine, patches, PatchQueueTreeError)
     if rebuilt != vendor:
         differ = sorted(n for n in set(rebuilt) | set(vendor) if rebuilt.get(n) != vendor.get(n))
         raise PatchQueueTreeError(
@@ -273,23 +271,10 @@ def name_commits(
     return out
 
 
-def replay(pristine: dict[str, bytes], patches: list[Patch]) -> dict[str, bytes]:
-    """pristine + the series by `git apply`, no fuzz: what vendor/ becomes, made the way `check` undoes it."""
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-pq-") as tmp:
-        root = Path(tmp) / "tree"
-        write_files(root / UPSTREAM_SUBTREE, pristine)
-        for patch in patches:
-            file = Path(tmp) / patch.name
-            file.write_text(patch.text, encoding="utf-8")
-            if not apply_ok(root, "--check", str(file)) or not apply_ok(root, str(file)):
-                raise PatchQueueTreeError(f"{patch.name} does not apply after the patches before it")
-        return read_tree(root / UPSTREAM_SUBTREE)
-
-
 def varies_in(mail: str) -> str | None:
     """The common patch a variant's mail names in `Varies:`, read from its text: a hand-made variant is
     read as it is, never validated, so a half-written one still gets its note."""
-    found = re.search(r"^Varies: (\S+)", mail, re.M)
+    found = re.search(rf"^{VARIES}: (\S+)", mail, re.M)
     return found.group(1) if found else None
 
 
@@ -356,7 +341,7 @@ def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[s
             text = patch_files.get(key, b"").decode("utf-8", "replace")
             common = varies_in(text) if entry.kind == EntryKind.PATCH else None
             if common is not None and common in renamed:
-                for trailer in ("Varies", CARRIED_FROM):  # a carried variant's fingerprint names the patch too
+                for trailer in (VARIES, CARRIED_FROM):  # a carried variant's fingerprint names the patch too
                     text = re.sub(
                         rf"^{trailer}: {re.escape(common)}(?=\s)",
                         f"{trailer}: {renamed[common]}",

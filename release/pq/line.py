@@ -29,12 +29,12 @@ from release.core.journal import Output, commit
 from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree
 from release.core.lock import repo_lock
 from release.model.lines import Line, read_lines
-from release.model.patch import Patch
+from release.model.patch import CARRIED_FROM, VARIES, Patch
 from release.model.series import Entry, EntryKind, Series
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pq.carry import fitting_part, holds_on, insertion_point, line_tree
-from release.pq.export import CARRIED_FROM, format_patches, require_exportable
+from release.pq.export import format_patches, require_exportable
 from release.pq.importer import apply_mails, first_commit, init, into_place, refuse_unwritable
 from release.pq.names import unmark
 from release.pq.tree import BRANCH, PqState, PqTree
@@ -128,7 +128,7 @@ def stale(layout: Layout, line: Line, entry: Entry, common: Patch) -> bool:
     if entry.kind != EntryKind.PATCH:
         return False
     variant = entry_patch(layout, line, entry)
-    made_from = variant.trailers.get(CARRIED_FROM, "").strip() if variant is not None else ""
+    made_from = variant.carried_from if variant is not None else ""
     return bool(made_from) and made_from != fingerprint(common)
 
 
@@ -239,13 +239,13 @@ def exported_files(
         common = next((p for p in queue.patches if p.name == name), None)
         old = said.get(name)
         if name in state.wanted and common is not None:
-            made = Patch(name, mail).with_trailer("Varies", name).with_trailer(CARRIED_FROM, fingerprint(common))
+            made = Patch(name, mail).with_trailer(VARIES, name).with_trailer(CARRIED_FROM, fingerprint(common))
         elif name in files and name != "series":
             made = Patch(name, mail)
         elif common is not None and (old is None or old.kind == EntryKind.SKIP):
             # A commit of the maintainer's own for a common patch the line is silent about or skips (none of
             # its files is on the line, or only some): the line's variant, made by hand (no Carried-From:).
-            made = Patch(name, mail).with_trailer("Varies", name)
+            made = Patch(name, mail).with_trailer(VARIES, name)
         elif common is None and old is None:
             raise PatchQueueTreeError(
                 f"commit {sha[:12]} ({tree.subject(sha)}) is named {name}, which is no common patch of "

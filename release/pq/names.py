@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from release.model.patch import PATCH_NAME_RE
+
 NAME_TRAILER = "Patch-Name"
-NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$", re.ASCII)
+NAME_RE = PATCH_NAME_RE  # release/model/patch.py owns the rule for a patch's name
 SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 NAME_LINE_RE = re.compile(rf"^{NAME_TRAILER}:[ \t]*(?P<name>\S*)[ \t]*$")
 # The message of a mail: after its headers, up to the diff (format-patch writes "---" only with a stat).

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from release.core import log
 from release.core.errors import PackageIndexError, TransportError, UnknownTagError, UnsafeIndexError
 from release.core.parse import parse_json
+from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.pristine import transport
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def checked_name(filename: str, version: str | None = None, where: str = "the pa
             problem = f"is not a wheel of {PROJECT}"
         elif match["version"] != str(parsed):
             problem = f"does not spell its version canonically ({str(parsed)!r})"
-        elif version is not None and parsed != Version(version):
+        elif version is not None and parsed != package_version(version):
             problem = f"is not a wheel of {PROJECT} {version}"
     if problem:
         raise UnsafeIndexError(f"{where} names the file {filename!r}, which {problem}; refused")
@@ -128,7 +128,7 @@ class IndexFile:
 class Release:
     """One final release on the index and the wheel we read for it (None: sdist only or all yanked)."""
 
-    version: Version
+    version: Pep440Version
     wheel: IndexFile | None
     why_none: str = ""
 
@@ -282,9 +282,9 @@ def choose_wheel(wheels: list[IndexFile]) -> IndexFile | None:
 def releases(base: str | None = None) -> list[Release]:
     """Every final release on the index (pre- and dev releases left out), oldest first."""
     base = base or index_url()
-    by_version: dict[Version, list[IndexFile]] = {}
+    by_version: dict[Pep440Version, list[IndexFile]] = {}
     for wheel in project_files(base):
-        by_version.setdefault(Version(wheel.version), []).append(wheel)
+        by_version.setdefault(package_version(wheel.version), []).append(wheel)
     found = []
     for version in sorted(by_version):
         if version.is_prerelease or version.is_devrelease:
@@ -297,11 +297,11 @@ def releases(base: str | None = None) -> list[Release]:
 def sdist_only(base: str | None = None) -> list[str]:
     """Final versions the index lists (PEP 700 `versions`, JSON pages only) that have no wheel at all."""
     base = base or index_url()
-    with_wheels = {Version(w.version) for w in project_files(base)}
+    with_wheels = {package_version(w.version) for w in project_files(base)}
     listed = []
     for text_version in project_page(base).versions or []:
         try:
-            listed.append(Version(text_version))
+            listed.append(package_version(text_version))
         except InvalidVersion:
             continue  # not a version we could ask for (pip skips it too)
     return [str(v) for v in sorted(listed) if v not in with_wheels and not (v.is_prerelease or v.is_devrelease)]
@@ -310,8 +310,8 @@ def sdist_only(base: str | None = None) -> list[str]:
 def release_wheel(version: str, base: str | None = None) -> IndexFile:
     """The wheel we read for `version` (e.g. "0.21.0"); UnknownTagError if the index has none."""
     base = base or index_url()
-    wanted = Version(version)
-    wheels = [w for w in project_files(base) if Version(w.version) == wanted]
+    wanted = package_version(version)
+    wheels = [w for w in project_files(base) if package_version(w.version) == wanted]
     chosen = choose_wheel(wheels)
     if chosen is None:
         raise UnknownTagError(f"no vLLM release {version} on the package index ({base})")

@@ -27,15 +27,13 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from release.core.errors import SourceError, UnsafeSourceError, VersionProofError
 from release.core.files import read_regular
 from release.core.git import TreeEntry
 from release.core.layout import UPSTREAM_SUBTREE
 from release.core.parse import parse_toml
 from release.core.text import MAX_COMPONENT_BYTES, control_character, described
-from release.core.versions import version_of_tag
+from release.core.versions import InvalidVersion, package_version, version_of_tag
 from release.pristine.metadata import CoreMetadata, MetadataError, metadata_flashinfer_pin, read_metadata
 
 # A module of vLLM's subtree is tens of kB; a file of a dir: source this large is no source code.
@@ -144,7 +142,7 @@ def wheel_flashinfer_pin(metadata: CoreMetadata, source: str) -> str:
 def same_release(found: str, version: str) -> bool:
     """Is `found` the release `version`? A local label (+cu129) is the same source; .devN is not."""
     try:
-        return Version(found).public == Version(version).public
+        return package_version(found).public == package_version(version).public
     except InvalidVersion:
         return False
 

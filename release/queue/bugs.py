@@ -13,18 +13,16 @@ bug and whose overlay would carry no patch for it is refused: shipping it would 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from release.core.errors import MalformedDataError, MalformedPatchError, MissingFixError
+from release.core.errors import MalformedPatchError, MissingFixError
 from release.core.files import present, read_text
 from release.core.layout import Layout
-from release.core.parse import parse_json
 from release.core.versions import canonical_tag, version_of_tag
 from release.model.patch import Patch
+from release.model.scan import read_scan
 from release.model.train import Train
 
 AFFECTED = "affected"
@@ -38,19 +36,7 @@ class Bug:
 
 def scan_data(layout: Layout) -> dict[str, Any] | None:
     """The checkout's scan data, or None where there is none (a checkout without a scan yet)."""
-    return read_scan(layout.affected_json)
-
-
-def read_scan(path: Path) -> dict[str, Any] | None:
-    if not os.path.lexists(path):
-        return None
-    hint = "it is written by `python -m release scan`; restore it from git"
-    text = read_text(path, error=MalformedDataError, hint=hint)
-    try:
-        data = parse_json(text, where=str(path), error=MalformedDataError)
-    except MalformedDataError:
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("releases"), dict) else None
+    return read_scan(layout.affected_json)  # release/model/scan.py: the one reader
 
 
 def affected_by(data: dict[str, Any] | None, version: str) -> list[Bug]:

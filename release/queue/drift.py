@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from release.core.errors import DirtyVendorError
-from release.core.git import apply_ok
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, write_files
-from release.model.patch import Patch
+from release.core.layout import Layout
 from release.queue.load import Queue
+from release.queue.replay import unapply
 
 # ------------------------------------------------------------- undoing the queue
 
@@ -41,33 +39,6 @@ class Drift:
 
     def line(self) -> str:
         return f"{self.kind:<24} {self.path}  ({self.detail})"
-
-
-def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Reverse the series (last patch first) on a copy of `files`.
-
-    Returns the recovered files and, for each file a patch could not be reversed on,
-    the name of that patch: those files were edited by hand (or the patch was).
-    """
-    blocked: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-undo-") as tmp:
-        root = Path(tmp)
-        write_files(root / UPSTREAM_SUBTREE, files)
-        for patch in reversed(patches):
-            patch_file = root / ".patch"
-            patch_file.write_text(patch.text, encoding="utf-8")
-            if apply_ok(root, "--reverse", "--check", str(patch_file)):
-                apply_ok(root, "--reverse", str(patch_file))
-                continue
-            # Undo file by file, so one edited file does not hide the state of the others.
-            for path in patch.files:
-                only = [f"--include={path}", "--reverse", str(patch_file)]
-                if apply_ok(root, *only[:-1], "--check", only[-1]):
-                    apply_ok(root, *only)
-                else:
-                    blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1 :], patch.name)
-        recovered = read_tree(root / UPSTREAM_SUBTREE)
-    return recovered, blocked
 
 
 def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:

@@ -19,12 +19,10 @@ from enum import StrEnum
 
 from release.core.errors import StaleVariantError, UnrecordedChangeError
 from release.core.layout import Layout
-from release.model.patch import Patch
+from release.model.patch import APPLIED_UPSTREAM, CARRIED_FROM, Patch
 from release.model.series import EntryKind
 from release.model.train import TrainEntry, digest_carried
-from release.queue.load import APPLIED_UPSTREAM, entry_patch, own_line_series, varies
-
-CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made: the common patch's fingerprint
+from release.queue.load import entry_patch, own_line_series
 
 
 def fingerprint(patch: Patch) -> str:
@@ -79,11 +77,11 @@ def unchecked_variants(layout: Layout) -> list[Variant]:
             if entry.kind != EntryKind.PATCH:
                 continue
             variant = entry_patch(layout, line, entry)
-            common = varies(variant) if variant is not None else None
+            common = variant.varies if variant is not None else None
             if variant is None or common is None:
                 continue
             where = f"patches/lines/{line.name}/{entry.name}"
-            made_from = variant.trailers.get(CARRIED_FROM, "").strip()
+            made_from = variant.carried_from
             if not made_from:
                 found.append(Variant(where, line.name, common, VariantState.HAND_MADE))
                 continue

@@ -16,14 +16,11 @@ from pathlib import Path
 
 from release.core.errors import MalformedSeriesError, MisorderedLineError, SilentLineError
 from release.core.layout import Layout
-from release.core.versions import canonical_tag, parse_version
+from release.core.versions import parse_version
 from release.model.lines import Line, read_lines
-from release.model.patch import VARIES_TRAILER, Patch
+from release.model.patch import APPLIED_UPSTREAM, Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
-
-APPLIED_UPSTREAM = "Applied-Upstream"
-VARIES = VARIES_TRAILER
 
 
 @dataclass(frozen=True)
@@ -45,12 +42,6 @@ class Queue:
         return cls(pin, series, patches)
 
 
-def applied_upstream(patch: Patch) -> str | None:
-    """The first vLLM tag that has the patch's change (its `Applied-Upstream:` trailer), or None."""
-    value = patch.trailers.get(APPLIED_UPSTREAM, "").strip()
-    return canonical_tag(value.split()[0].rstrip(",")) if value else None  # DEP-3: `vX.Y.Z, URL` too
-
-
 def older(tag: str, than: str) -> bool:
     a, b = parse_version(tag), parse_version(than)
     if a is None or b is None:
@@ -61,16 +52,10 @@ def older(tag: str, than: str) -> bool:
 def replays_on(patch: Patch, tag: str | None) -> bool:
     """Does `tag` replay this patch? Always, unless it is upstream from a tag at or before `tag`
     (None: the head as vendor/ holds it, which replays only what is not retired)."""
-    upstream = applied_upstream(patch)
+    upstream = patch.applied_upstream
     if upstream is None:
         return True
     return tag is not None and older(tag, upstream)
-
-
-def varies(patch: Patch) -> str | None:
-    """The common patch a line's variant stands in for (its `Varies:` trailer)."""
-    value = patch.trailers.get(VARIES, "").strip()
-    return value.split()[0] if value else None
 
 
 def line_of(layout: Layout, name: str) -> Line:
@@ -140,7 +125,7 @@ def account(layout: Layout, line: Line) -> dict[str, Entry]:
     for entry in line_series(layout, line).entries:
         # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
         patch = entry_patch(layout, line, entry)
-        common = varies(patch) if patch is not None and entry.kind == EntryKind.PATCH else None
+        common = patch.varies if patch is not None and entry.kind == EntryKind.PATCH else None
         said[common or entry.name] = entry
     return said
 

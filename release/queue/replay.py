@@ -1,6 +1,11 @@
-"""The series replayed on one pristine subtree, patch by patch: the classifier rebase, train and scan share.
+"""A series applied, undone and replayed: the one module that runs a series over git (release/core/git.py).
 
-train/replay.py builds a train tag's patched tree with it.
+- `apply_series`: pristine + the series by `git apply`, no fuzz (what `pq export` checks vendor/ becomes,
+  what `pq carry` replays on the head).
+- `unapply`: the series reversed, last patch first, file by file where one is blocked (how `check`, `scan`
+  and train's replay recover the pristine tree from vendor/).
+- `replay_series`: the series replayed on another tag's pristine subtree, patch by patch: the classifier
+  rebase, train and scan share (train/replay.py builds a train tag's patched tree with it).
 
 Each patch, in series order, is classified on the tree as the patches before it left it:
 it applies as it is (`git apply --check`), or is already upstream (it reverse-applies, or
@@ -17,16 +22,60 @@ it), and `git am --3way` on another tag finds that base wherever git would.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release.core.errors import ReleaseError
 from release.core.faults import fault_point
-from release.core.git import WorkRepo
-from release.core.layout import UPSTREAM_SUBTREE
+from release.core.git import WorkRepo, apply_ok
+from release.core.layout import UPSTREAM_SUBTREE, read_tree, write_files
 from release.model.outcome import Conflict, PatchOutcome, PatchStatus
 from release.model.patch import Patch
 from release.model.tree import UpstreamTree
 from release.queue.upstreamed import classify, hunk_label
+
+
+def apply_series(pristine: dict[str, bytes], patches: list[Patch], error: type[ReleaseError]) -> dict[str, bytes]:
+    """pristine + the series by `git apply`, no fuzz: what vendor/ becomes, made the way `unapply` undoes it.
+
+    A patch that does not apply after the patches before it raises `error`, naming it."""
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-apply-") as tmp:
+        root = Path(tmp) / "tree"
+        write_files(root / UPSTREAM_SUBTREE, pristine)
+        for patch in patches:
+            file = Path(tmp) / patch.name
+            file.write_text(patch.text, encoding="utf-8")
+            if not apply_ok(root, "--check", str(file)) or not apply_ok(root, str(file)):
+                raise error(f"{patch.name} does not apply after the patches before it")
+        return read_tree(root / UPSTREAM_SUBTREE)
+
+
+def unapply(files: dict[str, bytes], patches: list[Patch]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Reverse the series (last patch first) on a copy of `files`.
+
+    Returns the recovered files and, for each file a patch could not be reversed on,
+    the name of that patch: those files were edited by hand (or the patch was).
+    """
+    blocked: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-undo-") as tmp:
+        root = Path(tmp)
+        write_files(root / UPSTREAM_SUBTREE, files)
+        for patch in reversed(patches):
+            patch_file = root / ".patch"
+            patch_file.write_text(patch.text, encoding="utf-8")
+            if apply_ok(root, "--reverse", "--check", str(patch_file)):
+                apply_ok(root, "--reverse", str(patch_file))
+                continue
+            # Undo file by file, so one edited file does not hide the state of the others.
+            for path in patch.files:
+                only = [f"--include={path}", "--reverse", str(patch_file)]
+                if apply_ok(root, *only[:-1], "--check", only[-1]):
+                    apply_ok(root, *only)
+                else:
+                    blocked.setdefault(path[len(UPSTREAM_SUBTREE) + 1 :], patch.name)
+        recovered = read_tree(root / UPSTREAM_SUBTREE)
+    return recovered, blocked
 
 
 def start(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from release.core.files import present
 from release.core.layout import Layout
-from release.model.patch import Patch
+from release.model.patch import APPLIED_UPSTREAM, Patch
 from release.model.train import Train
 from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
 from release.queue.drift import Drift, drift
@@ -62,7 +62,7 @@ def status_lines(layout: Layout) -> list[str]:
     lines.append(f"retired patches ({len(retired)}):")
     for path in retired:
         patch = Patch.load(path)
-        lines.append(f"  {patch.name}: upstream since {patch.trailers.get('Applied-Upstream', '?')}; {patch.subject}")
+        lines.append(f"  {patch.name}: upstream since {patch.trailers.get(APPLIED_UPSTREAM, '?')}; {patch.subject}")
     lines.append(
         "vendor/: " + ("clean" if not found else f"{len(found)} file(s) drifted, run `python -m release check`")
     )

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from release.core.errors import ConfigError, UnverifiedFlashInferError
 from release.core.layout import Layout
 from release.core.parse import load_toml
+from release.core.versions import package_version
 
 if TYPE_CHECKING:  # only its attributes are read: the probe's import of this module stays light
     from release.model.patch import Patch
@@ -79,7 +79,7 @@ class VerifiedFlashInfer:
 
 
 def _sorted_versions(versions: list[str] | tuple[str, ...]) -> list[str]:
-    return sorted(versions, key=Version)
+    return sorted(versions, key=package_version)
 
 
 def read_verified(path: Path) -> VerifiedFlashInfer:

@@ -9,16 +9,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.version import Version
 
 from release.core.errors import MalformedPatchError
 from release.core.files import present, read_text
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.versions import package_version
 from release.model.lines import read_lines
 from release.model.outcome import PatchOutcome
+from release.model.patch import Patch
 from release.model.train import Train
-from release.queue.load import named_patch, older, varies
+from release.queue.load import named_patch, older
 
 MARKDOWN, JSON = "rebase-report.md", "rebase-report.json"
 RUNS = "runs"  # each run's report, numbered, never overwritten; the directory's own pair is the newest
@@ -75,7 +76,7 @@ def retirements(layout: Layout, tag: str, retired: list[str], returned: list[str
         for entry in train.entries:
             line = lines.get(entry.line)
             found = [named_patch(layout, line, recorded) for recorded in entry.patches]
-            if any(p is not None and (p.name == name or varies(p) == name) for p in found):
+            if any(p is not None and (p.name == name or p.varies == name) for p in found):
                 carrying.append(entry.tag)
         out.append(
             Retirement(
@@ -93,8 +94,7 @@ def _applied_upstream(layout: Layout, name: str) -> str | None:
     path = layout.retired / name
     if not path.is_file():
         return None
-    match = re.search(r"^Applied-Upstream: (\S+)", read_text(path, error=MalformedPatchError), re.M)
-    return match.group(1) if match else None
+    return Patch(name, read_text(path, error=MalformedPatchError)).applied_upstream
 
 
 @dataclass
@@ -245,8 +245,8 @@ def _pin_within(pin: str, verified: str) -> bool:
     try:
         requirement = Requirement(pin)
         pinned = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-        versions = [Version(v.strip()) for v in verified.split(",") if v.strip()]
-        return bool(pinned) and all(Version(v) in versions for v in pinned)
+        versions = [package_version(v.strip()) for v in verified.split(",") if v.strip()]
+        return bool(pinned) and all(package_version(v) in versions for v in pinned)
     except Exception:
         return False
 

@@ -35,7 +35,7 @@ from release.core.lock import repo_lock
 from release.core.parse import parse_json
 from release.core.versions import canonical_tag, parse_version
 from release.model.outcome import PatchOutcome, PatchStatus
-from release.model.patch import Patch, refuse_carriage_returns
+from release.model.patch import APPLIED_UPSTREAM, Patch, refuse_carriage_returns
 from release.model.pin import Pin
 from release.model.source import Source
 from release.model.train import Train
@@ -310,7 +310,7 @@ def finish(run: RebaseRun) -> RebaseReport:
     options, queue, replay, repo, work = run.options, run.queue, run.replay, run.repo, run.work
     refreshed = export_refreshed(run)
     by_name = {p.name: p for p in run.patches}
-    retired = {name: by_name[name].with_trailer("Applied-Upstream", options.tag).text for name in replay.retired}
+    retired = {name: by_name[name].with_trailer(APPLIED_UPSTREAM, options.tag).text for name in replay.retired}
     series = queue.series
     for name in replay.retired:
         series = series.retire(name)  # kept in its place: every tag older than options.tag still replays it

@@ -14,21 +14,18 @@ the previous document, as long as they were classified for the same patches.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
-
 from release.core.errors import ConfigError
-from release.core.parse import load_json
+from release.core.versions import Pep440Version as Version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
-from release.queue.load import applied_upstream
+from release.model.scan import SCAN_SCHEMA, read_scan
 from release.scan.run import ScanOptions, ScanResult, bug_map, bug_statuses, in_range, release_status
 from release.scan.serve import read_serve
 
-SCHEMA = 1
+SCHEMA = SCAN_SCHEMA  # release/model/scan.py
 GENERATED_BY = "python -m release scan"
 # What a scan's read of a wheel proves (release/pristine/wheel.py): said in both outputs, so that no one
 # takes a scan's `wheel_sha256` for a verified identity.
@@ -41,10 +38,7 @@ READ = (
 
 
 def load_document(path: Path) -> dict[str, Any] | None:
-    if not os.path.lexists(path):
-        return None
-    data = load_json(path, error=ConfigError, hint="it is written by `python -m release scan`; restore it from git")
-    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+    return read_scan(path, error=ConfigError)  # release/model/scan.py: the one reader
 
 
 def build_document(
@@ -130,7 +124,7 @@ RELEASE_KEYS = ("status", "bugs", "line", "patches", "in_train", "wheel", "wheel
 def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
     """The first release with the patch's change: its `Applied-Upstream:` (what rebase recorded when it retired
     it), else the oldest scanned release where the classifier finds it upstream."""
-    recorded = applied_upstream(patch)
+    recorded = patch.applied_upstream
     if recorded is not None:
         return recorded.removeprefix("v")
     return next((v for v in ordered if releases[v]["patches"].get(patch.name) == PatchStatus.UPSTREAM), None)

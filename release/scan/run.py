@@ -24,13 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import Version
-
 from release.core import log
 from release.core.errors import ReleaseError
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.core.versions import Pep440Version as Version
 from release.core.versions import version_of_tag
 from release.model.lines import Line, Lines, load_lines, read_lines
 from release.model.outcome import PatchStatus, ReleaseStatus
@@ -41,9 +40,8 @@ from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
-from release.queue.drift import unapply
-from release.queue.load import Queue, entry_patch, is_head, line_series, varies
-from release.queue.replay import start
+from release.queue.load import Queue, entry_patch, is_head, line_series
+from release.queue.replay import start, unapply
 from release.queue.upstreamed import classify
 from release.train.replay import line_made_on
 
@@ -175,7 +173,7 @@ def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str,
         if patch is None:
             out[entry.name] = None
             continue
-        common = varies(patch) if entry.kind == EntryKind.PATCH else patch.name
+        common = patch.varies if entry.kind == EntryKind.PATCH else patch.name
         out[common if common in known else patch.name] = patch
     return out
 

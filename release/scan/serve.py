@@ -2,10 +2,10 @@
 
 The lines themselves (modules, markers, series, `backends`, `live`) are the model's
 (release/model/lines.py), which every stage reads. What only the scan ships, for
-`vllm-fused-moe doctor -- VLLM_SERVE_ARGS`, is read here from the same patches/lines.toml: a
+`vllm-fused-moe doctor -- VLLM_SERVE_ARGS`, is read here from the tables the model's parser keeps (Line.table): a
 line's `builds` (backend -> class) and its `[[line.serve]]` ranges (the `--all2all-backend`
 choices, how VLLM_ALL2ALL_BACKEND is read, which backends take the DP-chunked path and the
-variable that switches it). The model's parser leaves these keys alone.
+variable that switches it). The model's parser leaves these keys alone; the file is parsed once, there.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.core.errors import ConfigError
-from release.core.parse import load_toml
 from release.model.lines import Line, Lines, read_lines
 
 HINT = (
@@ -115,12 +114,11 @@ def _builds(path: Path, line: Line, raw: object) -> dict[str, str]:
 
 
 def read_serve(path: Path, lines: Lines | None = None) -> dict[str, LineServe]:
-    """Each line's `builds` and serve ranges (ranges of one line must not overlap)."""
-    known = {line.name: line for line in (lines or read_lines(path)).lines}
-    data = load_toml(path, error=ConfigError, hint=HINT)
+    """Each line's `builds` and serve ranges (ranges of one line must not overlap), from `lines` as
+    read_lines read them from `path` (or, without `lines`, read here by read_lines)."""
     out: dict[str, LineServe] = {}
-    for item in data.get("line", []):
-        line = known[item["name"]]  # read_lines checked every name
+    for line in (lines or read_lines(path)).lines:
+        item = line.table
         raw = item.get("serve", [])
         if not isinstance(raw, list):
             raise ConfigError(f"{path}: line {line.name!r}: `serve` must be [[line.serve]] tables", hint=HINT)

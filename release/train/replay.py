@@ -23,9 +23,8 @@ from release.model.patch import Patch
 from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.drift import unapply
 from release.queue.load import Queue
-from release.queue.replay import Replay, replay_series, start
+from release.queue.replay import Replay, replay_series, start, unapply
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
 from release.core.layout import Layout
-from release.core.parse import load_json
+from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.model.outcome import PatchStatus, ReleaseStatus
+from release.model.scan import read_scan
 from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
 from release.train.add import add_one
-
-SCAN_SCHEMA = 1
 
 
 @dataclass
@@ -74,12 +71,10 @@ class WatchReport:
 
 
 def load_scan(path: Path) -> dict[str, Any]:
-    data = load_json(path, hint="write it with `python -m release scan --json`")
-    if not isinstance(data, dict) or data.get("schema") != SCAN_SCHEMA or not isinstance(data.get("releases"), dict):
-        raise BadInputError(
-            f"{path} is not a scan document of schema {SCAN_SCHEMA}",
-            hint="write it with `python -m release scan --json` (docs/affected-releases.schema.json)",
-        )
+    """The scan document `train watch` is given (release/model/scan.py reads it; a missing file is bad input)."""
+    hint = "write it with `python -m release scan --json` (docs/affected-releases.schema.json)"
+    data = read_scan(path, error=BadInputError, hint=hint, missing_ok=False)
+    assert data is not None  # missing_ok=False: a missing file raised
     return data
 
 
@@ -90,7 +85,7 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
     found, base = drift(layout, queue)
     if found:
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
-    newest = max((Version(e.version) for e in train.entries), default=Version("0"))
+    newest = max((package_version(e.version) for e in train.entries), default=package_version("0"))
     report = WatchReport(newest_before=f"v{newest}" if train.entries else "(empty train)")
     for version, release in sorted(scan["releases"].items(), key=lambda item: _version(item[0])):
         if _version(version) <= newest:
@@ -123,8 +118,8 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
     return report
 
 
-def _version(text: str) -> Version:
+def _version(text: str) -> Pep440Version:
     try:
-        return Version(text)
+        return package_version(text)
     except InvalidVersion:
         raise BadInputError(f"the scan lists {text!r}, which is not a version") from None

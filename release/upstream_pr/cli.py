@@ -34,7 +34,7 @@ from release.core.errors import (
 )
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
-from release.model.patch import Patch
+from release.model.patch import APPLIED_UPSTREAM, Patch
 from release.model.pin import Pin
 from release.model.train import Train
 from release.queue.bugs import scan_data
@@ -137,7 +137,7 @@ def resolve(layout: Layout, spec: str) -> Path:
 
 
 def refuse_if_upstream(layout: Layout, path: Path, patch: Patch) -> None:
-    since = patch.trailers.get("Applied-Upstream", "").strip()
+    since = patch.trailers.get(APPLIED_UPSTREAM, "").strip()
     if since:
         raise AlreadyUpstreamError(f"{patch.name} is already upstream since vLLM {since} (Applied-Upstream)")
     if path.resolve().parent == layout.retired.resolve():

@@ -15,20 +15,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.core.git import WorkRepo
-from release.model.patch import TRAILER_RE, UPSTREAM_TEST_TRAILER, Patch
+from release.model.patch import APPLIED_UPSTREAM, TRAILER_RE, UPSTREAM_TEST_TRAILER, VARIES, Patch
 
 # DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(
     {
         "Origin",
-        "Applied-Upstream",
+        APPLIED_UPSTREAM,
         "Depends-On",
         "Risk",
         "Forwarded",
         "Last-Update",
         "Bug",
         "Downstream",
-        "Varies",
+        VARIES,
         "Author",
         "Description",
         "Reviewed-By",

@@ -17,11 +17,11 @@ from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check, demo_wheel
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import HEAD_LINE, read_lines
-from release.model.patch import Patch
+from release.model.patch import CARRIED_FROM, Patch
 from release.model.series import Entry, EntryKind, Series
 from release.model.train import Train
-from release.queue.gates import CARRIED_FROM, fingerprint
-from release.queue.load import is_head, line_series, varies
+from release.queue.gates import fingerprint
+from release.queue.load import is_head, line_series
 from release.scan.document import build_document, dumps, load_document
 from release.scan.run import ReleaseResult, ScanOptions, ScanResult, bug_map, bug_statuses, scan_patches
 
@@ -51,7 +51,7 @@ def older_line(layout: Layout) -> OlderLine:
             continue
         for entry in line_series(layout, line).entries:
             path = line.patch_dir(layout.root) / entry.name
-            if entry.kind == EntryKind.PATCH and (common := varies(Patch(entry.name, path.read_text()))):
+            if entry.kind == EntryKind.PATCH and (common := Patch(entry.name, path.read_text()).varies):
                 bug = Patch.load(layout.patches / common).purpose.bug
                 if bug:
                     return OlderLine(line.name, tags[0], entry.name, common, bug)

@@ -18,7 +18,7 @@ from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.series import EntryKind, Series
-from release.queue.load import is_head, line_series, require_accounted, varies
+from release.queue.load import is_head, line_series, require_accounted
 
 SECOND = "0002-second-bug.patch"
 
@@ -48,7 +48,7 @@ def test_a_reorder_of_patches_series_that_a_line_does_not_follow_is_refused_by_c
             path.write_text(path.read_text() + f"skip {SECOND}: the test's second patch is not on this line\n")
     assert varied is not None, "no release line has a variant of 0001 to copy"
     line, variant = varied
-    assert varies(Patch.load(line.patch_dir(project) / variant, line.prefixes)) == first
+    assert Patch.load(line.patch_dir(project) / variant, line.prefixes).varies == first
 
     code = main(["--root", str(project), "check"])
     err = capsys.readouterr().err

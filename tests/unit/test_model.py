@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import tag_facts
-from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
+from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError, UnknownTagError
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Entry, EntryKind, Series
@@ -45,6 +45,25 @@ def test_with_trailer_adds_then_replaces_without_touching_the_diff() -> None:
     assert twice.trailers["Applied-Upstream"] == later
     assert twice.text.count("Applied-Upstream:") == 1
     assert twice.diff == patch.diff
+
+
+def test_a_patch_reads_what_the_stages_ask_of_its_trailers_once() -> None:
+    """`varies`, `carried_from` and `applied_upstream` are the patch's, not each stage's own parse."""
+    patch = Patch.load(PATCH)
+    assert (patch.varies, patch.carried_from, patch.applied_upstream) == (None, "", None)
+    fixed = tag_facts.fixed_upstream()
+    variant = (
+        patch.with_trailer("Varies", f"{PATCH.name} (the line's own)")
+        .with_trailer("Carried-From", f"{PATCH.name} sha256:0123")
+        .with_trailer("Applied-Upstream", f"{fixed.removeprefix('v')}, https://example.invalid/pr")
+    )
+    assert variant.varies == PATCH.name
+    assert variant.carried_from == f"{PATCH.name} sha256:0123"
+    assert variant.applied_upstream == fixed  # the tag, canonical, without the DEP-3 URL
+    variant.trailers.clear()  # a caller's copy: the mail's own parse is untouched
+    assert variant.varies == PATCH.name
+    with pytest.raises(UnknownTagError):
+        _ = patch.with_trailer("Applied-Upstream", "soon").applied_upstream
 
 
 def test_corrupt_hunk_is_rejected_with_the_file_named(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TypedDict
 
 HERE = Path(__file__).resolve().parent
+# The same name as release/core/layout.py BUILD_INFO_NAME, which the tooling reads and writes: this module
+# ships in the wheel, where release/ is not, so it names the file itself (tests/unit/test_model.py holds them equal).
 BUILD_INFO = HERE / "_build_info.json"
 SUBTREE = HERE / "prepare_finalize"
 

@@ -74,7 +74,11 @@ def _read_regular(path: Path) -> bytes:
 
 
 def load_scan(path: Path) -> tuple[ScanData | None, str | None]:
-    """The scan data at `path`, or why it cannot be used."""
+    """The scan data at `path`, or why it cannot be used.
+
+    The tooling's reader is release/model/scan.py (read_scan, is_scan_document); this one is the doctor's own
+    because it ships in the wheel, where release/ is not. It holds the same rule (schema 1, `releases` an
+    object) and asks for `scanned` too, which the doctor reads."""
     try:
         data = json.loads(_read_regular(path).decode("utf-8"))
     except OSError as exc:
