@@ -13,16 +13,17 @@ from facts of the checkout alone, never from how much the last scan read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from release.core.errors import StaleVariantError, UnrecordedChangeError
 from release.core.layout import Layout
+from release.model.lines import Line
 from release.model.patch import Patch
-from release.model.series import EntryKind
+from release.model.series import Entry, EntryKind
 from release.model.train import TrainEntry, digest_carried
-from release.queue.load import APPLIED_UPSTREAM, entry_patch, own_line_series, varies
+from release.queue.load import APPLIED_UPSTREAM, Checkout, entry_patch, is_head, own_line_series, varies
 
 CARRIED_FROM = "Carried-From"  # the trailer of a variant `pq carry` made: the common patch's fingerprint
 
@@ -71,14 +72,29 @@ def common_now(layout: Layout, name: str) -> Patch | None:
     return None
 
 
-def unchecked_variants(layout: Layout) -> list[Variant]:
+def _own_line_entries(
+    layout: Layout, checkout: Checkout | None
+) -> Iterator[tuple[Line, list[tuple[Entry, Patch | None]]]]:
+    """Each line with a series file of its own, with its entries' patches (from `checkout` when given)."""
+    if checkout is None:
+        for line, _path, series in own_line_series(layout):
+            yield (
+                line,
+                [(e, entry_patch(layout, line, e) if e.kind == EntryKind.PATCH else None) for e in series.entries],
+            )
+        return
+    for line in checkout.lines.lines:
+        if not is_head(layout, line) and line.series_path(layout.root).is_file():
+            yield line, checkout.entries(line)
+
+
+def unchecked_variants(layout: Layout, checkout: Checkout | None = None) -> list[Variant]:
     """Every variant of every line's series that is stale or hand-made, in line and series order."""
     found: list[Variant] = []
-    for line, _path, series in own_line_series(layout):
-        for entry in series.entries:
+    for line, entries in _own_line_entries(layout, checkout):
+        for entry, variant in entries:
             if entry.kind != EntryKind.PATCH:
                 continue
-            variant = entry_patch(layout, line, entry)
             common = varies(variant) if variant is not None else None
             if variant is None or common is None:
                 continue
@@ -93,11 +109,15 @@ def unchecked_variants(layout: Layout) -> list[Variant]:
     return found
 
 
-def stale_variants(layout: Layout, paths: Iterable[str] | None = None) -> list[Variant]:
+def stale_variants(
+    layout: Layout, paths: Iterable[str] | None = None, checkout: Checkout | None = None
+) -> list[Variant]:
     """The stale variants (only those at `paths`, patches/lines/LINE/NAME, when given)."""
     wanted = set(paths) if paths is not None else None
     return [
-        v for v in unchecked_variants(layout) if v.state == VariantState.STALE and (wanted is None or v.path in wanted)
+        v
+        for v in unchecked_variants(layout, checkout)
+        if v.state == VariantState.STALE and (wanted is None or v.path in wanted)
     ]
 
 

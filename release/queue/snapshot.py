@@ -1,0 +1,66 @@
+"""One read of the checkout per command: the queue, the release lines, the train and the scan data.
+
+A command loads a `Checkout` once, under its lock, and hands it to its stages, which read the facts
+from it instead of from the files again (`build --all` reads patches/series, lines.toml and
+train.toml once, tests/overlay/test_build_train.py counts it). Each line's series, with the patch
+files it names, is read the first time a stage asks for it and kept: a line no stage asks about is
+not read, so a broken line is reported by the stage that needs it, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from release.core.files import present
+from release.core.layout import Layout
+from release.model.lines import Line, Lines, read_lines
+from release.model.patch import Patch
+from release.model.series import Entry, Series
+from release.model.train import Train
+from release.queue.bugs import scan_data
+from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
+
+
+@dataclass(frozen=True)
+class Checkout:
+    layout: Layout
+    queue: Queue  # the pin, patches/series and its patches
+    lines: Lines  # patches/lines.toml
+    train: Train | None  # patches/train.toml (None: the checkout has none)
+    scan: dict[str, Any] | None  # the scan data (None: none, or not the scan's document)
+    _entries: dict[str, list[tuple[Entry, Patch | None]]] = field(default_factory=dict, compare=False, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    @classmethod
+    def load(cls, layout: Layout) -> Checkout:
+        """Read the checkout, in the order the stages did: the queue, the lines, the train, the scan data."""
+        queue = Queue.load(layout)
+        lines = read_lines(layout.lines)
+        train = Train.load(layout.train, [line.name for line in lines.lines]) if present(layout.train) else None
+        return cls(layout, queue, lines, train, scan_data(layout))
+
+    def require_train(self) -> Train:
+        """The train; a checkout without patches/train.toml is refused as Train.load refuses it."""
+        return self.train if self.train is not None else Train.load(self.layout.train)
+
+    def line(self, name: str) -> Line:
+        return self.lines.get(name)
+
+    def series(self, line: Line) -> Series:
+        """A line's series; the head's is patches/series, read once with the queue."""
+        return self.queue.series if is_head(self.layout, line) else line_series(self.layout, line)
+
+    def entries(self, line: Line) -> list[tuple[Entry, Patch | None]]:
+        """Each entry of a line's series with the patch it names (None for a `skip`), read once per line."""
+        with self._guard:
+            found = self._entries.get(line.name)
+            if found is None:
+                found = [(entry, entry_patch(self.layout, line, entry)) for entry in self.series(line).entries]
+                self._entries[line.name] = found
+            return found
+
+    def tag_patches(self, line: Line, tag: str | None) -> list[Patch]:
+        """The patches `tag` of `line` replays, in series order (release.queue.load.tag_patches)."""
+        return for_tag(self.entries(line), tag)
