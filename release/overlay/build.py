@@ -298,8 +298,10 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 continue
             flashinfer = str(ranges[entry.tag])
             if entry.tag == head:
-                # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(checkout.queue.pin, flashinfer, entry=entry)
+                # vendor/ is the head; check_train just proved it holds exactly the recorded files. Its line and
+                # patches/series as read once (what head_line and active_patches would read again).
+                head_patches = tuple(checkout.queue.patches)
+                target = BuildTarget(checkout.queue.pin, flashinfer, None, lines.get(entry.line), head_patches, entry)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
