@@ -27,23 +27,38 @@ from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
 class Checkout:
     layout: Layout
     queue: Queue  # the pin, patches/series and its patches
-    lines: Lines  # patches/lines.toml
-    train: Train | None  # patches/train.toml (None: the checkout has none)
-    scan: dict[str, Any] | None  # the scan data (None: none, or not the scan's document)
+    lines_toml: Lines | None  # patches/lines.toml (None: the checkout has none; `lines` says so)
+    train: Train | None  # patches/train.toml (None: the checkout has none, or no lines.toml)
     _entries: dict[str, list[tuple[Entry, Patch | None]]] = field(default_factory=dict, compare=False, repr=False)
+    _scan: list[dict[str, Any] | None] = field(default_factory=list, compare=False, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
     def load(cls, layout: Layout) -> Checkout:
-        """Read the checkout, in the order the stages did: the queue, the lines, the train, the scan data."""
+        """Read the checkout, in the order the stages did: the queue, the lines, the train (the scan data when
+        a stage first asks for it). A missing lines.toml or train.toml is refused by the stage that needs it."""
         queue = Queue.load(layout)
-        lines = read_lines(layout.lines)
-        train = Train.load(layout.train, [line.name for line in lines.lines]) if present(layout.train) else None
-        return cls(layout, queue, lines, train, scan_data(layout))
+        lines = read_lines(layout.lines) if present(layout.lines) else None
+        names = [line.name for line in lines.lines] if lines is not None else None
+        train = Train.load(layout.train, names) if names is not None and present(layout.train) else None
+        return cls(layout, queue, lines, train)
+
+    @property
+    def lines(self) -> Lines:
+        """patches/lines.toml; a checkout without it is refused as reading it refuses it."""
+        return self.lines_toml if self.lines_toml is not None else read_lines(self.layout.lines)
 
     def require_train(self) -> Train:
         """The train; a checkout without patches/train.toml is refused as Train.load refuses it."""
         return self.train if self.train is not None else Train.load(self.layout.train)
+
+    @property
+    def scan(self) -> dict[str, Any] | None:
+        """The scan data (None: none, or not the scan's document), read once, when first asked for."""
+        with self._guard:
+            if not self._scan:
+                self._scan.append(scan_data(self.layout))
+            return self._scan[0]
 
     def line(self, name: str) -> Line:
         return self.lines.get(name)
