@@ -9,6 +9,8 @@ the patches it carries; train.toml is written in one rename.
 
 from __future__ import annotations
 
+import threading
+
 from release.core import log
 from release.core.errors import SourceError, TrainRefusedError
 from release.core.hashing import sha256_hex
@@ -48,10 +50,38 @@ def fetch_on_line(lines: Lines, tag: str, source: Source, name: str | None = Non
     )
 
 
+class MadeOn:
+    """What each older line's variants were made on (line_made_on: its newest train tag's modules), read once per
+    line for every tag one command adds, not once per tag."""
+
+    def __init__(self, train: Train) -> None:
+        self.train = train
+        self._trees: dict[str, dict[str, bytes]] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, line: Line, tag: str) -> dict[str, bytes]:
+        entries = [e for e in self.train.entries if e.line == line.name]
+        if not entries or entries[-1].tag == tag:
+            return {}  # the line's newest tag is its own base; a line without a train tag has none
+        with self._guard:
+            tree = self._trees.get(line.name)
+        if tree is None:
+            tree = line_made_on(self.train, line, tag)
+            with self._guard:
+                tree = self._trees.setdefault(line.name, tree)
+        return tree
+
+
 def replay_for_add(
-    checkout: Checkout, base: dict[str, bytes], tag: str, source: Source, line_name: str | None = None
+    checkout: Checkout,
+    base: dict[str, bytes],
+    tag: str,
+    source: Source,
+    line_name: str | None = None,
+    made_on: MadeOn | None = None,
 ) -> tuple[str, TagReplay]:
-    """Replay `tag` on its line, from the checkout as the command read it (once, for every tag it adds)."""
+    """Replay `tag` on its line, from the checkout as the command read it (once, for every tag it adds);
+    `made_on`: the older lines' bases, shared by every tag the command adds (None: read here)."""
     layout, queue = checkout.layout, checkout.queue
     line, upstream = fetch_on_line(checkout.lines, tag, source, line_name)
     patches = checkout.tag_patches(line, tag)
@@ -60,8 +90,8 @@ def replay_for_add(
     else:
         # Another line: its own series, and its files keyed below its own root; its variants' blobs are
         # those of the line's newest train tag, where `pq carry` made them.
-        train = checkout.train if checkout.train is not None else Train(())
-        replay = replay_tag(upstream, line_made_on(train, line, tag), patches, line.root)
+        made_on = made_on or MadeOn(checkout.train if checkout.train is not None else Train(()))
+        replay = replay_tag(upstream, made_on(line, tag), patches, line.root)
     refusal = replay.refusal(head=tag == queue.pin.tag)
     if refusal:
         statuses = {o.status for o in replay.outcomes}

@@ -39,7 +39,7 @@ from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
 from release.queue.snapshot import Checkout
 from release.queue.verified import read_verified, wheel_range
-from release.train.add import DEFAULT_TRAIN_SOURCE, record, refuse_unfixable, replay_for_add, save
+from release.train.add import DEFAULT_TRAIN_SOURCE, MadeOn, record, refuse_unfixable, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
 
@@ -183,10 +183,13 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
+    made_on = MadeOn(train)  # each older line's base, read once for all its tags
     workers = min(len(tags), 4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
         # All or nothing: every tag is replayed before train.toml is written once.
-        replays = list(pool.map(lambda tag: replay_for_add(checkout, base, tag, sources[tag], on_line.get(tag)), tags))
+        replays = list(
+            pool.map(lambda tag: replay_for_add(checkout, base, tag, sources[tag], on_line.get(tag), made_on), tags)
+        )
     for line_name, replay in replays:
         train = record(train, replay, sources[replay.tag], line_name)
     save(layout, train)
