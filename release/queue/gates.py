@@ -83,6 +83,8 @@ def _own_line_entries(
                 [(e, entry_patch(layout, line, e) if e.kind == EntryKind.PATCH else None) for e in series.entries],
             )
         return
+    if not layout.lines.is_file():  # as own_line_series: no lines.toml, no line of its own
+        return
     for line in checkout.lines.lines:
         if not is_head(layout, line) and line.series_path(layout.root).is_file():
             yield line, checkout.entries(line)
