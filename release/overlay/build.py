@@ -183,7 +183,7 @@ def _checked_inputs(plan: BuildPlan, checkout: Checkout | None = None) -> list[s
     read once (None: read here).
     """
     _refuse_unwritable_or_missing(plan)
-    dirty = dirty_reasons(plan.layout, checkout.queue if checkout is not None else None)
+    dirty = dirty_reasons(plan.layout, checkout)
     if dirty and not plan.allow_dirty:
         shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
         raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
@@ -447,7 +447,7 @@ def _remove_partial_wheels(out: Path) -> list[Path]:
     return removed
 
 
-def dirty_reasons(layout: Layout, queue: Queue | None = None) -> list[str]:
+def dirty_reasons(layout: Layout, checkout: Checkout | None = None) -> list[str]:
     """Why the tree is not exactly its commit + pin + series (empty when it is).
 
     - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
@@ -463,7 +463,8 @@ def dirty_reasons(layout: Layout, queue: Queue | None = None) -> list[str]:
             f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
             hint="replace the link by the file it stands for, or remove it",
         )
-    reasons = [f"{d.path} ({d.kind})" for d in drift(layout, queue or Queue.load(layout))[0]]
+    found = checkout.drift()[0] if checkout is not None else drift(layout, Queue.load(layout))[0]
+    reasons = [f"{d.path} ({d.kind})" for d in found]
     toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
     if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
         paths = [top.relative_to(layout.root).as_posix() for top in tops]

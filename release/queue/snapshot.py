@@ -2,9 +2,11 @@
 
 A command loads a `Checkout` once, under its lock, and hands it to its stages, which read the facts
 from it instead of from the files again (`build --all` reads patches/series, lines.toml and
-train.toml once, tests/overlay/test_build_train.py counts it). Each line's series, with the patch
-files it names, is read the first time a stage asks for it and kept: a line no stage asks about is
-not read, so a broken line is reported by the stage that needs it, as before.
+train.toml once, tests/overlay/test_build_train.py counts it; `check`, tests/unit/
+test_checkout_read_once.py). What not every stage needs is read the first time one asks for it and
+kept: each line's series with the patch files it names (a line no stage asks about is not read, so a
+broken line is reported by the stage that needs it, as before), the scan data, and vendor/'s drift
+with the pristine tree recovered from it (the series undone once).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from release.model.patch import Patch
 from release.model.series import Entry, Series
 from release.model.train import Train
 from release.queue.bugs import scan_data
+from release.queue.drift import Drift, drift
 from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
 
 
@@ -31,6 +34,7 @@ class Checkout:
     train: Train | None  # patches/train.toml (None: the checkout has none, or no lines.toml)
     _entries: dict[str, list[tuple[Entry, Patch | None]]] = field(default_factory=dict, compare=False, repr=False)
     _scan: list[dict[str, Any] | None] = field(default_factory=list, compare=False, repr=False)
+    _drift: list[tuple[list[Drift], dict[str, bytes]]] = field(default_factory=list, compare=False, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
@@ -59,6 +63,14 @@ class Checkout:
             if not self._scan:
                 self._scan.append(scan_data(self.layout))
             return self._scan[0]
+
+    def drift(self) -> tuple[list[Drift], dict[str, bytes]]:
+        """How vendor/ differs from pristine + series, and the pristine tree recovered from it
+        (release.queue.drift.drift): vendor/ read and the series undone once, for every stage that asks."""
+        with self._guard:
+            if not self._drift:
+                self._drift.append(drift(self.layout, self.queue))
+            return self._drift[0]
 
     def line(self, name: str) -> Line:
         return self.lines.get(name)

@@ -22,8 +22,7 @@ def check(layout: Layout, checkout: Checkout | None = None) -> list[Drift]:
     require_accounted(layout, queue, checkout)
     refuse_stale("check", stale_variants(layout, checkout=checkout))
     refuse_train_missing_fixes(checkout)
-    found, _ = drift(layout, queue)
-    return found
+    return checkout.drift()[0]
 
 
 def refuse_train_missing_fixes(checkout: Checkout) -> None:

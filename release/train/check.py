@@ -27,7 +27,7 @@ from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
 from release.queue.load import Queue, is_head, require_accounted
 from release.queue.snapshot import Checkout
-from release.train.replay import TagReplay, head_pristine, line_made_on, replay_tag
+from release.train.replay import TagReplay, line_made_on, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"
 
@@ -77,7 +77,9 @@ def check_train(
     queue = checkout.queue
     require_accounted(layout, queue, checkout)
     entries = select(train, tags)
-    base = head_pristine(layout, queue)
+    # The head's pristine tree, recovered from vendor/ by undoing the series (offline): only the source of the
+    # patches' pre-image blobs; every result is checked against recorded hashes.
+    base = checkout.drift()[1]
     lines = checkout.lines
     # Each tag's series, read once: its line's, with the retired patches it is older than.
     series = {e.tag: checkout.tag_patches(lines.get(e.line), e.tag) for e in entries}

@@ -35,7 +35,6 @@ from release.core.versions import canonical_tag
 from release.model.lines import read_lines
 from release.model.source import Source
 from release.model.train import Train
-from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
 from release.queue.snapshot import Checkout
 from release.queue.verified import read_verified, wheel_range
@@ -179,7 +178,7 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
     for tag in tags:
         # Before any release is read: a tag whose line's series carries no fix for a bug it has is refused.
         refuse_unfixable(checkout, tag, on_line.get(tag))
-    found, base = drift(layout, queue)
+    found, base = checkout.drift()
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
