@@ -67,10 +67,11 @@ from release.model.pin import Pin
 from release.model.series import Series
 from release.model.train import Train, TrainEntry
 from release.overlay.shipped import shipped_digest
-from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
+from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes
 from release.queue.drift import drift
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
-from release.queue.load import Queue, tag_patches
+from release.queue.load import Queue
+from release.queue.snapshot import Checkout
 from release.queue.verified import flashinfer_range, read_verified, unverified_reason, wheel_range
 
 if TYPE_CHECKING:
@@ -183,11 +184,21 @@ def build(plan: BuildPlan) -> BuildResult:
             return delivered
 
 
-def _checked_inputs(plan: BuildPlan) -> list[str]:
+def _checked_inputs(plan: BuildPlan, checkout: Checkout | None = None) -> list[str]:
     """Refuse an unwritable --out, a missing part and a dirty tree (unless --allow-dirty) before anything is built.
 
-    Returns what is dirty (empty for a clean tree); the version and build info say so.
+    Returns what is dirty (empty for a clean tree); the version and build info say so. `checkout`: the queue
+    read once (None: read here).
     """
+    _refuse_unwritable_or_missing(plan)
+    dirty = dirty_reasons(plan.layout, checkout)
+    if dirty and not plan.allow_dirty:
+        shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
+    return dirty
+
+
+def _refuse_unwritable_or_missing(plan: BuildPlan) -> None:
     problem = writable_dir_problem(plan.out)
     if problem:
         raise OutputNotWritableError(f"--out {plan.out}: {problem}; nothing was built")
@@ -200,11 +211,6 @@ def _checked_inputs(plan: BuildPlan) -> list[str]:
             "vendor/vllm_fused_moe/ (upstream's files and their pins); nothing was built",
             hint="restore it from git (`git checkout -- PATH`); --root must name a whole checkout",
         )
-    dirty = dirty_reasons(plan.layout)
-    if dirty and not plan.allow_dirty:
-        shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
-        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
-    return dirty
 
 
 def build_train(plan: BuildPlan, tags: list[str] | None = None) -> list[BuildResult]:
@@ -225,15 +231,17 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     from release.train.check import check_train, select
 
     layout = plan.layout
-    dirty = _checked_inputs(plan)
-    entries = select(Train.load(layout.train), tags)
+    _refuse_unwritable_or_missing(plan)
+    checkout = Checkout.load(layout)  # under the lock: every stage below reads the checkout from it
+    dirty = _checked_inputs(plan, checkout)
+    entries = select(checkout.require_train(), tags)
     chosen = [e.tag for e in entries]
     refused: dict[str, str] = {}  # tag -> why it is not built (--all only; named tags raise)
-    lines = read_lines(layout.lines)
-    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    lines = checkout.lines
+    series = {e.tag: checkout.tag_patches(lines.get(e.line), e.tag) for e in entries}
     # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
     # anything is replayed: its wheel would tell users the fix is there.
-    data = scan_data(layout)
+    data = checkout.scan
     known = known_bugs(layout)
     for e in entries:
         missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
@@ -241,7 +249,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 [p.name for p in series[e.tag]], e.line)  # fmt: skip
     # A line's variant carried from another version of its common patch would ship the old change.
     for e in entries:
-        stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]})
+        stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]}, checkout)
         _settle(refused, e.tag, tags, refuse_stale, f"not building {e.tag}", stale)
     if plan.patch_level is not None and not dirty:
         for e in entries:  # a bad --patch-level is bad input for every tag: refused before anything is built
@@ -249,7 +257,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     entries = [e for e in entries if e.tag not in refused]
     log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
     started = time.perf_counter()
-    checks = check_train(layout, [e.tag for e in entries]) if entries else []
+    checks = check_train(layout, [e.tag for e in entries], checkout=checkout) if entries else []
     log.note(f"build: every tag reproduced its recorded hashes ({time.perf_counter() - started:.1f} s)")
     bad = [finding for c in checks for finding in c.findings]
     if bad and tags is not None:
@@ -262,7 +270,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             refused[c.tag] = "it does not reproduce what patches/train.toml records: " + "; ".join(
                 f.line() for f in c.findings[:3]
             )
-    head = Pin.load(layout.upstream_toml).tag
+    head = checkout.queue.pin.tag
     empty = [c.tag for c in checks if c.replay is not None and not c.replay.applied and c.tag not in refused]
     if empty and tags is not None:
         raise BadInputError(
@@ -298,8 +306,10 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 continue
             flashinfer = str(ranges[entry.tag])
             if entry.tag == head:
-                # vendor/ is the head; check_train just proved it holds exactly the recorded files.
-                target = BuildTarget(Pin.load(layout.upstream_toml), flashinfer, entry=entry)
+                # vendor/ is the head; check_train just proved it holds exactly the recorded files. Its line and
+                # patches/series as read once (what head_line and active_patches would read again).
+                head_patches = tuple(checkout.queue.patches)
+                target = BuildTarget(checkout.queue.pin, flashinfer, None, lines.get(entry.line), head_patches, entry)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
@@ -311,7 +321,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             built, total = results[-1], len(entries) - len(empty)
             log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
         delivered = [_deliver(result, plan.out) for result in results]
-        record_levels(plan, results)
+        record_levels(plan, results, checkout.train)
     if refused:
         raise TagsNotBuiltError(
             f"{len(refused)} of {len(refused) + len(delivered) + len(empty)} train tags not built "
@@ -386,14 +396,15 @@ def _build_at(
     return version, run_backend(scratch / "src", scratch / "dist", epoch, isolated)
 
 
-def record_levels(plan: BuildPlan, results: list[BuildResult]) -> None:
+def record_levels(plan: BuildPlan, results: list[BuildResult], train: Train | None = None) -> None:
     """Record in patches/train.toml each built tag's level and what it ships, in one rename; nothing when every
     tag's record is already that (a rebuild of the same files writes nothing), nor for an --allow-dirty build
-    (a build for a look, never for an index users install from: the checkout is only read)."""
+    (a build for a look, never for an index users install from: the checkout is only read). `train`: the train
+    as the command read it under its lock (None: read here)."""
     layout = plan.layout
-    train = Train.load(layout.train) if layout.train.is_file() and not plan.allow_dirty else None
-    if train is None:
+    if plan.allow_dirty or not layout.train.is_file():
         return
+    train = train if train is not None else Train.load(layout.train)
     changed = train
     for result in results:
         now = changed.get(result.tag)
@@ -444,7 +455,7 @@ def _remove_partial_wheels(out: Path) -> list[Path]:
     return removed
 
 
-def dirty_reasons(layout: Layout) -> list[str]:
+def dirty_reasons(layout: Layout, checkout: Checkout | None = None) -> list[str]:
     """Why the tree is not exactly its commit + pin + series (empty when it is).
 
     - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
@@ -460,7 +471,8 @@ def dirty_reasons(layout: Layout) -> list[str]:
             f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
             hint="replace the link by the file it stands for, or remove it",
         )
-    reasons = [f"{d.path} ({d.kind})" for d in drift(layout, Queue.load(layout))[0]]
+    found = checkout.drift()[0] if checkout is not None else drift(layout, Queue.load(layout))[0]
+    reasons = [f"{d.path} ({d.kind})" for d in found]
     toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
     if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
         paths = [top.relative_to(layout.root).as_posix() for top in tops]

@@ -9,6 +9,7 @@ from release.core.errors import EXIT_OK, DriftError
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.queue.gates import VariantState, unchecked_variants
+from release.queue.snapshot import Checkout
 from release.queue.status import check
 
 
@@ -31,8 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     # A reader: it finishes a swap a killed command left (and says so), and never waits for a writer.
     with repo_lock(layout, "check", shared=True):
-        found = check(layout)
-        unchecked = [v for v in unchecked_variants(layout) if v.state == VariantState.HAND_MADE]
+        checkout = Checkout.load(layout)
+        found = check(layout, checkout)
+        unchecked = [v for v in unchecked_variants(layout, checkout) if v.state == VariantState.HAND_MADE]
     for d in found:
         log.out(d.line())
     if found:

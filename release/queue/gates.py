@@ -13,16 +13,17 @@ from facts of the checkout alone, never from how much the last scan read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from release.core.errors import StaleVariantError, UnrecordedChangeError
 from release.core.layout import Layout
+from release.model.lines import Line
 from release.model.patch import APPLIED_UPSTREAM, CARRIED_FROM, Patch
-from release.model.series import EntryKind
+from release.model.series import Entry, EntryKind
 from release.model.train import TrainEntry, digest_carried
-from release.queue.load import entry_patch, own_line_series
+from release.queue.load import Checkout, entry_patch, is_head, own_line_series
 
 
 def fingerprint(patch: Patch) -> str:
@@ -69,14 +70,31 @@ def common_now(layout: Layout, name: str) -> Patch | None:
     return None
 
 
-def unchecked_variants(layout: Layout) -> list[Variant]:
+def _own_line_entries(
+    layout: Layout, checkout: Checkout | None
+) -> Iterator[tuple[Line, list[tuple[Entry, Patch | None]]]]:
+    """Each line with a series file of its own, with its entries' patches (from `checkout` when given)."""
+    if checkout is None:
+        for line, _path, series in own_line_series(layout):
+            yield (
+                line,
+                [(e, entry_patch(layout, line, e) if e.kind == EntryKind.PATCH else None) for e in series.entries],
+            )
+        return
+    if not layout.lines.is_file():  # as own_line_series: no lines.toml, no line of its own
+        return
+    for line in checkout.lines.lines:
+        if not is_head(layout, line) and line.series_path(layout.root).is_file():
+            yield line, checkout.entries(line)
+
+
+def unchecked_variants(layout: Layout, checkout: Checkout | None = None) -> list[Variant]:
     """Every variant of every line's series that is stale or hand-made, in line and series order."""
     found: list[Variant] = []
-    for line, _path, series in own_line_series(layout):
-        for entry in series.entries:
+    for line, entries in _own_line_entries(layout, checkout):
+        for entry, variant in entries:
             if entry.kind != EntryKind.PATCH:
                 continue
-            variant = entry_patch(layout, line, entry)
             common = variant.varies if variant is not None else None
             if variant is None or common is None:
                 continue
@@ -91,11 +109,15 @@ def unchecked_variants(layout: Layout) -> list[Variant]:
     return found
 
 
-def stale_variants(layout: Layout, paths: Iterable[str] | None = None) -> list[Variant]:
+def stale_variants(
+    layout: Layout, paths: Iterable[str] | None = None, checkout: Checkout | None = None
+) -> list[Variant]:
     """The stale variants (only those at `paths`, patches/lines/LINE/NAME, when given)."""
     wanted = set(paths) if paths is not None else None
     return [
-        v for v in unchecked_variants(layout) if v.state == VariantState.STALE and (wanted is None or v.path in wanted)
+        v
+        for v in unchecked_variants(layout, checkout)
+        if v.state == VariantState.STALE and (wanted is None or v.path in wanted)
     ]
 
 

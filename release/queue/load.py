@@ -10,14 +10,15 @@ Every line's series accounts for every common patch (`require_accounted`): silen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from release.core.errors import MalformedSeriesError, MisorderedLineError, SilentLineError
 from release.core.layout import Layout
 from release.core.versions import parse_version
-from release.model.lines import Line, read_lines
+from release.model.lines import Line, Lines, read_lines
 from release.model.patch import APPLIED_UPSTREAM, Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
@@ -40,6 +41,19 @@ class Queue:
         series = Series.load(layout.series)
         patches = [Patch.load(layout.patches / name) for name in series.names]
         return cls(pin, series, patches)
+
+
+class Checkout(Protocol):
+    """What this module reads from a checkout read once (release.queue.snapshot.Checkout, which imports this
+    module): the queue, the lines, and each line's entries with their patches."""
+
+    @property
+    def queue(self) -> Queue: ...
+
+    @property
+    def lines(self) -> Lines: ...
+
+    def entries(self, line: Line) -> list[tuple[Entry, Patch | None]]: ...
 
 
 def older(tag: str, than: str) -> bool:
@@ -99,11 +113,20 @@ def entry_patch(layout: Layout, line: Line, entry: Entry) -> Patch | None:
     return Patch.load(common if common.is_file() else layout.patches / RETIRED_DIR / entry.name, prefixes)
 
 
+def line_entries(layout: Layout, line: Line) -> list[tuple[Entry, Patch | None]]:
+    """Each entry of a line's series with the patch file it names (None for a `skip`), loaded once."""
+    return [(entry, entry_patch(layout, line, entry)) for entry in line_series(layout, line).entries]
+
+
 def tag_patches(layout: Layout, line: Line, tag: str | None) -> list[Patch]:
     """The patches `tag` of `line` replays, in series order (None: what vendor/ holds, on the head line)."""
+    return for_tag(line_entries(layout, line), tag)
+
+
+def for_tag(entries: Iterable[tuple[Entry, Patch | None]], tag: str | None) -> list[Patch]:
+    """Of a line's entries (line_entries), the patches `tag` replays, in series order."""
     out = []
-    for entry in line_series(layout, line).entries:
-        patch = entry_patch(layout, line, entry)
+    for entry, patch in entries:
         # The head (None) holds every patch of the active series: an upstream backport in it says with
         # Applied-Upstream: which release has it, which retires it once the head is there (rebase).
         if patch is not None and (replays_on(patch, tag) or (tag is None and entry.kind != EntryKind.RETIRED)):
@@ -118,45 +141,52 @@ def line_patches(layout: Layout, line: Line) -> list[Patch]:
     ]  # fmt: skip
 
 
-def account(layout: Layout, line: Line) -> dict[str, Entry]:
+def account(layout: Layout, line: Line, checkout: Checkout | None = None) -> dict[str, Entry]:
     """What a line's series says about each common patch it names: a `take`, a `skip`, or its variant
     (by the variant's `Varies:`), keyed by the common patch's name."""
     said: dict[str, Entry] = {}
-    for entry in line_series(layout, line).entries:
-        # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
-        patch = entry_patch(layout, line, entry)
+    # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
+    for entry, patch in checkout.entries(line) if checkout is not None else line_entries(layout, line):
         common = patch.varies if patch is not None and entry.kind == EntryKind.PATCH else None
         said[common or entry.name] = entry
     return said
 
 
-def silent_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[Line, Path, str]]:
+def _lines(layout: Layout, checkout: Checkout | None) -> tuple[Line, ...]:
+    return checkout.lines.lines if checkout is not None else read_lines(layout.lines).lines
+
+
+def silent_lines(
+    layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None
+) -> list[tuple[Line, Path, str]]:
     """(line, its series file, common patch) for every common patch a line's series says nothing about."""
-    queue = queue or Queue.load(layout)
+    queue = queue or (checkout.queue if checkout is not None else Queue.load(layout))
     if not layout.lines.is_file():
         return []
     found = []
-    for line in read_lines(layout.lines).lines:
+    for line in _lines(layout, checkout):
         if is_head(layout, line):
             continue
-        said = account(layout, line)
+        said = account(layout, line, checkout)
         found += [(line, line.series_path(layout.root), p.name) for p in queue.patches if p.name not in said]
     return found
 
 
-def misordered_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[Line, Path, list[str], list[str]]]:
+def misordered_lines(
+    layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None
+) -> list[tuple[Line, Path, list[str], list[str]]]:
     """(line, its series file, the order it replays the common patches in, patches/series' order of them) for
     every line whose takes and variants replay the common patches in another order than patches/series: after
     a reorder of patches/series, a later patch on a file an earlier one changed would merge on another base."""
-    queue = queue or Queue.load(layout)
+    queue = queue or (checkout.queue if checkout is not None else Queue.load(layout))
     if not layout.lines.is_file():
         return []
     common = [entry.name for entry in queue.series.entries]
     found = []
-    for line in read_lines(layout.lines).lines:
+    for line in _lines(layout, checkout):
         if is_head(layout, line):
             continue
-        replayed = [name for name, entry in account(layout, line).items() if entry.kind != EntryKind.SKIP]
+        replayed = [name for name, entry in account(layout, line, checkout).items() if entry.kind != EntryKind.SKIP]
         ours = [name for name in replayed if name in common]
         wanted = [name for name in common if name in ours]
         if ours != wanted:
@@ -164,10 +194,10 @@ def misordered_lines(layout: Layout, queue: Queue | None = None) -> list[tuple[L
     return found
 
 
-def require_accounted(layout: Layout, queue: Queue | None = None) -> None:
+def require_accounted(layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None) -> None:
     """Refuse a release line that is silent about a common patch, or replays the common patches in another
     order than patches/series (exit 2, naming both)."""
-    misordered = misordered_lines(layout, queue)
+    misordered = misordered_lines(layout, queue, checkout)
     if misordered:
         shown = "; ".join(
             f"line {line.name} ({path.relative_to(layout.root).as_posix()}) replays {', '.join(ours)}, but "
@@ -175,7 +205,7 @@ def require_accounted(layout: Layout, queue: Queue | None = None) -> None:
             for line, path, ours, wanted in misordered
         )
         raise MisorderedLineError(f"{shown}: a line's series keeps the order of patches/series")
-    silent = silent_lines(layout, queue)
+    silent = silent_lines(layout, queue, checkout)
     if silent:
         shown = "; ".join(
             f"line {line.name} ({path.relative_to(layout.root).as_posix()}) is silent about {name}"

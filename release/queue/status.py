@@ -5,34 +5,36 @@ from __future__ import annotations
 from release.core.files import present
 from release.core.layout import Layout
 from release.model.patch import APPLIED_UPSTREAM, Patch
-from release.model.train import Train
-from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes, scan_data
+from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes
 from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
-from release.queue.load import Queue, line_of, require_accounted, tag_patches
+from release.queue.load import Queue, require_accounted
 from release.queue.regression import refuse_untested
+from release.queue.snapshot import Checkout
 
 
-def check(layout: Layout) -> list[Drift]:
+def check(layout: Layout, checkout: Checkout | None = None) -> list[Drift]:
     """How vendor/ differs from pristine + series. First refused (exit 2): a release line silent about a
     common patch, a line's variant carried from another version of its common patch (stale), and a train
-    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data)."""
-    queue = Queue.load(layout)
-    require_accounted(layout, queue)
+    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data).
+    `checkout`: the checkout as the command read it (None: read here, once)."""
+    checkout = checkout if checkout is not None else Checkout.load(layout)
+    queue = checkout.queue
+    require_accounted(layout, queue, checkout)
     refuse_untested(layout, queue.patches, "check")
-    refuse_stale("check", stale_variants(layout))
-    refuse_train_missing_fixes(layout)
-    found, _ = drift(layout, queue)
-    return found
+    refuse_stale("check", stale_variants(layout, checkout=checkout))
+    refuse_train_missing_fixes(checkout)
+    return checkout.drift()[0]
 
 
-def refuse_train_missing_fixes(layout: Layout) -> None:
+def refuse_train_missing_fixes(checkout: Checkout) -> None:
     """Every train tag's series, as its line's series stands, carries a fix for every bug the tag has."""
+    layout = checkout.layout
     if not present(layout.train):
         return
-    data, known = scan_data(layout), known_bugs(layout)
-    for entry in Train.load(layout.train).entries:
-        patches = tag_patches(layout, line_of(layout, entry.line), entry.tag)
+    data, known = checkout.scan, known_bugs(layout)
+    for entry in checkout.require_train().entries:
+        patches = checkout.tag_patches(checkout.line(entry.line), entry.tag)
         missing = missing_fixes(layout, entry.tag, patches, data, known, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)
 

@@ -9,29 +9,30 @@ the patches it carries; train.toml is written in one rename.
 
 from __future__ import annotations
 
+import threading
+
 from release.core import log
 from release.core.errors import SourceError, TrainRefusedError
-from release.core.files import present
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.model.lines import Line, read_lines
+from release.model.lines import Line, Lines
 from release.model.outcome import PatchStatus
 from release.model.source import Source
 from release.model.train import DEFAULT_LINE, Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
-from release.queue.load import Queue, is_head, tag_patches
+from release.queue.load import is_head
+from release.queue.snapshot import Checkout
 from release.train.replay import TagReplay, line_made_on, replay_tag
 
 DEFAULT_TRAIN_SOURCE = "pypi"
 
 
-def fetch_on_line(layout: Layout, tag: str, source: Source, name: str | None = None) -> tuple[Line, UpstreamTree]:
+def fetch_on_line(lines: Lines, tag: str, source: Source, name: str | None = None) -> tuple[Line, UpstreamTree]:
     """`tag`'s pristine modules and its release line: the named one, or the first in patches/lines.toml
     whose markers the release has (the scan's rule)."""
-    lines = read_lines(layout.lines)
     for line in [lines.get(name)] if name else lines.lines:
         try:
             tree = fetch(tag, source, line)
@@ -49,18 +50,48 @@ def fetch_on_line(layout: Layout, tag: str, source: Source, name: str | None = N
     )
 
 
+class MadeOn:
+    """What each older line's variants were made on (line_made_on: its newest train tag's modules), read once per
+    line for every tag one command adds, not once per tag."""
+
+    def __init__(self, train: Train) -> None:
+        self.train = train
+        self._trees: dict[str, dict[str, bytes]] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, line: Line, tag: str) -> dict[str, bytes]:
+        entries = [e for e in self.train.entries if e.line == line.name]
+        if not entries or entries[-1].tag == tag:
+            return {}  # the line's newest tag is its own base; a line without a train tag has none
+        with self._guard:
+            tree = self._trees.get(line.name)
+        if tree is None:
+            tree = line_made_on(self.train, line, tag)
+            with self._guard:
+                tree = self._trees.setdefault(line.name, tree)
+        return tree
+
+
 def replay_for_add(
-    layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source, line_name: str | None = None
+    checkout: Checkout,
+    base: dict[str, bytes],
+    tag: str,
+    source: Source,
+    line_name: str | None = None,
+    made_on: MadeOn | None = None,
 ) -> tuple[str, TagReplay]:
-    line, upstream = fetch_on_line(layout, tag, source, line_name)
-    patches = tag_patches(layout, line, tag)
+    """Replay `tag` on its line, from the checkout as the command read it (once, for every tag it adds);
+    `made_on`: the older lines' bases, shared by every tag the command adds (None: read here)."""
+    layout, queue = checkout.layout, checkout.queue
+    line, upstream = fetch_on_line(checkout.lines, tag, source, line_name)
+    patches = checkout.tag_patches(line, tag)
     if is_head(layout, line):
         replay = replay_tag(upstream, base, patches)
     else:
         # Another line: its own series, and its files keyed below its own root; its variants' blobs are
         # those of the line's newest train tag, where `pq carry` made them.
-        train = Train.load(layout.train) if present(layout.train) else Train(())
-        replay = replay_tag(upstream, line_made_on(train, line, tag), patches, line.root)
+        made_on = made_on or MadeOn(checkout.train if checkout.train is not None else Train(()))
+        replay = replay_tag(upstream, made_on(line, tag), patches, line.root)
     refusal = replay.refusal(head=tag == queue.pin.tag)
     if refusal:
         statuses = {o.status for o in replay.outcomes}
@@ -75,7 +106,7 @@ def replay_for_add(
             ),
         )
     applied = [p for p in patches if p.name in replay.applied]
-    missing = missing_fixes(layout, tag, applied)
+    missing = missing_fixes(layout, tag, applied, checkout.scan, recorded=recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, list(replay.applied), line.name)
     if tag == queue.pin.tag:
         vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
@@ -87,20 +118,28 @@ def replay_for_add(
     return line.name, replay
 
 
-def refuse_unfixable(layout: Layout, tag: str, line_name: str | None) -> None:
+def recorded(checkout: Checkout, tag: str) -> list[str]:
+    """The bugs the train, as the command read it, records for `tag` (none for a tag it does not hold)."""
+    entry = checkout.train.get(tag) if checkout.train is not None else None
+    return list(entry.bugs) if entry is not None else []
+
+
+def refuse_unfixable(checkout: Checkout, tag: str, line_name: str | None) -> None:
     """Refuse `tag` on `line_name` (when known) if even every patch its series names leaves a bug it has
     unfixed: what patches/train.toml records of the tag and the scan data say, whatever the scan read."""
     if line_name is None:
         return
-    patches = tag_patches(layout, read_lines(layout.lines).get(line_name), tag)
-    missing = missing_fixes(layout, tag, patches)
+    patches = checkout.tag_patches(checkout.line(line_name), tag)
+    missing = missing_fixes(checkout.layout, tag, patches, checkout.scan, recorded=recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, [p.name for p in patches], line_name)
 
 
-def add_one(layout: Layout, queue: Queue, base: dict[str, bytes], tag: str, source: Source) -> None:
-    """Replay, record and save one tag (what `train watch` does per new release)."""
-    line_name, replay = replay_for_add(layout, queue, base, tag, source)
-    save(layout, record(Train.load(layout.train), replay, source, line_name))
+def add_one(layout: Layout, base: dict[str, bytes], tag: str, source: Source) -> None:
+    """Replay, record and save one tag (what `train watch` does per new release: the checkout is read again
+    for each, since the tag before it changed train.toml)."""
+    checkout = Checkout.load(layout)
+    line_name, replay = replay_for_add(checkout, base, tag, source)
+    save(layout, record(checkout.require_train(), replay, source, line_name))
 
 
 def record(train: Train, replay: TagReplay, source: Source, line: str = DEFAULT_LINE) -> Train:

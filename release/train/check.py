@@ -20,13 +20,14 @@ from release.core.errors import ReleaseError, TransportError, UnknownTrainTagErr
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.core.versions import canonical_tag
-from release.model.lines import Line, read_lines
+from release.model.lines import Line
 from release.model.outcome import PatchStatus
 from release.model.patch import Patch
 from release.model.train import Train, TrainEntry
 from release.pristine.sources import fetch
-from release.queue.load import Queue, is_head, require_accounted, tag_patches
-from release.train.replay import TagReplay, head_pristine, line_made_on, replay_tag
+from release.queue.load import Queue, is_head, require_accounted
+from release.queue.snapshot import Checkout
+from release.train.replay import TagReplay, line_made_on, replay_tag
 
 VENDOR_SUBTREE = "vendor/vllm_fused_moe/prepare_finalize"
 
@@ -66,16 +67,22 @@ def select(train: Train, tags: list[str] | None) -> list[TrainEntry]:
     return chosen
 
 
-def check_train(layout: Layout, tags: list[str] | None = None, jobs: int | None = None) -> list[TagCheck]:
-    """Check the chosen tags (all by default), several at a time; results in train order."""
-    train = Train.load(layout.train)
-    queue = Queue.load(layout)
-    require_accounted(layout, queue)
+def check_train(
+    layout: Layout, tags: list[str] | None = None, jobs: int | None = None, checkout: Checkout | None = None
+) -> list[TagCheck]:
+    """Check the chosen tags (all by default), several at a time; results in train order. `checkout`: the
+    checkout as the command read it (None: read here)."""
+    checkout = checkout if checkout is not None else Checkout.load(layout)
+    train = checkout.require_train()
+    queue = checkout.queue
+    require_accounted(layout, queue, checkout)
     entries = select(train, tags)
-    base = head_pristine(layout, queue)
-    lines = read_lines(layout.lines)
-    # Each tag's series, read once here: its line's, with the retired patches it is older than.
-    series = {e.tag: tag_patches(layout, lines.get(e.line), e.tag) for e in entries}
+    # The head's pristine tree, recovered from vendor/ by undoing the series (offline): only the source of the
+    # patches' pre-image blobs; every result is checked against recorded hashes.
+    base = checkout.drift()[1]
+    lines = checkout.lines
+    # Each tag's series, read once: its line's, with the retired patches it is older than.
+    series = {e.tag: checkout.tag_patches(lines.get(e.line), e.tag) for e in entries}
     # What each line's series was made on (the head's pristine tree; an older line's newest train tag),
     # read once per line: a later patch on a file an earlier one changed merges 3-way from its blobs.
     made_on = {e.line: base for e in entries}

@@ -35,10 +35,10 @@ from release.core.versions import canonical_tag
 from release.model.lines import read_lines
 from release.model.source import Source
 from release.model.train import Train
-from release.queue.drift import drift
 from release.queue.load import Queue, named_patch, require_accounted
+from release.queue.snapshot import Checkout
 from release.queue.verified import read_verified, wheel_range
-from release.train.add import DEFAULT_TRAIN_SOURCE, record, refuse_unfixable, replay_for_add, save
+from release.train.add import DEFAULT_TRAIN_SOURCE, MadeOn, record, refuse_unfixable, replay_for_add, save
 from release.train.check import check_train
 from release.train.watch import load_scan, watch
 
@@ -163,9 +163,10 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
             f"a tag is named twice: {' '.join(tags)}",
             hint=f"name each tag once: `python -m release train add {' '.join(dict.fromkeys(tags))}`",
         )
-    queue = Queue.load(layout)
-    require_accounted(layout, queue)
-    train = Train.load(layout.train)
+    checkout = Checkout.load(layout)  # under the lock: the tags below are replayed from this one read
+    queue = checkout.queue
+    require_accounted(layout, queue, checkout)
+    train = checkout.require_train()
     sources = dict.fromkeys(tags, source) if source else {e.tag: e.recorded_source() for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
     on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
@@ -176,16 +177,17 @@ def run_add(layout: Layout, tags: list[str], source: Source | None, line: str | 
         )
     for tag in tags:
         # Before any release is read: a tag whose line's series carries no fix for a bug it has is refused.
-        refuse_unfixable(layout, tag, on_line.get(tag))
-    found, base = drift(layout, queue)
+        refuse_unfixable(checkout, tag, on_line.get(tag))
+    found, base = checkout.drift()
     if found:
         # vendor/ is the head of the train and the source of the patches' pre-image blobs.
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
+    made_on = MadeOn(train)  # each older line's base, read once for all its tags
     workers = min(len(tags), 4, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as pool:
         # All or nothing: every tag is replayed before train.toml is written once.
         replays = list(
-            pool.map(lambda tag: replay_for_add(layout, queue, base, tag, sources[tag], on_line.get(tag)), tags)
+            pool.map(lambda tag: replay_for_add(checkout, base, tag, sources[tag], on_line.get(tag), made_on), tags)
         )
     for line_name, replay in replays:
         train = record(train, replay, sources[replay.tag], line_name)

@@ -16,15 +16,14 @@ from pathlib import Path
 from release.core.errors import ReleaseError, TransportError
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
-from release.core.layout import UPSTREAM_SUBTREE, Layout
+from release.core.layout import UPSTREAM_SUBTREE
 from release.model.lines import Line
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
 from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.load import Queue
-from release.queue.replay import Replay, replay_series, start, unapply
+from release.queue.replay import Replay, replay_series, start
 
 
 @dataclass(frozen=True)
@@ -96,16 +95,6 @@ class TagReplay:
             bugs=tuple(sorted({p.purpose.bug for p in carried if p.purpose.bug})),
             carried_digest=digest_carried((p.name, p.text) for p in carried),
         )
-
-
-def head_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
-    """The head's pristine subtree, recovered from vendor/ by undoing the series (offline).
-
-    Used only as the source of the patches' pre-image blobs; every result is checked
-    against recorded hashes, so a drifted vendor/ cannot slip a wrong tree through.
-    """
-    recovered, _blocked = unapply(layout.vendor_files(), queue.patches)
-    return recovered
 
 
 def line_made_on(train: Train, line: Line, tag: str) -> dict[str, bytes]:

@@ -102,7 +102,7 @@ def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
             # Something to carry: a bug's fix, or downstream changes only (the train covers both).
             what = "affected" if status == ReleaseStatus.AFFECTED else "downstream changes only"
             try:
-                add_one(layout, queue, base, tag, source)
+                add_one(layout, base, tag, source)
             except TrainRefusedError as exc:
                 report.refused[tag] = str(exc)
                 report.lines.append(f"{tag}: {what}, not added: {exc}")

@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections import Counter
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -20,6 +22,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from helpers import REPO, run_release, snapshot
+from release.cli import main
+from release.core import files
 from release.core.faults import FAULT_ENV
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
@@ -160,9 +164,14 @@ def test_python_m_vllm_fused_moe_in_each_wheel_says_its_own_tag(built_twice, tmp
         assert f"vLLM tag        {info['vllm_tag']} (pypi: vllm-{info['vllm_version']}-" in text
 
 
-def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(project: Path, tmp_path: Path) -> None:
+def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Every train tag but the head and one other made unverifiable by hand (a vLLM bumping FlashInfer): `--all`
     # still builds those two, names each other tag with its reason, and exits 1; vendor/ and patches/ untouched.
+    # Run in this process (the wheels are still PyPA builds in processes of their own), so that every read of the
+    # checkout's files is counted: the command reads patches/series, lines.toml and train.toml once, whatever
+    # number of tags it checks (one snapshot of the checkout, release.queue.snapshot).
     layout = Layout(project)
     train = Train.load(layout.train)
     head = Pin.load(layout.upstream_toml).tag
@@ -179,9 +188,21 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(project: Pat
     layout.train.write_text(text)
     before = snapshot(project)
     out = tmp_path / "dist"
-    result = build(project, out, "--all")
+    reads: Counter[Path] = Counter()
+    read_regular = files.read_regular
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
+        reads[Path(path).resolve()] += 1
+        return read_regular(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "read_regular", counted)
+    code = main(["--root", str(project), "build", "--allow-dirty", "--out", str(out), "--all"])
+    said = capsys.readouterr()
+    result = subprocess.CompletedProcess[str]([], code, said.out, said.err)
     assert snapshot(project) == before
     assert result.returncode == 1, result.stdout + result.stderr
+    once = {p: reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
+    assert once == dict.fromkeys(once, 1), once
     refused = [t for t in train.tags if t not in kept]
     assert f"error: {len(refused)} of {len(train.tags)} train tags not built (2 wheels in {out})" in result.stderr
     for tag in refused:

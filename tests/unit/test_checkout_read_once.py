@@ -1,0 +1,68 @@
+"""A command reads the checkout once (release.queue.snapshot.Checkout) and its stages share that read.
+
+In this process, on a copy of the project: `check` runs every gate over every line and train tag, and reads
+patches/series, patches/lines.toml and patches/train.toml once each. (`build --all` is counted the same way
+in tests/overlay/test_build_train.py, where its wheels are built.)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import copy_project
+from release.cli import main
+from release.core import files
+from release.core.errors import EXIT_BAD_INPUT
+from release.core.layout import Layout
+from release.model.lines import read_lines
+from release.model.patch import Patch
+from release.model.series import Entry, EntryKind
+from release.model.train import Train
+from release.queue.load import is_head, line_series
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
+    """Every file read through release.core.files from now on, by resolved path."""
+    reads: Counter[Path] = Counter()
+    read_regular = files.read_regular
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
+        reads[Path(path).resolve()] += 1
+        return read_regular(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "read_regular", counted)
+    return reads
+
+
+def test_check_reads_the_series_lines_and_train_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A line with a train tag skips the common patch it carried a variant of: `check` goes through the line
+    # accounting, the stale variants and every train tag's bugs, and refuses that tag (before any git runs).
+    project = copy_project(tmp_path)
+    layout = Layout(project)
+    train = Train.load(layout.train)
+    for line in read_lines(layout.lines).lines:
+        series = line_series(layout, line)
+        variant = next((e for e in series.entries if e.kind == EntryKind.PATCH), None)
+        if is_head(layout, line) or variant is None or not any(e.line == line.name for e in train.entries):
+            continue
+        common = Patch.load(line.patch_dir(project) / variant.name, line.prefixes).varies
+        if common is not None:
+            break
+    else:
+        raise AssertionError("the train has no older line with a variant")
+    skip = Entry(EntryKind.SKIP, common, "a maintainer's mistake")
+    line.series_path(project).write_text(series.replace(variant.name, skip).dumps())
+    reads = count_reads(monkeypatch)
+
+    code = main(["--root", str(project), "check"])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT, err
+    assert "error: check: vLLM " in err and f"(line {line.name}) is affected by" in err
+    once = {p.relative_to(project).as_posix(): reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
+    assert once == dict.fromkeys(once, 1), once
