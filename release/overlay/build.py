@@ -194,7 +194,12 @@ def _checked_inputs(plan: BuildPlan, checkout: Checkout | None = None) -> list[s
     dirty = dirty_reasons(plan.layout, checkout)
     if dirty and not plan.allow_dirty:
         shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
-        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}")
+        # The commonest dirt after a first build: the patch levels it recorded (docs/maintainers.md, step 4).
+        levels = dirty == [f"{plan.layout.train.relative_to(plan.layout.root).as_posix()} (changed)"]
+        hint = (
+            "a build recorded new patch levels there: commit patches/train.toml, then build again" if levels else None
+        )
+        raise DirtyTreeError(f"the tree is not what its commit and pin say: {shown}", hint)
     return dirty
 
 

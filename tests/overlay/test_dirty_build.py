@@ -67,16 +67,32 @@ def _patch_edit(clone: Path) -> str:
 DIRT = [_hand_edit, _hook_edit, _extra_file, _ignored_file, _patch_edit]
 
 
+def _git(clone: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_a_clean_checkout_builds_clean(clone: Path, tmp_path: Path) -> None:
+    """And the level a build records is the one dirt the next build names with its way out: a build writes
+    what its wheel ships into patches/train.toml (`shipped`), which must be committed before the next."""
+    train = clone / "patches/train.toml"
+    train.write_text("".join(s for s in train.read_text().splitlines(True) if not s.startswith("shipped = ")))
+    # A checked-in train that already records the head's level leaves nothing to commit here.
+    _git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "--allow-empty", "-am", "no levels")
     result = _build(clone, tmp_path / "dist")
     assert result.returncode == 0, result.stderr
     wheel = next((tmp_path / "dist").glob("*.whl"))
     info = _info(wheel)
     assert info["dirty"] == [] and not info["version"].endswith(".dirty")
-    assert (
-        info["commit"]
-        == subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    )
+    assert info["commit"] == _git(clone, "rev-parse", "HEAD")
+    assert "shipped = " in train.read_text()  # the head's level now records what it ships
+    again = _build(clone, tmp_path / "dist2")
+    assert again.returncode == 2 and "hint: a build recorded new patch levels there: commit patches/train.toml" in (
+        again.stderr
+    ), again.stderr
+    _git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "levels")
+    recorded = train.read_bytes()
+    third = _build(clone, tmp_path / "dist3")
+    assert third.returncode == 0 and train.read_bytes() == recorded, third.stderr  # the same files: no write
 
 
 @pytest.mark.parametrize("dirty", DIRT)
