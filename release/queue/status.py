@@ -11,12 +11,14 @@ from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
 from release.queue.load import Queue, line_of, require_accounted, tag_patches
 from release.queue.regression import refuse_untested
+from release.queue.skip_proof import refuse_unproven_skips
 
 
 def check(layout: Layout) -> list[Drift]:
     """How vendor/ differs from pristine + series. First refused (exit 2): a release line silent about a
     common patch, a line's variant carried from another version of its common patch (stale), and a train
-    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data)."""
+    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data),
+    or skips a bug's patch with no proof that the tag does without the bug (release/queue/skip_proof.py)."""
     queue = Queue.load(layout)
     require_accounted(layout, queue)
     refuse_untested(layout, queue.patches, "check")
@@ -35,6 +37,8 @@ def refuse_train_missing_fixes(layout: Layout) -> None:
         patches = tag_patches(layout, line_of(layout, entry.line), entry.tag)
         missing = missing_fixes(layout, entry.tag, patches, data, known, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)
+        # A line that skips a bug's patch claims its release has no such bug: proven by the bug's test passing there.
+        refuse_unproven_skips(layout, "check", entry.tag, entry.line, entry.wheel_sha256)
 
 
 def status_lines(layout: Layout) -> list[str]:
