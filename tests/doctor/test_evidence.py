@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from helpers.doctor import doctor_module, judge, overlay, validate
+from helpers.doctor import doctor_module, judge, overlay, scan_data, validate
 from release.evidence.gather import FIXED, Evidence
+from release.scan.run import bug_statuses, release_status
 
 BUG = "https://github.com/vllm-project/vllm/pull/41382"
 VERSION = "0.16.0"
@@ -80,3 +81,19 @@ def test_evidence_the_doctor_cannot_read_is_a_finding_not_a_crash(tmp_path: Path
         "no scheme": "not file://",
     }[case]
     assert said in read.problem, read.problem
+
+
+def test_a_release_whose_line_skips_the_bugs_patch_is_affected_for_the_doctor() -> None:
+    """Issue 35, path 3: a line's `skip` counted for nothing, so a scan called its releases `not affected` and
+    the doctor on one said `not-affected (exit 0)`. The scan's own status functions, fed the patch states a scan
+    of a line that skips 0001 records (`skipped`), make the entry the doctor reads: it says affected."""
+    data = scan_data()
+    bug_of = {name: info["bug"] for name, info in data["patches"].items() if info.get("bug")}
+    version = next(v for v, e in data["releases"].items() if e["status"] == "affected" and e.get("in_train"))
+    entry = data["releases"][version]
+    patches = {name: "skipped" for name in entry["patches"]}
+    bugs = {bug: status.value for bug, status in bug_statuses(patches, bug_of).items()}
+    data["releases"][version] = {**entry, "patches": patches, "bugs": bugs, "status": release_status(bugs).value}
+    doctor = doctor_module()
+    said = doctor.release_facts(doctor.ScanData.from_json(data), None, version)
+    assert said.status is doctor.Status.AFFECTED and set(said.needs) == set(bug_of.values()), said
