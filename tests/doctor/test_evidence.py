@@ -91,7 +91,7 @@ def test_a_release_whose_line_skips_the_bugs_patch_is_affected_for_the_doctor() 
     bug_of = {name: info["bug"] for name, info in data["patches"].items() if info.get("bug")}
     version = next(v for v, e in data["releases"].items() if e["status"] == "affected" and e.get("in_train"))
     entry = data["releases"][version]
-    patches = {name: "skipped" for name in entry["patches"]}
+    patches = dict.fromkeys(entry["patches"], "skipped")
     bugs = {bug: status.value for bug, status in bug_statuses(patches, bug_of).items()}
     data["releases"][version] = {**entry, "patches": patches, "bugs": bugs, "status": release_status(bugs).value}
     doctor = doctor_module()
