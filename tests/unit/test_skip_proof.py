@@ -7,6 +7,7 @@ copy of the real queue whose flashinfer_a2a line skips 0001 in place of its vari
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -89,3 +90,37 @@ def test_a_proof_stands_only_for_the_release_wheel_test_and_tool_it_ran_on(
     ours = project / "patches" / "upstream-tests" / test.path
     ours.write_text(ours.read_text() + "# changed\n")
     assert len(unproven_skips(layout, entry.tag, LINE, entry.wheel_sha256)) == 1
+
+
+def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(project: Path) -> None:
+    """Issue 35, path 2: the head line split the documented way (docs/patch-queue.md: a new `[[line]]` before the
+    head's, the same modules) into a line for the head line's older tags whose series skips 0001; those tags moved
+    to it, their records re-made without the bug (a replay that skips 0001 applies nothing) and the scan data
+    silent about them. Every gate passed; now check refuses naming the bug, a moved tag and the new line."""
+    layout = Layout(project)
+    train = Train.load(layout.train)
+    head = next(e for e in reversed(train.entries) if e.line != LINE).line
+    old = [e for e in train.entries if e.line == head][:2]
+    split = f"{head}_split"
+    text = layout.lines.read_text()
+    first = text.index("[[line]]")
+    block = (
+        f'[[line]]\nname = "{split}"\nmodules = ["vllm/model_executor/layers/fused_moe/prepare_finalize/"]\n'
+        f'markers = ["vllm/model_executor/layers/fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"]\n'
+        f'series = "patches/lines/{split}/series"\n\n'
+    )
+    layout.lines.write_text(text[:first] + block + text[first:])
+    (project / "patches" / "lines" / split).mkdir()
+    (project / "patches" / "lines" / split / "series").write_text(f"skip {COMMON}: mistake\n")
+    for entry in old:
+        train = train.with_entry(dataclasses.replace(entry, line=split, bugs=()))
+    layout.train.write_text(train.dumps())
+    data = json.loads(layout.affected_json.read_text())
+    for entry in old:
+        del data["releases"][entry.tag.removeprefix("v")]
+    layout.affected_json.write_text(json.dumps(data, indent=2) + "\n")
+    [test] = skipped_bug_tests(layout, split)
+    with pytest.raises(UnprovenSkipError) as refused:
+        refuse_train_missing_fixes(layout)
+    assert f"check: bug {test.bug}" in str(refused.value)
+    assert f"on vLLM {old[0].tag} (line {split}): the line's series skips {COMMON}" in str(refused.value)
