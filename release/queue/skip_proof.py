@@ -60,6 +60,8 @@ def skipped_bug_tests(layout: Layout, line: str) -> list[BugTest]:
     for own, _path, series in own_line_series(layout):
         if own.name == line:
             skipped = {entry.name for entry in series.entries if entry.kind == EntryKind.SKIP}
+    if not skipped:
+        return []  # most lines skip nothing: the queue is not loaded for them
     found = []
     for patch in bug_patches(layout):
         if patch.name not in skipped:
@@ -90,9 +92,12 @@ def read_proof(path: Path) -> dict[str, Any] | None:
 
 def unproven_skips(layout: Layout, tag: str, line: str, release_sha256: str = "") -> list[Unproven]:
     """The bugs `line` skips whose skip has no proof for release `tag` (on the wheel `release_sha256`, when known)."""
+    tests = skipped_bug_tests(layout, line)
+    if not tests:
+        return []
     version, tool = version_of_tag(tag), tool_digest()
     found = []
-    for test in skipped_bug_tests(layout, line):
+    for test in tests:
         path = proof_path(version, test, tool)
         proof = read_proof(path)
         if proof is None:
