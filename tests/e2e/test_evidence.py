@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -140,3 +141,50 @@ def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_pro
     assert f"not adding {entry.tag}: bug {bug}" in refused.stderr, refused.stderr
     assert f"on vLLM {entry.tag} (line {entry.line})" in refused.stderr, refused.stderr
     assert layout.train.read_bytes() == before
+
+
+SECOND = "https://example.invalid/vllm-fused-moe/bugs/2"
+LINE_TEST = "tests/kernels/moe/test_two_sided_finalize_on_this_line.py"
+LINE_TEST_TEXT = '''"""A synthetic second bug's test on an older line, which does without that bug: it passes there."""
+
+import pytest
+
+from vllm.model_executor.layers.fused_moe.flashinfer_nvlink_two_sided_prepare_finalize import (  # noqa: E501
+    FlashInferNVLinkTwoSidedPrepareAndFinalize,
+)
+
+pytestmark = pytest.mark.cpu_test
+
+
+def test_the_two_sided_class_finalizes_here():
+    assert callable(FlashInferNVLinkTwoSidedPrepareAndFinalize.finalize)
+'''
+
+
+def test_a_skip_that_evidence_proves_lets_train_add_record_the_tag(project: Path) -> None:
+    """The other side of the skip gate: a second bug's patch (the shape check, made a `Bug:` patch here) skipped
+    by the older lines; `train add` of an older line's tag refuses the skip, `evidence --tag` runs the line's test
+    of that bug on the pristine release for real (a clean pass: the release does without it) and writes the proof,
+    and `train add` then records the tag. The test's text is new on every run (a token in it), so no proof or run
+    of an earlier run of this test stands for this one."""
+    layout = Layout(project)
+    entry = older_line_tag(layout)
+    add_shape_check(project, lines_skip=True, bug=f"{SECOND} a synthetic second bug")
+    text = f"# run {uuid.uuid4().hex}\n{LINE_TEST_TEXT}"
+    (layout.patches / "upstream-tests" / LINE_TEST).write_text(text)
+    index = layout.patches / "upstream-tests" / "tests.toml"
+    table = f"[lines.{entry.line}]\n"
+    assert table in index.read_text()
+    index.write_text(index.read_text().replace(table, f'{table}"{SHAPE_CHECK_PATCH}" = "{LINE_TEST}"\n'))
+
+    refused = run_release(project, "train", "add", entry.tag)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = f"bug {SECOND} (a synthetic second bug) on vLLM {entry.tag} (line {entry.line})"
+    assert f"not adding {entry.tag}: {said}: the line's series skips {SHAPE_CHECK_PATCH}" in refused.stderr, (
+        refused.stderr
+    )
+    proved = run_release(project, "evidence", "--tag", entry.tag)
+    assert proved.returncode == 0, proved.stdout + proved.stderr
+    assert f"proven: bug {SECOND} on vLLM {entry.tag} (line {entry.line}), test {LINE_TEST}" in proved.stdout
+    added = run_release(project, "train", "add", entry.tag)
+    assert added.returncode == 0, added.stdout + added.stderr
