@@ -122,8 +122,8 @@ def refuse_unproven_skips(layout: Layout, what: str, tag: str, line: str, releas
     )
     raise UnprovenSkipError(
         f"{what}: {said}",
-        hint=f"run `python -m release evidence --tag {tag} --python PY` under an interpreter with torch "
-        f"(`nox -s evidence -- --tag {tag}`): it proves the skip where the test passes on the pristine release; "
-        f"where it fails, the release has the bug: carry the fix (`python -m release pq carry "
+        hint=f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
+        f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
+        f"the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq carry "
         f"{unproven[0].test.patch}`); nothing was changed",
     )
