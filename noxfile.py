@@ -323,6 +323,20 @@ def publish(session: nox.Session) -> None:
     release(session, "publish")
 
 
+@nox.session
+def evidence(session: nox.Session) -> None:
+    """Prove a release line's skip of a bug's patch: nox -s evidence -- --line LINE | --tag TAG [--on LINE].
+
+    The bug's test runs on the line's pristine releases under this session's interpreter (torch CPU,
+    pytest, vLLM's import-time packages: what `publish` has); `check` and `train add` read the proof.
+    """
+    bytecode_cache(session)
+    session.install(*group("test"))
+    install_torch_cpu(session)
+    session.install("-r", "tests/requirements-vllm-cpu.txt")
+    release(session, "evidence")
+
+
 @nox.session(venv_params=["--system-site-packages"])
 def kernel(session: nox.Session) -> None:
     """FlashInfer kernel contract on a CUDA GPU (uses the runner's CUDA torch): EP 1, 2 and 4, each rank a process.

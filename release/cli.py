@@ -117,6 +117,12 @@ def _publish() -> CommandModule:
     return publish_cli
 
 
+def _evidence() -> CommandModule:
+    from release.evidence import cli
+
+    return cli
+
+
 def _doctor() -> CommandModule:
     from release.overlay import doctor_cli
 
@@ -218,6 +224,11 @@ COMMANDS: tuple[Command, ...] = (
                          "leaves; the index was not changed"),),
             examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
                       ("publish dist/ONE.whl index", "add one wheel"))),
+    Command("evidence", _evidence, "prove a release line's skip of a bug's patch (under torch)", _NETWORK,
+            exit_texts=((EXIT_BAD_INPUT, "a skip is not proven (nothing was changed): the bug's test fails on a "
+                         "release of the line (it has the bug: carry the fix) or errors (no evidence)"),),
+            examples=(("evidence --line flashinfer_a2a --python PY", "prove that line's skips on each of its tags"),
+                      ("evidence --tag v0.19.0 --on LINE --python PY", "the same for a tag before `train add`"))),
     Command("upstream-pr", _upstream_pr, "turn a patch into an upstream vLLM pull request", _NETWORK,
             exit_texts=((EXIT_FAILED, "the regression test did not fail without the patch or did not pass with it "
                          "(every run is named); nothing was written"),),

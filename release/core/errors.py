@@ -128,6 +128,17 @@ class UnprovenWheelError(BadInputError):
     )
 
 
+class UnprovenSkipError(BadInputError):
+    """A release line's series skips a bug's patch, but nothing proves that line's release does without the bug:
+    no clean pass of the bug's regression test on the release as published (release/queue/skip_proof.py)."""
+
+    default_hint = (
+        "prove the skip: `python -m release evidence --line LINE` under an interpreter with torch "
+        "(`nox -s evidence -- --line LINE`), or carry the fix to the line (`python -m release pq carry NAME`); "
+        "nothing was changed"
+    )
+
+
 class StaleVariantError(BadInputError):
     """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
     the one patches/ holds: the line's tags would ship the old change while the newer lines ship the new one."""

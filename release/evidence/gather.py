@@ -33,7 +33,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.core.errors import BadInputError, UnprovenWheelError
 from release.core.files import read_member
 from release.core.git import head_commit
-from release.core.hashing import file_sha256, sha256_hex
+from release.core.hashing import file_sha256
 from release.core.layout import BUILD_INFO_MEMBER, Layout
 from release.core.parse import parse_json
 from release.evidence import runner
@@ -42,6 +42,7 @@ from release.model.train import Train
 from release.pristine.wheel import lookup
 from release.queue.bugs import recorded_bugs, required_bugs, scan_data
 from release.queue.regression import BugTest, bug_tests
+from release.queue.skip_proof import tool_digest
 
 SCHEMA = 1
 FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
@@ -69,13 +70,6 @@ class Evidence:
 
     def text(self) -> bytes:
         return (json.dumps(self.record, indent=1, sort_keys=True) + "\n").encode()
-
-
-def tool_digest() -> str:
-    """sha256 over this stage's own code: a change in how evidence is gathered makes every run stale."""
-    here = Path(__file__).parent
-    rows = [f"{p.name} {file_sha256(p)}" for p in sorted(here.glob("*.py"))]
-    return "sha256:" + sha256_hex("\n".join(rows).encode())
 
 
 def wheel_release(path: Path) -> str:
@@ -134,7 +128,7 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     identity = str(Path(python).absolute())
     for test in bug_tests(layout, line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        pristine = cached_run(key_of("pristine", *inputs), partial(_pristine, python, tag, test), _clean)
+        pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
         installed = cached_run(
             key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel, test), _clean
         )
@@ -180,7 +174,7 @@ def _verdict(pristine: str, installed: str) -> str:
     return UNPROVEN
 
 
-def _pristine(python: str, tag: str, test: BugTest) -> dict[str, Any]:
+def pristine_run(python: str, tag: str, test: BugTest) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
         result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, Path(tmp))
     return {"result": result, "summary": summary, "detail": detail}

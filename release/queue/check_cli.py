@@ -24,7 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "variant that `pq carry` made (Carried-From:) from another version of its common patch than "
         "patches/ holds (stale: run the `pq carry` the error names); a train tag whose line's series "
         "carries no patch for a bug the tag has (patches/train.toml records each tag's bugs; the scan "
-        "data adds its findings), naming the bug, the tag and the line. When all is well, a variant made "
+        "data adds its findings), or whose line's series skips a bug's patch with no proof that the tag does "
+        "without the bug (a clean pass of the bug's test on the pristine release, made by `python -m release "
+        "evidence`), naming the bug, the tag and the line. When all is well, a variant made "
         "by hand (no Carried-From:) is named once as not checked."
     )
 

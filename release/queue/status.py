@@ -10,13 +10,15 @@ from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
 from release.queue.load import Queue, require_accounted
 from release.queue.regression import refuse_untested
+from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
 
 
 def check(layout: Layout, checkout: Checkout | None = None) -> list[Drift]:
     """How vendor/ differs from pristine + series. First refused (exit 2): a release line silent about a
     common patch, a line's variant carried from another version of its common patch (stale), and a train
-    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data).
+    tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data),
+    or skips a bug's patch with no proof that the tag does without the bug (release/queue/skip_proof.py).
     `checkout`: the checkout as the command read it (None: read here, once)."""
     checkout = checkout if checkout is not None else Checkout.load(layout)
     queue = checkout.queue
@@ -37,6 +39,8 @@ def refuse_train_missing_fixes(checkout: Checkout) -> None:
         patches = checkout.tag_patches(checkout.line(entry.line), entry.tag)
         missing = missing_fixes(layout, entry.tag, patches, data, known, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)
+        # A line that skips a bug's patch claims its release has no such bug: proven by the bug's test passing there.
+        refuse_unproven_skips(layout, "check", entry.tag, entry.line, entry.wheel_sha256, checkout)
 
 
 def status_lines(layout: Layout) -> list[str]:

@@ -3,7 +3,8 @@
 What `train add` and `train watch` share: find the release line a tag is on, replay the series
 that tag takes (its line's; on the head line a retired patch too where the tag is older than its
 Applied-Upstream), refused when a patch conflicts, when nothing is left to carry, or when the
-scan data says the tag has a bug none of the applied patches fixes; and record the entry, with
+scan data says the tag has a bug none of the applied patches fixes, or when its line skips a bug's
+patch with no proof that the tag does without the bug (release/queue/skip_proof.py); and record the entry, with
 the patches it carries; train.toml is written in one rename.
 """
 
@@ -24,6 +25,7 @@ from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
 from release.queue.load import is_head
+from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
 from release.train.replay import TagReplay, line_made_on, replay_tag
 
@@ -108,6 +110,7 @@ def replay_for_add(
     applied = [p for p in patches if p.name in replay.applied]
     missing = missing_fixes(layout, tag, applied, checkout.scan, recorded=recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, list(replay.applied), line.name)
+    refuse_unproven_skips(layout, f"not adding {tag}", tag, line.name, upstream.wheel_sha256, checkout)
     if tag == queue.pin.tag:
         vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
         if replay.patched_hashes() != vendor:
@@ -132,6 +135,7 @@ def refuse_unfixable(checkout: Checkout, tag: str, line_name: str | None) -> Non
     patches = checkout.tag_patches(checkout.line(line_name), tag)
     missing = missing_fixes(checkout.layout, tag, patches, checkout.scan, recorded=recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, [p.name for p in patches], line_name)
+    refuse_unproven_skips(checkout.layout, f"not adding {tag}", tag, line_name, checkout=checkout)
 
 
 def add_one(layout: Layout, base: dict[str, bytes], tag: str, source: Source) -> None:

@@ -124,6 +124,9 @@ def test_an_upstream_commit_taken_with_git_am_keeps_its_message(project: Path, t
         if not is_head(layout, line):
             skipped = run_release(project, "pq", "skip", name, "--line", line.name, "--reason", "no mori.py here")
             assert skipped.returncode == 0, skipped.stderr
+    # A skip of a bug's patch is a claim no run here proved (`python -m release evidence` would, under torch):
+    # check refuses it, naming the bug, a tag and its line.
     checked = run_release(project, "check")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "bug https://github.com/vllm-project/vllm/issues/1" in checked.stderr and f"skips {name}" in checked.stderr
     assert f"{SUBTREE}/mori.py" in text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -97,12 +98,11 @@ def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
     assert not index.exists()
 
 
-def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_at_publish(
-    project: Path, tmp_path: Path
-) -> None:
+def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_proven(project: Path) -> None:
     """Issue 35, path 1: two patches deep, a line's series says `skip 0001-…: mistake` (its variant gone), the
     `bugs` of its train tags are emptied by hand and the scan data no longer lists them (`scan --since` a newer
-    tag); every gate passed and the index pinned a wheel without the fix. Now publish's evidence refuses it."""
+    tag); every gate passed and the index pinned a wheel without the fix. Now `check` and `train add` refuse the
+    skip without proof, and `evidence`, run here for real, cannot prove it: the test fails on the pristine release."""
     layout = Layout(project)
     entry = older_line_tag(layout)
     [bug] = entry.bugs
@@ -126,16 +126,65 @@ def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_at_publis
     data = json.loads(layout.affected_json.read_text())
     data["releases"] = {v: r for v, r in data["releases"].items() if r.get("line") != entry.line}
     layout.affected_json.write_text(json.dumps(data))
-    for step in (("check",), ("train", "add", entry.tag)):
-        passed = run_release(project, *step)
-        assert passed.returncode == 0, passed.stdout + passed.stderr  # the records alone let it through
-    built = run_release(project, "build", "--tag", entry.tag, "--allow-dirty", "--out", str(tmp_path / "dist"))
-    assert built.returncode == 0, built.stderr
-    [wheel] = (tmp_path / "dist").glob("*.whl")
+    before = layout.train.read_bytes()
 
-    index = tmp_path / "index"
-    published = run_release(project, "publish", "--allow-dirty", str(wheel), str(index))
-    assert published.returncode == 2, published.stdout + published.stderr
-    said = f"error: not publishing {wheel.name}: bug {bug} on vLLM {entry.tag} (line {entry.line})"
-    assert said in published.stderr and "with the wheel it fails" in published.stderr, published.stderr
-    assert not index.exists()
+    proved = run_release(project, "evidence", "--tag", entry.tag)  # this venv: torch; the run publish makes too
+    assert proved.returncode == 2, proved.stdout + proved.stderr
+    said = f"bug {bug} on vLLM {entry.tag} (line {entry.line})"
+    assert f"not proven: {said}" in proved.stdout and "the release has the bug" in proved.stdout, proved.stdout
+    for step in (("check",), ("train", "add", entry.tag)):
+        refused = run_release(project, *step)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"bug {bug} (" in refused.stderr and f"(line {entry.line}): the line's series skips {common}" in (
+            refused.stderr
+        ), refused.stderr
+    assert f"not adding {entry.tag}: bug {bug}" in refused.stderr, refused.stderr
+    assert f"on vLLM {entry.tag} (line {entry.line})" in refused.stderr, refused.stderr
+    assert layout.train.read_bytes() == before
+
+
+SECOND = "https://example.invalid/vllm-fused-moe/bugs/2"
+LINE_TEST = "tests/kernels/moe/test_two_sided_finalize_on_this_line.py"
+LINE_TEST_TEXT = '''"""A synthetic second bug's test on an older line, which does without that bug: it passes there."""
+
+import pytest
+
+from vllm.model_executor.layers.fused_moe.flashinfer_nvlink_two_sided_prepare_finalize import (  # noqa: E501
+    FlashInferNVLinkTwoSidedPrepareAndFinalize,
+)
+
+pytestmark = pytest.mark.cpu_test
+
+
+def test_the_two_sided_class_finalizes_here():
+    assert callable(FlashInferNVLinkTwoSidedPrepareAndFinalize.finalize)
+'''
+
+
+def test_a_skip_that_evidence_proves_lets_train_add_record_the_tag(project: Path) -> None:
+    """The other side of the skip gate: a second bug's patch (the shape check, made a `Bug:` patch here) skipped
+    by the older lines; `train add` of an older line's tag refuses the skip, `evidence --tag` runs the line's test
+    of that bug on the pristine release for real (a clean pass: the release does without it) and writes the proof,
+    and `train add` then records the tag. The test's text is new on every run (a token in it), so no proof or run
+    of an earlier run of this test stands for this one."""
+    layout = Layout(project)
+    entry = older_line_tag(layout)
+    add_shape_check(project, lines_skip=True, bug=f"{SECOND} a synthetic second bug")
+    text = f"# run {uuid.uuid4().hex}\n{LINE_TEST_TEXT}"
+    (layout.patches / "upstream-tests" / LINE_TEST).write_text(text)
+    index = layout.patches / "upstream-tests" / "tests.toml"
+    table = f"[lines.{entry.line}]\n"
+    assert table in index.read_text()
+    index.write_text(index.read_text().replace(table, f'{table}"{SHAPE_CHECK_PATCH}" = "{LINE_TEST}"\n'))
+
+    refused = run_release(project, "train", "add", entry.tag)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = f"bug {SECOND} (a synthetic second bug) on vLLM {entry.tag} (line {entry.line})"
+    assert f"not adding {entry.tag}: {said}: the line's series skips {SHAPE_CHECK_PATCH}" in refused.stderr, (
+        refused.stderr
+    )
+    proved = run_release(project, "evidence", "--tag", entry.tag)
+    assert proved.returncode == 0, proved.stdout + proved.stderr
+    assert f"proven: bug {SECOND} on vLLM {entry.tag} (line {entry.line}), test {LINE_TEST}" in proved.stdout
+    added = run_release(project, "train", "add", entry.tag)
+    assert added.returncode == 0, added.stdout + added.stderr

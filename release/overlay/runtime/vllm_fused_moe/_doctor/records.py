@@ -244,6 +244,29 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class EvidenceBug:
+    """One bug of the evidence `publish` kept beside the installed wheel."""
+
+    bug: str
+    verdict: str  # "fixed", "not affected" (what publish accepts), else "unproven"
+    test: str
+
+
+@dataclass(frozen=True)
+class EvidenceRead:
+    """`evidence` of the report: what the index says the installed wheel proved (INDEX_DIR/evidence/<wheel>.json)."""
+
+    url: str
+    wheel: str
+    found: bool = False
+    problem: str | None = None
+    wheel_sha256: str | None = None
+    vllm_tag: str | None = None
+    line: str | None = None
+    bugs: tuple[EvidenceBug, ...] = ()
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the doctor found, before it judges."""
 
@@ -256,6 +279,7 @@ class Facts:
     overlay: Overlay
     live: Live | None = None
     serve: Serve | None = None
+    evidence: EvidenceRead | None = None
 
 
 @dataclass(frozen=True)
@@ -284,6 +308,7 @@ class Report:
             "overlay": to_json(facts.overlay),
             "live": None if facts.live is None else live_json(facts.live),
             "serve": to_json(facts.serve),
+            "evidence": to_json(facts.evidence),
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "summary": self.summary,
@@ -311,6 +336,7 @@ def record(cls: type[Any], data: Json, **given: Any) -> Any:
 def report_from_json(data: Json) -> Report:
     """A report read back from its JSON (the schema's shape: `release doctor` checked it is a report)."""
     release, live, serve, fix = data["release"], data["live"], data["serve"], data["fix"]
+    evidence = data.get("evidence")
     facts = Facts(
         doctor=str(data["doctor"]),
         python=str(data["python"]),
@@ -335,5 +361,8 @@ def report_from_json(data: Json) -> Report:
             backend_from=BackendFrom(serve["backend_from"]),
             environment={n: EnvRead(e["value"], e["from"]) for n, e in serve["environment"].items()},
         ),
+        evidence=None
+        if evidence is None
+        else record(EvidenceRead, evidence, bugs=tuple(EvidenceBug(**b) for b in evidence["bugs"])),
     )
     return Report(facts, Verdict(data["verdict"]), str(data["summary"]), None if fix is None else record(Fix, fix))

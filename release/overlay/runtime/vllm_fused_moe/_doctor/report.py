@@ -7,9 +7,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .evidence import read_evidence, wheel_name
 from .installed import compare_fixes, dist_version, find_scan, load_scan, overlay_state, public_version, release_facts
 from .live import live_classes, live_target
-from .records import Facts, Live, Overlay, Report, ScanRead, Serve
+from .records import EvidenceRead, Facts, Live, Overlay, Report, ScanRead, Serve
 from .serve import serve_facts, serve_layout
 from .verdict import conclude
 from .words import INDEX_ENV, MODE_ENV, PROJECT, Status
@@ -26,6 +27,7 @@ def report(
     """The whole report. `doctor`: the doctor.py that writes it; `env`: the variables `vllm serve` would
     have beyond this process's own (--env)."""
     given = dict(env or {})
+    index_url = index_url or os.environ.get(INDEX_ENV) or None
     vllm = dist_version("vllm")
     overlay = overlay_state()
     path, source = find_scan(scan_path, Path(overlay.location) if overlay.location else None)
@@ -54,8 +56,12 @@ def report(
             serve_facts(scan, release.line, public_version(vllm) if vllm else None),
             frozenset(given),
         ),
+        # What publish proved of the installed wheel, where the index it came from is known.
+        evidence=read_evidence(index_url, wheel_name(overlay.version))
+        if index_url and overlay.installed and overlay.version
+        else None,
     )
-    return conclude(facts, index_url or os.environ.get(INDEX_ENV) or None)
+    return conclude(facts, index_url)
 
 
 # ----------------------------------------------------------------------------- in words
@@ -68,6 +74,8 @@ def format_report(report: Report) -> str:
         rows += live_rows(facts.live)
     if facts.serve is not None:
         rows += serve_rows(facts.serve)
+    if facts.evidence is not None:
+        rows += evidence_rows(facts.evidence)
     lines = ["vllm-fused-moe doctor", *(f"  {label:<18}{text}" for label, text in rows)]
     lines.append(f"verdict: {report.verdict.value} (exit {report.exit_code}): {report.summary}")
     if fix:
@@ -134,3 +142,10 @@ def serve_rows(serve: Serve) -> Rows:
     for name, item in sorted(serve.environment.items()):
         rows.append(("serve environment", f"{name}={item.value} (from {item.source})"))
     return rows + [("note", note) for note in serve.notes]
+
+
+def evidence_rows(evidence: EvidenceRead) -> Rows:
+    if not evidence.found:
+        return [("evidence", f"{evidence.url}: {evidence.problem}")]
+    bugs = "; ".join(f"{b.bug}: {b.verdict}" for b in evidence.bugs) or "no bug to prove"
+    return [("evidence", f"{evidence.wheel} on vLLM {evidence.vllm_tag} (line {evidence.line}): {bugs}")]

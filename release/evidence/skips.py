@@ -1,0 +1,89 @@
+"""The proof of a line's `skip` of a bug's patch: the bug's test run on each of the line's pristine releases.
+
+Where the test passes cleanly there, the release does without the bug and the skip stands: the proof
+is written where `check` and `train add` read it (release/queue/skip_proof.py). Where it fails, the
+release has the bug and the line must carry the fix; an error proves nothing. Each run is the
+evidence cache's (release/evidence/cache.py), so a second proof of the same inputs costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from release.core.journal import write_atomic
+from release.core.layout import Layout
+from release.core.versions import version_of_tag
+from release.evidence import runner
+from release.evidence.cache import cached_run, key_of
+from release.evidence.gather import pristine_run
+from release.pristine.wheel import lookup
+from release.queue.regression import BugTest
+from release.queue.skip_proof import PASSED, proof_key, proof_path, skipped_bug_tests, tool_digest
+
+
+@dataclass(frozen=True)
+class SkipRun:
+    tag: str
+    test: BugTest
+    run: dict[str, Any]
+
+    @property
+    def proven(self) -> bool:
+        return self.run.get("result") == PASSED
+
+    def sentence(self) -> str:
+        where = f"bug {self.test.bug} on vLLM {self.tag} (line {self.test.line}), test {self.test.path}"
+        if self.proven:
+            return f"proven: {where}: passes on the pristine release; the skip of {self.test.patch} stands"
+        detail = f": {self.run['detail']}" if self.run.get("detail") else ""
+        if self.run.get("result") == runner.FAILED:
+            why = f"fails on the pristine release ({self.run.get('summary', '')}{detail}): the release has the bug; "
+            return f"not proven: {where}: {why}carry the fix (`python -m release pq carry {self.test.patch}`)"
+        return f"not proven: {where}: errors ({self.run.get('summary', '')}{detail}), which is no evidence"
+
+
+def prove(layout: Layout, tag: str, line: str, python: str) -> list[SkipRun]:
+    """Run each skipped bug's test on `tag`'s pristine release under `python`; write the proof of each clean pass."""
+    tests = skipped_bug_tests(layout, line)
+    if not tests:
+        return []
+    version, tool = version_of_tag(tag), tool_digest()
+    release = lookup(version)
+    identity = str(Path(python).absolute())
+    found = []
+    for test in tests:
+        inputs = (release.sha256, test.path, test.digest, tool, identity)
+        run = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
+        if run.get("result") == PASSED:
+            _write(tag, test, tool, identity, release.filename, release.sha256, run)
+        found.append(SkipRun(tag, test, run))
+    return found
+
+
+def _clean(result: dict[str, Any]) -> bool:
+    return result.get("result") in (runner.PASSED, runner.FAILED)
+
+
+def _write(tag: str, test: BugTest, tool: str, python: str, wheel: str, sha256: str, run: dict[str, Any]) -> None:
+    version = version_of_tag(tag)
+    record = {
+        "key": proof_key(version, test, tool),
+        "result": run["result"],
+        "summary": run.get("summary", ""),
+        "vllm": {"tag": tag, "version": version, "wheel": wheel, "sha256": sha256},
+        "line": test.line,
+        "bug": test.bug,
+        "patch": test.patch,
+        "test": test.path,
+        "test_sha256": test.digest,
+        "tool": tool,
+        "python": python,
+        "run": run.get("key", ""),
+    }
+    path = proof_path(version, test, tool)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())

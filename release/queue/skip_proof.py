@@ -1,0 +1,138 @@
+"""A line's `skip` of a bug's patch is a claim that needs proof: the bug's regression test passes cleanly on
+the line's pristine release. `check` and `train add` read that proof; they never make it.
+
+They run under the tooling's interpreter, which has no torch, so they cannot run the test. The proof
+is made under one that has (`python -m release evidence --line L | --tag T --python PY`, the nox
+`evidence` session: release/evidence/skips.py) and kept in the evidence cache, one JSON per (vLLM
+release, line, test, tool): `<cache>/evidence/skips/<key>.json`, the key the sha256 of the release's
+version, the line, the test's path and digest and the digest of the evidence stage's own code. The
+record names the release wheel's sha256 it ran on, which must be the one patches/train.toml records
+for the tag (where it records one). Only a clean pass is written; a change of the test or of the
+tool makes every proof stale, so nothing vacuous or stale stands for a run. A `Downstream:` patch's
+skip needs none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from release.core.errors import BadInputError, UnprovenSkipError
+from release.core.files import read_regular
+from release.core.hashing import file_sha256, sha256_hex
+from release.core.layout import Layout
+from release.core.parse import parse_json
+from release.core.versions import version_of_tag
+from release.model.series import EntryKind
+from release.pristine.wheel import cache_dir
+from release.queue.load import Checkout, is_head, own_line_series
+from release.queue.regression import BugTest, bug_patches, refuse_untested, upstream_test
+
+PASSED = "passed"  # release/evidence/runner.py's clean pass
+PROOF_LIMIT = 1 << 20
+EVIDENCE_CODE = Path(__file__).resolve().parent.parent / "evidence"
+
+
+def tool_digest() -> str:
+    """sha256 over the evidence stage's own code (release/evidence/*.py): a change in how evidence is
+    gathered makes every run, and every skip's proof, stale."""
+    rows = [f"{p.name} {file_sha256(p)}" for p in sorted(EVIDENCE_CODE.glob("*.py"))]
+    return "sha256:" + sha256_hex("\n".join(rows).encode())
+
+
+def proofs_dir() -> Path:
+    return cache_dir().parent / "evidence" / "skips"
+
+
+def proof_key(version: str, test: BugTest, tool: str) -> str:
+    return sha256_hex("\0".join(("skip", version, test.line, test.path, test.digest, tool)).encode())
+
+
+def proof_path(version: str, test: BugTest, tool: str | None = None) -> Path:
+    return proofs_dir() / f"{proof_key(version, test, tool or tool_digest())}.json"
+
+
+def skipped_bug_tests(layout: Layout, line: str, checkout: Checkout | None = None) -> list[BugTest]:
+    """The bugs whose patch `line`'s series skips, each with the line's regression test of it (refused
+    when a bug patch names none). `checkout`: the checkout as the command read it (None: read here)."""
+    skipped: set[str] = set()
+    if checkout is not None:
+        own = next((candidate for candidate in checkout.lines.lines if candidate.name == line), None)
+        if own is not None and not is_head(layout, own) and own.series_path(layout.root).is_file():
+            skipped = {entry.name for entry, _ in checkout.entries(own) if entry.kind == EntryKind.SKIP}
+    else:
+        for own, _path, series in own_line_series(layout):
+            if own.name == line:
+                skipped = {entry.name for entry in series.entries if entry.kind == EntryKind.SKIP}
+    if not skipped:
+        return []  # most lines skip nothing: the queue is not loaded for them
+    found = []
+    for patch in bug_patches(layout, checkout.queue if checkout is not None else None):
+        if patch.name not in skipped:
+            continue
+        test = upstream_test(layout, patch, line)
+        if test is None:
+            refuse_untested(layout, [patch], f"line {line} skips {patch.name}")
+            continue
+        found.append(BugTest(patch.purpose.bug, patch.purpose.title, patch.name, line, test[0], test[1]))
+    return found
+
+
+@dataclass(frozen=True)
+class Unproven:
+    test: BugTest
+    why: str
+
+
+def read_proof(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = parse_json(read_regular(path, PROOF_LIMIT, follow_links=False), where=str(path))
+    except BadInputError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def unproven_skips(
+    layout: Layout, tag: str, line: str, release_sha256: str = "", checkout: Checkout | None = None
+) -> list[Unproven]:
+    """The bugs `line` skips whose skip has no proof for release `tag` (on the wheel `release_sha256`, when known)."""
+    tests = skipped_bug_tests(layout, line, checkout)
+    if not tests:
+        return []
+    version, tool = version_of_tag(tag), tool_digest()
+    found = []
+    for test in tests:
+        path = proof_path(version, test, tool)
+        proof = read_proof(path)
+        if proof is None:
+            found.append(Unproven(test, "no run of its test on the pristine release proves it"))
+        elif proof.get("key") != proof_key(version, test, tool) or proof.get("result") != PASSED:
+            found.append(Unproven(test, f"{path} is no clean pass of its test"))
+        elif release_sha256 and proof.get("vllm", {}).get("sha256") != release_sha256:
+            found.append(
+                Unproven(test, f"its proof ran on another release wheel than patches/train.toml records ({path})")
+            )
+    return found
+
+
+def refuse_unproven_skips(
+    layout: Layout, what: str, tag: str, line: str, release_sha256: str = "", checkout: Checkout | None = None
+) -> None:
+    unproven = unproven_skips(layout, tag, line, release_sha256, checkout)
+    if not unproven:
+        return
+    said = "; ".join(
+        f"bug {u.test.bug}" + (f" ({u.test.title})" if u.test.title else "") + f" on vLLM {tag} (line {line}): "
+        f"the line's series skips {u.test.patch}, but {u.why} (test {u.test.path})"
+        for u in unproven
+    )
+    raise UnprovenSkipError(
+        f"{what}: {said}",
+        hint=f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
+        f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
+        f"the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq carry "
+        f"{unproven[0].test.patch}`); nothing was changed",
+    )
