@@ -182,12 +182,51 @@ SHAPE_CHECK_PATCH = "0002-shape-check.patch"
 SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
 
 
+# The regression test of the shape check as a bug's fix (issue 36's second bug): on a release without the
+# check, finalize goes on to FlashInfer's combine with no all-to-all manager (an AttributeError: a clean
+# fail); with it, the wrong rank is refused first. vLLM's names: it runs in vLLM's checkout (release/evidence).
+SHAPE_CHECK_TEST = "tests/kernels/moe/test_flashinfer_nvlink_finalize_output_rank.py"
+SHAPE_CHECK_TEST_TEXT = """import pytest
+import torch
+
+from vllm.model_executor.layers.fused_moe.prepare_finalize.flashinfer_nvlink_two_sided import (  # noqa: E501
+    FlashInferNVLinkTwoSidedPrepareAndFinalize,
+)
+
+pytestmark = pytest.mark.cpu_test
+
+
+def test_finalize_refuses_an_output_of_the_wrong_rank():
+    prepare_finalize = object.__new__(FlashInferNVLinkTwoSidedPrepareAndFinalize)
+    output = torch.zeros(2, 3, 4)
+    topk_ids = torch.zeros(2, 1, dtype=torch.int32)
+    with pytest.raises(AssertionError, match="not \\\\(tokens, hidden\\\\)"):
+        prepare_finalize.finalize(output, torch.zeros(2, 4), torch.ones(2, 1), topk_ids, False, None)
+"""
+
+
+def add_regression_test(project: Path, patch: str, path: str, text: str) -> None:
+    """`text` as the regression test of `patch`'s bug: its file under patches/upstream-tests/ at `path` (vLLM's
+    checkout), named in tests.toml's [tests] table (release/queue/regression.py)."""
+    where = project / "patches" / "upstream-tests"
+    (where / path).parent.mkdir(parents=True, exist_ok=True)
+    (where / path).write_text(text)
+    index = where / "tests.toml"
+    header = "[tests]\n"
+    current = index.read_text()
+    assert header in current, "tests.toml has no [tests] table"
+    index.write_text(current.replace(header, f'{header}"{patch}" = "{path}"\n', 1))
+
+
 def add_shape_check(project: Path, lines_skip: bool = False, bug: str = "") -> str:
     """The issue's downstream 0002: a shape check as the first statement of the two-sided `finalize`, added to
     the project's series and vendor/ (a test's own patch, never committed to the series); the older release
     lines stay silent about it unless `lines_skip`. `bug` ("ID TITLE"): it fixes that bug instead (issue 36's
-    second bug, which no upstream release fixes)."""
+    second bug, which no upstream release fixes), with its regression test (SHAPE_CHECK_TEST)."""
     import re
+
+    if bug:
+        add_regression_test(project, SHAPE_CHECK_PATCH, SHAPE_CHECK_TEST, SHAPE_CHECK_TEST_TEXT)
 
     two_sided = "flashinfer_nvlink_two_sided.py"
     text = (project / "vendor" / "vllm_fused_moe" / "prepare_finalize" / two_sided).read_text()
