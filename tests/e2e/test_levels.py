@@ -42,6 +42,9 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str
     root = tmp_path_factory.mktemp("levels")
     project = copy_project(root)
     layout = Layout(project)
+    if Pin.load(layout.upstream_toml).tag == tag_facts.rebase_to():  # the README's rebase ran: start before it
+        moved = run_release(project, "rebase", tag_facts.rebase_from(), "--from", "pypi", "--allow-older")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
     train = Train.load(layout.train)
     oldest = train.entries[0].line
     other = [e for e in train.entries if e.line == oldest][-1]
