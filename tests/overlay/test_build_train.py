@@ -11,10 +11,8 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections import Counter
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -22,8 +20,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from helpers import REPO, run_release, snapshot
+from helpers.reads import count_reads
 from release.cli import main
-from release.core import files
 from release.core.faults import FAULT_ENV
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
@@ -188,14 +186,7 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
     layout.train.write_text(text)
     before = snapshot(project)
     out = tmp_path / "dist"
-    reads: Counter[Path] = Counter()
-    read_regular = files.read_regular
-
-    def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
-        reads[Path(path).resolve()] += 1
-        return read_regular(path, *args, **kwargs)
-
-    monkeypatch.setattr(files, "read_regular", counted)
+    reads = count_reads(monkeypatch)
     code = main(["--root", str(project), "build", "--allow-dirty", "--out", str(out), "--all"])
     said = capsys.readouterr()
     result = subprocess.CompletedProcess[str]([], code, said.out, said.err)

@@ -7,15 +7,13 @@ in tests/overlay/test_build_train.py, where its wheels are built.)
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from helpers import copy_project
+from helpers.reads import count_reads
 from release.cli import main
-from release.core import files
 from release.core.errors import EXIT_BAD_INPUT
 from release.core.layout import Layout
 from release.model.lines import read_lines
@@ -23,19 +21,6 @@ from release.model.patch import Patch
 from release.model.series import Entry, EntryKind
 from release.model.train import Train
 from release.queue.load import is_head, line_series
-
-
-def count_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
-    """Every file read through release.core.files from now on, by resolved path."""
-    reads: Counter[Path] = Counter()
-    read_regular = files.read_regular
-
-    def counted(path: Path, *args: Any, **kwargs: Any) -> bytes:
-        reads[Path(path).resolve()] += 1
-        return read_regular(path, *args, **kwargs)
-
-    monkeypatch.setattr(files, "read_regular", counted)
-    return reads
 
 
 def test_check_reads_the_series_lines_and_train_once(
