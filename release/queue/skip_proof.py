@@ -25,7 +25,6 @@ from release.core.layout import Layout
 from release.core.parse import parse_json
 from release.core.versions import version_of_tag
 from release.model.series import EntryKind
-from release.pristine.wheel import cache_dir
 from release.queue.load import Checkout, is_head, own_line_series
 from release.queue.regression import BugTest, bug_patches, refuse_untested, upstream_test
 
@@ -42,6 +41,10 @@ def tool_digest() -> str:
 
 
 def proofs_dir() -> Path:
+    # Imported here: the release reader brings `requests`, which `check --help` must not load
+    # (tests/cli/test_install.py); only a check that reads a proof needs the cache's place.
+    from release.pristine.wheel import cache_dir
+
     return cache_dir().parent / "evidence" / "skips"
 
 
