@@ -14,13 +14,27 @@ from typing import Any
 import pytest
 
 from helpers.doctor import doctor_module, judge, overlay, scan_data, validate
+from release.core.layout import Layout
+from release.core.versions import version_of_tag
 from release.evidence.gather import FIXED, Evidence
+from release.model.train import Train
+from release.queue.regression import bug_patches, upstream_test
 from release.scan.run import bug_statuses, release_status
 
-BUG = "https://github.com/vllm-project/vllm/pull/41382"
-VERSION = "0.16.0"
+
+def _an_older_lines_proof() -> tuple[str, str, str, str]:
+    """(vLLM version, its line, a bug, that bug's test on the line) from the checkout: the train's oldest tag
+    and the first bug patch of the queue (retired ones too), never today's data written here."""
+    layout = Layout.default()
+    entry = Train.load(layout.train).entries[0]
+    patch = bug_patches(layout)[0]
+    found = upstream_test(layout, patch, entry.line)
+    assert found is not None and patch.purpose.bug
+    return version_of_tag(entry.tag), entry.line, patch.purpose.bug, found[0]
+
+
+VERSION, LINE, BUG, TEST = _an_older_lines_proof()
 WHEEL = f"vllm_fused_moe-{VERSION}+fm.1-py3-none-any.whl"
-TEST = "tests/kernels/moe/test_flashinfer_a2a_output_is_reduced.py"
 
 
 def published(index: Path, wheel: str = WHEEL, named: str = WHEEL) -> Path:
@@ -28,7 +42,7 @@ def published(index: Path, wheel: str = WHEEL, named: str = WHEEL) -> Path:
         "schema": 1,
         "wheel": {"name": named, "sha256": "ab" * 32},
         "vllm": {"tag": f"v{VERSION}", "version": VERSION, "wheel": "vllm.whl", "sha256": "cd" * 32},
-        "line": "flashinfer_a2a",
+        "line": LINE,
         "tool": {"digest": "sha256:00", "commit": "0" * 40},
         "python": "/usr/bin/python3",
         "bugs": [{"bug": BUG, "test": TEST, "verdict": FIXED, "pristine": {}, "wheel": {}, "recorded": True}],
@@ -45,7 +59,7 @@ def test_the_installed_wheels_evidence_is_read_from_the_index_and_reported(tmp_p
     published(index)
     read = doctor.evidence.read_evidence(f"file://{index}/simple/", WHEEL)  # its simple/ page: the same index
     assert read.found and read.problem is None, read
-    assert (read.vllm_tag, read.line, read.wheel_sha256) == (f"v{VERSION}", "flashinfer_a2a", "ab" * 32)
+    assert (read.vllm_tag, read.line, read.wheel_sha256) == (f"v{VERSION}", LINE, "ab" * 32)
     assert [(b.bug, b.verdict, b.test) for b in read.bugs] == [(BUG, FIXED, TEST)]
     report = judge(doctor, VERSION, doctor.release_facts(None, "no scan", VERSION), overlay(doctor))
     facts = doctor.report_from_json(report).facts
@@ -53,9 +67,7 @@ def test_the_installed_wheels_evidence_is_read_from_the_index_and_reported(tmp_p
     said = validate(report.to_json())["evidence"]
     assert said["found"] and said["bugs"] == [{"bug": BUG, "verdict": FIXED, "test": TEST}]
     assert doctor.report_from_json(report.to_json()).facts.evidence == read
-    assert f"evidence          {WHEEL} on vLLM v{VERSION} (line flashinfer_a2a): {BUG}: fixed" in doctor.format_report(
-        report
-    )
+    assert f"evidence          {WHEEL} on vLLM v{VERSION} (line {LINE}): {BUG}: fixed" in doctor.format_report(report)
 
 
 @pytest.mark.parametrize("case", ["missing", "another wheel's", "not JSON", "too large", "no scheme"])
