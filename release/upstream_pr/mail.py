@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.core.git import WorkRepo
-from release.model.patch import APPLIED_UPSTREAM, TRAILER_RE, UPSTREAM_TEST_TRAILER, VARIES, Patch
+from release.model.patch import APPLIED_UPSTREAM, CARRIED_FROM, TRAILER_RE, UPSTREAM_TEST_TRAILER, VARIES, Patch
 
 # DEP-3 fields and our own (docs/patch-queue.md, "Add a patch", names the ones we write).
 INTERNAL_TRAILERS = frozenset(
@@ -29,6 +29,7 @@ INTERNAL_TRAILERS = frozenset(
         "Bug",
         "Downstream",
         VARIES,
+        CARRIED_FROM,
         "Author",
         "Description",
         "Reviewed-By",
