@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from release.core.errors import ConfigError
-from release.core.versions import Pep440Version as Version
+from release.core.versions import Pep440Version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
 from release.model.scan import SCAN_SCHEMA, read_scan
 from release.scan.run import ScanOptions, ScanResult, bug_map, bug_statuses, in_range, release_status
 from release.scan.serve import read_serve
 
-SCHEMA = SCAN_SCHEMA  # release/model/scan.py
 GENERATED_BY = "python -m release scan"
 # What a scan's read of a wheel proves (release/pristine/wheel.py): said in both outputs, so that no one
 # takes a scan's `wheel_sha256` for a verified identity.
@@ -42,7 +41,7 @@ def load_document(path: Path) -> dict[str, Any] | None:
 
 
 def build_document(
-    result: ScanResult, options: ScanOptions, previous: dict[str, Any] | None, train: set[Version]
+    result: ScanResult, options: ScanOptions, previous: dict[str, Any] | None, train: set[Pep440Version]
 ) -> tuple[dict[str, Any], list[str]]:
     """The new document, and the versions dropped from the previous one (classified for other patches)."""
     names = [p.name for p in result.patches]
@@ -51,13 +50,15 @@ def build_document(
     skipped: dict[str, str] = {}
     if previous:
         for version, entry in (previous.get("releases") or {}).items():
-            if in_range(Version(version), options):
+            if in_range(Pep440Version(version), options):
                 continue  # rescanned now (or gone from the index)
             if sorted((entry.get("patches") or {}).keys()) != sorted(names):
                 dropped.append(version)
                 continue
             releases[version] = dict(entry)
-        skipped = {v: why for v, why in (previous.get("skipped") or {}).items() if not in_range(Version(v), options)}
+        skipped = {
+            v: why for v, why in (previous.get("skipped") or {}).items() if not in_range(Pep440Version(v), options)
+        }
     for r in result.results:
         releases[r.version] = {
             "status": r.status,
@@ -70,16 +71,16 @@ def build_document(
             "flashinfer": r.flashinfer,
         }
     skipped |= result.skipped
-    ordered = sorted(releases, key=Version)
+    ordered = sorted(releases, key=Pep440Version)
     bug_of = bug_map(result.patches)
     for version in ordered:
         entry = releases[version]
         entry["bugs"] = bug_statuses(entry["patches"], bug_of)
         entry["status"] = release_status(entry["bugs"])
-        entry["in_train"] = Version(version) in train
+        entry["in_train"] = Pep440Version(version) in train
         releases[version] = {key: entry[key] for key in RELEASE_KEYS if key in entry}
     document = {
-        "schema": SCHEMA,
+        "schema": SCAN_SCHEMA,
         "generated_by": GENERATED_BY,
         "read": READ,
         "scanned": ordered,
@@ -97,7 +98,7 @@ def build_document(
             for p in result.patches
         },
         "releases": {version: releases[version] for version in ordered},
-        "skipped": {v: skipped[v] for v in sorted(skipped, key=Version)},
+        "skipped": {v: skipped[v] for v in sorted(skipped, key=Pep440Version)},
     }
     if result.lines is not None:
         serve = read_serve(options.layout.lines, result.lines)
@@ -140,7 +141,9 @@ def bugs_of(patches: list[Patch], ordered: list[str], releases: dict[str, dict[s
         info = out.setdefault(bug, {"title": patch.purpose.title, "patches": [], "first_fixed": None})
         info["patches"].append(patch.name)
         first = first_upstream(patch, ordered, releases)
-        if first is not None and (info["first_fixed"] is None or Version(first) < Version(info["first_fixed"])):
+        if first is not None and (
+            info["first_fixed"] is None or Pep440Version(first) < Pep440Version(info["first_fixed"])
+        ):
             info["first_fixed"] = first
     for bug, info in out.items():
         info["fixed_in"] = fixed_in(ordered, releases, bug)

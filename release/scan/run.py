@@ -29,8 +29,7 @@ from release.core.errors import ReleaseError
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.core.versions import Pep440Version as Version
-from release.core.versions import version_of_tag
+from release.core.versions import Pep440Version, version_of_tag
 from release.model.lines import Line, Lines, load_lines, read_lines
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
@@ -49,8 +48,8 @@ from release.train.replay import line_made_on
 @dataclass
 class ScanOptions:
     layout: Layout
-    since: Version | None = None
-    until: Version | None = None
+    since: Pep440Version | None = None
+    until: Pep440Version | None = None
 
 
 @dataclass
@@ -133,7 +132,7 @@ def scan_patches(layout: Layout) -> tuple[Queue, list[Patch]]:
     return queue, [*[p for p in retired if p.name not in names], *ordered]
 
 
-def in_range(version: Version, options: ScanOptions) -> bool:
+def in_range(version: Pep440Version, options: ScanOptions) -> bool:
     return (options.since is None or version >= options.since) and (options.until is None or version <= options.until)
 
 
@@ -150,7 +149,7 @@ def scan(options: ScanOptions) -> ScanResult:
     made_on = lines_made_on(layout, lines)
     base = index_url()
     listed = [r for r in releases(base) if in_range(r.version, options)]
-    skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Version(v), options)}
+    skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Pep440Version(v), options)}
     skipped |= {str(r.version): r.why_none for r in listed if r.wheel is None}
     todo = [r for r in listed if r.wheel is not None]
     log.note(f"scanning {len(todo)} vLLM release(s) on {base} for {len(patches)} patch(es)")
@@ -295,7 +294,7 @@ def progress_line(number: int, total: int, result: ReleaseResult) -> str:
     )
 
 
-def train_versions(layout: Layout) -> set[Version]:
+def train_versions(layout: Layout) -> set[Pep440Version]:
     if not present(layout.train):
         return set()
-    return {Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}
+    return {Pep440Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}
