@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import textwrap
 from pathlib import Path
 
-from release.core import log
-from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
+from release.core.errors import BadInputError
 from release.core.layout import Layout
-from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
-from release.pq.drop import drop_patch
-from release.pq.export import Export, export_queue
-from release.pq.importer import import_queue
-from release.pq.line import export_line, import_line, is_line_tree
+from release.pq.carrying import CarryOptions, SkipOptions, carry_patches, skip_patch
+from release.pq.drop import DropOptions, drop
+from release.pq.exporting import ExportOptions, write_back
+from release.pq.importing import ImportOptions, make_tree
 from release.pq.names import SLUG_LENGTH
-from release.pq.new import new_patch
+from release.pq.new import NewOptions, start_patch
 from release.pq.tree import default_dir
 
 EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
@@ -198,142 +194,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-
     if args.action == "carry":
-        return run_carry(layout, args.patch, args.all, args.line, args.json, args.report)
+        if args.all == (args.patch is not None):
+            raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
+        lines = tuple(args.line) if args.line is not None else None
+        report = args.report.absolute() if args.report else None
+        return carry_patches(layout, CarryOptions(args.patch, args.all, lines, args.json, report))
     if args.action == "skip":
-        where = skip(layout, args.patch, args.line, args.reason)
-        print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
-        return EXIT_OK
+        return skip_patch(layout, SkipOptions(args.patch, args.line, args.reason))
     path = args.dir.absolute() if args.dir else default_dir(layout)
-    if args.action == "import" and (args.line or args.tag):
-        return run_import_line(layout, path, args.line, args.tag, args.force)
     if args.action == "import":
-        return run_import(layout, path, args.force)
+        return make_tree(layout, ImportOptions(path, args.force, args.line, args.tag))
     if args.action == "new":
-        return run_new(layout, path, args.slug)
+        return start_patch(layout, NewOptions(path, args.slug))
     if args.action == "drop":
-        return show_export(drop_patch(layout, path, args.patch), path, False, args.json)
-    return run_export(layout, path, args.check, args.json)
-
-
-def shown(path: Path) -> str:
-    """A path as the maintainer typed it: relative to here when inside it."""
-    relative = os.path.relpath(path)
-    return path.as_posix() if relative.startswith("..") else relative
-
-
-def run_import(layout: Layout, path: Path, force: bool) -> int:
-
-    done = import_queue(layout, path, force)
-    log.out(
-        f"{'replaced' if done.replaced else 'made'} {shown(path)}: vllm {done.tag} pristine (tag `pristine`), "
-        f"then {len(done.patches)} patch commit(s) on branch patch-queue"
-    )
-    for patch in done.patches:
-        log.out(f"  {patch.name}  {patch.subject}")
-    log.out(
-        f"next: change the commits with git in {shown(path)}; `python -m release pq new SLUG` starts a new "
-        "patch's message; `python -m release pq export` writes patches/ and vendor/"
-    )
-    return EXIT_OK
-
-
-def run_import_line(layout: Layout, path: Path, line: str | None, tag: str | None, force: bool) -> int:
-    done = import_line(layout, path, line, tag, force)
-    log.out(
-        f"{'replaced' if done.replaced else 'made'} {shown(path)}: line {done.line}, vllm {done.tag} pristine "
-        f"(tag `pristine`), then the line's series on branch patch-queue"
-    )
-    for name in done.patches:
-        log.out(f"  {name}{'  (common patch, for the line)' if name in done.wanted else ''}")
-    for name, files in done.left_out.items():
-        taken = "the parts on the line are in its commit above" if name in done.wanted else "nothing of it is"
-        log.out(
-            f"  {name}: the line has no counterpart of {', '.join(files)} (patches/lines.toml [line.maps]); "
-            f"{taken}: add what the line needs as a commit with `Patch-Name: {name}` (export writes it as the "
-            "line's variant)"
-        )
-    if done.stopped is not None:
-        name, message = done.stopped
-        log.out(
-            f"{name} does not merge on {done.tag}: git am stopped there ({message.strip().splitlines()[0]}). "
-            f"Resolve it in {shown(path)} (`git status` lists the files with conflict markers), `git add` them, "
-            "`git am --continue`; then `python -m release pq export`"
-        )
-        return EXIT_CONFLICT
-    log.out(
-        f"next: change the commits with git in {shown(path)}; `python -m release pq export` writes the line's variants"
-    )
-    return EXIT_OK
-
-
-def run_new(layout: Layout, path: Path, slug: str) -> int:
-
-    name, file = new_patch(layout, path, slug)
-    log.out(f"template: {shown(file)} ({name})")
-    log.out(
-        f"next: change the files under {shown(path)}, then `git -C {shown(path)} commit -a -t "
-        f"{file.relative_to(path).as_posix()}` and answer every <...>; then `python -m release pq export`"
-    )
-    return EXIT_OK
-
-
-def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
-    if is_line_tree(path):
-        if check_only:
-            raise BadInputError(f"{shown(path)} is a release line's tree: `pq export --check` is for the head's")
-        done = export_line(layout, path)
-        if as_json:
-            log.out(json.dumps(done.__dict__, indent=2))
-            return EXIT_OK
-        for name in done.variants:
-            log.out(f"{name}  variant of line {done.line}")
-        log.out(f"wrote {', '.join(done.written)}" if done.written else "nothing to write")
-        if done.written:
-            log.out("next: `python -m release check`, then `python -m release train add --all`")
-        return EXIT_OK
-    return show_export(export_queue(layout, path, check_only), path, check_only, as_json)
-
-
-def show_export(result: Export, path: Path, check_only: bool, as_json: bool) -> int:
-    if as_json:
-        log.out(json.dumps(result.as_json(), indent=2))
-        return EXIT_OK
-    width = max((len(p.name) for p in result.patches), default=0)
-    for patch in result.patches:
-        log.out(f"{patch.name:<{width}}  {patch.status:<9}  {patch.subject}")
-    for name in result.dropped:
-        log.out(f"{name:<{width}}  dropped")
-    for note in result.notes:
-        log.out(f"note: {note}")
-    if not result.changed:
-        log.out(f"patches/ and vendor/ are what {shown(path)} exports, byte for byte: nothing to write")
-        return EXIT_OK
-    if check_only:  # not reached: a difference is PatchQueueStaleError
-        return EXIT_OK
-    log.out(f"wrote in one swap: {', '.join(result.changed_paths)}")
-    moved = [p.name for p in result.patches if p.status != "unchanged"]
-    if moved:
-        log.out(
-            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry --all`), then "
-            "`python -m release check` and re-record the train: `python -m release train add --all` and "
-            "`python -m release train check` (every tag's patched files follow the series)"
-        )
-    elif any(not p.startswith("patches/") for p in result.changed_paths):
-        log.out(
-            "next: `python -m release check`, then re-record the train: `python -m release train add --all` "
-            "and `python -m release train check` (every tag's patched files follow the series)"
-        )
-    return EXIT_OK
-
-
-def run_carry(
-    layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
-) -> int:
-    if every == (patch is not None):
-        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
-    where = report.absolute() if report else None
-    done = carry_all(layout, lines, where) if every else [carry(layout, patch or "", lines, where)]
-    print(reports_json(done) if as_json else reports_markdown(done), end="")
-    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK
+        return drop(layout, DropOptions(args.patch, path, args.json))
+    return write_back(layout, ExportOptions(path, args.check, args.json))
