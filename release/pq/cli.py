@@ -6,6 +6,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from release.core.actions import Action, add_actions, dispatch
 from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.pq.carrying import CarryOptions, SkipOptions, carry_patches, skip_patch
@@ -60,21 +61,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "subtree, change them, export them back to patches/ and vendor/ byte for byte."
     )
     parser.epilog = EPILOG
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    where = "the work tree (default: .work/pq/ in the checkout)"
+    add_actions(parser, ACTIONS)
 
-    imp = actions.add_parser(
-        "import",
-        help="make the work tree: the pristine tag, then one commit per patch",
-        description=wrapped(
-            "Make a git work tree with upstream paths: one commit holding the pinned tag's pristine "
-            "subtree (recovered from vendor/ by undoing the series: no network; tagged `pristine`), then one "
-            "commit per patch of patches/series, in order, with the mail's author, date and message and a "
-            "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
-        ),
-    )
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    return dispatch(ACTIONS, args, layout)
+
+
+# ---------------------------------------------------------------- each action: its options, its stage
+
+WHERE = "the work tree (default: .work/pq/ in the checkout)"
+
+
+def _work_tree(args: argparse.Namespace, layout: Layout) -> Path:
+    """--dir as given (made absolute), else .work/pq/ in the checkout."""
+    return args.dir.absolute() if args.dir else default_dir(layout)
+
+
+_IMPORT_DESCRIPTION = wrapped(
+    "Make a git work tree with upstream paths: one commit holding the pinned tag's pristine "
+    "subtree (recovered from vendor/ by undoing the series: no network; tagged `pristine`), then one "
+    "commit per patch of patches/series, in order, with the mail's author, date and message and a "
+    "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
+)
+
+
+def _import_arguments(imp: argparse.ArgumentParser) -> None:
     imp.add_argument(
-        "--dir", type=Path, default=None, help=where + "; one that cannot be (created as) a directory is exit 2"
+        "--dir", type=Path, default=None, help=WHERE + "; one that cannot be (created as) a directory is exit 2"
     )
     imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
     imp.add_argument(
@@ -89,40 +103,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     imp.add_argument("--tag", metavar="TAG", default=None, help="as --line, on this train tag of an older line")
 
-    new = actions.add_parser(
-        "new",
-        help="write the message template of a new patch",
-        description=wrapped(
-            "Write .git/pq-template in the work tree: the message a new patch starts from, named "
-            "NNNN-SLUG.patch with the next number no patch has used. Commit with `git -C DIR commit -t "
-            ".git/pq-template` and answer every <...>."
-        ),
-    )
+
+def _import(args: argparse.Namespace, layout: Layout) -> int:
+    return make_tree(layout, ImportOptions(_work_tree(args, layout), args.force, args.line, args.tag))
+
+
+_NEW_DESCRIPTION = wrapped(
+    "Write .git/pq-template in the work tree: the message a new patch starts from, named "
+    "NNNN-SLUG.patch with the next number no patch has used. Commit with `git -C DIR commit -t "
+    ".git/pq-template` and answer every <...>."
+)
+
+
+def _new_arguments(new: argparse.ArgumentParser) -> None:
     new.add_argument(
         "slug",
         metavar="SLUG",
         help=f"the file name's words, e.g. shape-check: lowercase letters, digits and '-', at most {SLUG_LENGTH} "
         "characters (exit 2 otherwise)",
     )
-    new.add_argument("--dir", type=Path, default=None, help=where)
+    new.add_argument("--dir", type=Path, default=None, help=WHERE)
 
-    exp = actions.add_parser(
-        "export",
-        help="write the commits back to patches/ and vendor/",
-        description=wrapped(
-            "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
-            "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
-            "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
-            "queue exports byte for byte, so nothing is written. From a line's tree (`pq import --line`): the "
-            "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
-            "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
-            "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
-            "unless the new series gives HEAD's tree and replays on every train tag of the line. Refused too "
-            "(exit 2, nothing written): a patch with a `Bug:` trailer that names no regression test "
-            "(`Upstream-Test: tests/...py`, its file under patches/upstream-tests/; a `Downstream:` patch needs none)."
-        ),
-    )
-    exp.add_argument("--dir", type=Path, default=None, help=where)
+
+def _new(args: argparse.Namespace, layout: Layout) -> int:
+    return start_patch(layout, NewOptions(_work_tree(args, layout), args.slug))
+
+
+_EXPORT_DESCRIPTION = wrapped(
+    "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
+    "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
+    "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
+    "queue exports byte for byte, so nothing is written. From a line's tree (`pq import --line`): the "
+    "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
+    "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
+    "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
+    "unless the new series gives HEAD's tree and replays on every train tag of the line. Refused too "
+    "(exit 2, nothing written): a patch with a `Bug:` trailer that names no regression test "
+    "(`Upstream-Test: tests/...py`, its file under patches/upstream-tests/; a `Downstream:` patch needs none)."
+)
+
+
+def _export_arguments(exp: argparse.ArgumentParser) -> None:
+    exp.add_argument("--dir", type=Path, default=None, help=WHERE)
     exp.add_argument(
         "--check",
         action="store_true",
@@ -130,22 +152,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     exp.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    car = actions.add_parser(
-        "carry",
-        help="carry a common patch onto every older release line",
-        description=wrapped(
-            "For each release line that is silent about PATCH (or whose variant pq carry made from an older "
-            "version of it): map the patch's head paths onto the line's files (patches/lines.toml [line.maps]), "
-            "apply it 3-way (never fuzz) on the newest train tag of the line after the line's own earlier "
-            "entries, check the line's new series on every train tag of the line, and write the variant "
-            "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
-            "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
-            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
-            "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
-            "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
-            "conflicts is named, before `train add` would refuse it."
-        ),
-    )
+
+def _export(args: argparse.Namespace, layout: Layout) -> int:
+    return write_back(layout, ExportOptions(_work_tree(args, layout), args.check, args.json))
+
+
+_CARRY_DESCRIPTION = wrapped(
+    "For each release line that is silent about PATCH (or whose variant pq carry made from an older "
+    "version of it): map the patch's head paths onto the line's files (patches/lines.toml [line.maps]), "
+    "apply it 3-way (never fuzz) on the newest train tag of the line after the line's own earlier "
+    "entries, check the line's new series on every train tag of the line, and write the variant "
+    "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
+    "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
+    "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
+    "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
+    "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
+    "conflicts is named, before `train add` would refuse it."
+)
+
+
+def _carry_arguments(car: argparse.ArgumentParser) -> None:
     car.add_argument(
         "patch", metavar="PATCH", nargs="?", help="a patch of patches/series: its file name or number (0002)"
     )
@@ -161,28 +187,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "writable directory is exit 2 before any line is carried",
     )
 
-    drp = actions.add_parser(
-        "drop",
-        help="take a patch out of the queue and export",
-        description=wrapped(
-            "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
-            "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
-            "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
-            "release lines dropped with it (a variant made by hand stays, reported as a note)."
-        ),
-    )
+
+def _carry(args: argparse.Namespace, layout: Layout) -> int:
+    if args.all == (args.patch is not None):
+        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
+    lines = tuple(args.line) if args.line is not None else None
+    report = args.report.absolute() if args.report else None
+    return carry_patches(layout, CarryOptions(args.patch, args.all, lines, args.json, report))
+
+
+_DROP_DESCRIPTION = wrapped(
+    "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
+    "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
+    "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
+    "release lines dropped with it (a variant made by hand stays, reported as a note)."
+)
+
+
+def _drop_arguments(drp: argparse.ArgumentParser) -> None:
     drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
-    drp.add_argument("--dir", type=Path, default=None, help=where)
+    drp.add_argument("--dir", type=Path, default=None, help=WHERE)
     drp.add_argument("--json", action="store_true", help="print the export's result as JSON")
 
-    skp = actions.add_parser(
-        "skip",
-        help="a release line does without a common patch, and says why",
-        description=wrapped(
-            "Write `skip PATCH: WHY` into the line's series (patches/lines/<line>/series), where the patch's "
-            "entry belongs. Refused when the line already says something about PATCH."
-        ),
-    )
+
+def _drop(args: argparse.Namespace, layout: Layout) -> int:
+    return drop(layout, DropOptions(args.patch, _work_tree(args, layout), args.json))
+
+
+_SKIP_DESCRIPTION = wrapped(
+    "Write `skip PATCH: WHY` into the line's series (patches/lines/<line>/series), where the patch's "
+    "entry belongs. Refused when the line already says something about PATCH."
+)
+
+
+def _skip_arguments(skp: argparse.ArgumentParser) -> None:
     skp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number")
     skp.add_argument("--line", required=True, metavar="LINE", help="the release line (patches/lines.toml)")
     skp.add_argument(
@@ -193,20 +231,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
-    if args.action == "carry":
-        if args.all == (args.patch is not None):
-            raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
-        lines = tuple(args.line) if args.line is not None else None
-        report = args.report.absolute() if args.report else None
-        return carry_patches(layout, CarryOptions(args.patch, args.all, lines, args.json, report))
-    if args.action == "skip":
-        return skip_patch(layout, SkipOptions(args.patch, args.line, args.reason))
-    path = args.dir.absolute() if args.dir else default_dir(layout)
-    if args.action == "import":
-        return make_tree(layout, ImportOptions(path, args.force, args.line, args.tag))
-    if args.action == "new":
-        return start_patch(layout, NewOptions(path, args.slug))
-    if args.action == "drop":
-        return drop(layout, DropOptions(args.patch, path, args.json))
-    return write_back(layout, ExportOptions(path, args.check, args.json))
+def _skip(args: argparse.Namespace, layout: Layout) -> int:
+    return skip_patch(layout, SkipOptions(args.patch, args.line, args.reason))
+
+
+# The actions, in the order `pq --help` lists them: the one place an action is named.
+ACTIONS = (
+    Action(
+        "import",
+        "make the work tree: the pristine tag, then one commit per patch",
+        _import_arguments,
+        _import,
+        _IMPORT_DESCRIPTION,
+    ),
+    Action("new", "write the message template of a new patch", _new_arguments, _new, _NEW_DESCRIPTION),
+    Action("export", "write the commits back to patches/ and vendor/", _export_arguments, _export, _EXPORT_DESCRIPTION),
+    Action("carry", "carry a common patch onto every older release line", _carry_arguments, _carry, _CARRY_DESCRIPTION),
+    Action("drop", "take a patch out of the queue and export", _drop_arguments, _drop, _DROP_DESCRIPTION),
+    Action(
+        "skip", "a release line does without a common patch, and says why", _skip_arguments, _skip, _SKIP_DESCRIPTION
+    ),
+)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release.core.actions import Action, add_actions, dispatch
 from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.model.source import Source
@@ -64,8 +65,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "each rebuilt from its pristine source + patches/series and held to recorded hashes."
     )
     parser.epilog = EPILOG
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = actions.add_parser("add", help="add (or re-record) tags")
+    add_actions(parser, ACTIONS)
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    return dispatch(ACTIONS, args, layout)
+
+
+# ---------------------------------------------------------------- each action: its options, its stage
+
+
+def _add_arguments(add: argparse.ArgumentParser) -> None:
     add.add_argument("tags", nargs="*", metavar="TAG", help="vLLM release tags, e.g. v0.20.2")
     add.add_argument(
         "--from",
@@ -85,13 +95,50 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-record every tag of the train, each from its recorded source (after a change to patches/)",
     )
-    remove = actions.add_parser("remove", help="drop tags from the train")
+
+
+def _add(args: argparse.Namespace, layout: Layout) -> int:
+    """TAG... (with --from and --line), or --all alone."""
+    if args.all == bool(args.tags):
+        raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
+    if not args.all:
+        return add_tags(
+            layout, AddOptions(tuple(args.tags), Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
+        )
+    if args.source or args.line:
+        raise BadInputError(
+            "--all re-reads every tag from its recorded source and line; it takes no --from/--line",
+            hint="to read tags from another source or onto a line, name them: "
+            "`python -m release train add TAG... --from SOURCE [--line LINE]`",
+        )
+    return add_tags(layout, AddOptions())
+
+
+def _remove_arguments(remove: argparse.ArgumentParser) -> None:
     remove.add_argument("tags", nargs="+", metavar="TAG")
-    listing = actions.add_parser("list", help="the train as a table")
+
+
+def _remove(args: argparse.Namespace, layout: Layout) -> int:
+    return remove_tags(layout, RemoveOptions(tuple(args.tags)))
+
+
+def _list_arguments(listing: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    check = actions.add_parser("check", help="every tag reproduces its recorded hashes")
+
+
+def _list(args: argparse.Namespace, layout: Layout) -> int:
+    return list_train(layout, ListOptions(json=args.json))
+
+
+def _check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("tags", nargs="*", metavar="TAG", help="only these tags (default: all)")
-    watch = actions.add_parser("watch", help="add the new affected releases a scan found (the watch workflow)")
+
+
+def _check(args: argparse.Namespace, layout: Layout) -> int:
+    return verify(layout, CheckOptions(tuple(args.tags)))
+
+
+def _watch_arguments(watch: argparse.ArgumentParser) -> None:
     watch.add_argument("scan", type=Path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`")
     watch.add_argument(
         "--report", type=Path, default=None, metavar="FILE.md", help="write the Markdown report here, and FILE.json"
@@ -101,29 +148,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
-    action: str = args.action
-    if action == "add":
-        return add_tags(layout, add_options(args))
-    if action == "remove":
-        return remove_tags(layout, RemoveOptions(tuple(args.tags)))
-    if action == "list":
-        return list_train(layout, ListOptions(json=args.json))
-    if action == "watch":
-        return run_watch(layout, WatchOptions(scan=args.scan, source=Source.parse(args.source), report=args.report))
-    return verify(layout, CheckOptions(tuple(args.tags)))
+def _watch(args: argparse.Namespace, layout: Layout) -> int:
+    return run_watch(layout, WatchOptions(scan=args.scan, source=Source.parse(args.source), report=args.report))
 
 
-def add_options(args: argparse.Namespace) -> AddOptions:
-    """TAG... (with --from and --line), or --all alone."""
-    if args.all == bool(args.tags):
-        raise BadInputError("`train add` takes TAG... or --all", hint="e.g. `python -m release train add v0.20.3`")
-    if not args.all:
-        return AddOptions(tuple(args.tags), Source.parse(args.source or DEFAULT_TRAIN_SOURCE), args.line)
-    if args.source or args.line:
-        raise BadInputError(
-            "--all re-reads every tag from its recorded source and line; it takes no --from/--line",
-            hint="to read tags from another source or onto a line, name them: "
-            "`python -m release train add TAG... --from SOURCE [--line LINE]`",
-        )
-    return AddOptions()
+# The actions, in the order `train --help` lists them: the one place an action is named.
+ACTIONS = (
+    Action("add", "add (or re-record) tags", _add_arguments, _add),
+    Action("remove", "drop tags from the train", _remove_arguments, _remove),
+    Action("list", "the train as a table", _list_arguments, _list),
+    Action("check", "every tag reproduces its recorded hashes", _check_arguments, _check),
+    Action("watch", "add the new affected releases a scan found (the watch workflow)", _watch_arguments, _watch),
+)
