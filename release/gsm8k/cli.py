@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from release.core import flags
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INTERRUPTED, BadInputError, ReleaseError
 from release.core.layout import Layout
 from release.gsm8k import dataset
@@ -164,10 +165,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=1800.0,
         help="seconds to wait for /health after start (default: 1800; loading a 120B model is slow)",
     )
-    parser.add_argument(
-        "--report",
-        type=Path,
-        default=None,
+    flags.add_report(
+        parser,
         help="report directory (default: ./reports/gsm8k/<UTC time>-<backend>); "
         "gets report.md, report.json, server and install logs, per-question samples",
     )

@@ -6,6 +6,7 @@ import argparse
 import textwrap
 from pathlib import Path
 
+from release.core import flags
 from release.core.actions import Action, add_actions, dispatch
 from release.core.errors import BadInputError
 from release.core.layout import Layout
@@ -150,7 +151,7 @@ def _export_arguments(exp: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write nothing; exit 1 if patches/ or vendor/ would change (the head's tree only: exit 2 on a line's)",
     )
-    exp.add_argument("--json", action="store_true", help="print the result as JSON")
+    flags.add_json(exp, help="print the result as JSON")
 
 
 def _export(args: argparse.Namespace, layout: Layout) -> int:
@@ -177,11 +178,9 @@ def _carry_arguments(car: argparse.ArgumentParser) -> None:
     )
     car.add_argument("--all", action="store_true", help="every patch of patches/series, in order (instead of PATCH)")
     car.add_argument("--line", action="append", default=None, metavar="LINE", help="only this line (repeatable)")
-    car.add_argument("--json", action="store_true", help="print the report as JSON")
-    car.add_argument(
-        "--report",
-        type=Path,
-        default=None,
+    flags.add_json(car, help="print the report as JSON")
+    flags.add_report(
+        car,
         metavar="DIR",
         help="where carry-report.md and .json go (reports/pq-carry/); one that cannot be (created as) a "
         "writable directory is exit 2 before any line is carried",
@@ -207,7 +206,7 @@ _DROP_DESCRIPTION = wrapped(
 def _drop_arguments(drp: argparse.ArgumentParser) -> None:
     drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
     drp.add_argument("--dir", type=Path, default=None, help=WHERE)
-    drp.add_argument("--json", action="store_true", help="print the export's result as JSON")
+    flags.add_json(drp, help="print the export's result as JSON")
 
 
 def _drop(args: argparse.Namespace, layout: Layout) -> int:

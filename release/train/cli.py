@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release.core import flags
 from release.core.actions import Action, add_actions, dispatch
 from release.core.errors import BadInputError
 from release.core.layout import Layout
@@ -77,11 +78,9 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
 
 def _add_arguments(add: argparse.ArgumentParser) -> None:
     add.add_argument("tags", nargs="*", metavar="TAG", help="vLLM release tags, e.g. v0.20.2")
-    add.add_argument(
-        "--from",
-        dest="source",
+    flags.add_from(
+        add,
         default=None,
-        metavar="SOURCE",
         help=f"where to read each TAG's pristine code (default: {DEFAULT_TRAIN_SOURCE})",
     )
     add.add_argument(
@@ -123,7 +122,7 @@ def _remove(args: argparse.Namespace, layout: Layout) -> int:
 
 
 def _list_arguments(listing: argparse.ArgumentParser) -> None:
-    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    flags.add_json(listing, help="print JSON instead of a table")
 
 
 def _list(args: argparse.Namespace, layout: Layout) -> int:
@@ -140,12 +139,8 @@ def _check(args: argparse.Namespace, layout: Layout) -> int:
 
 def _watch_arguments(watch: argparse.ArgumentParser) -> None:
     watch.add_argument("scan", type=Path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`")
-    watch.add_argument(
-        "--report", type=Path, default=None, metavar="FILE.md", help="write the Markdown report here, and FILE.json"
-    )
-    watch.add_argument(
-        "--from", dest="source", default=DEFAULT_TRAIN_SOURCE, metavar="SOURCE", help="where to read new tags from"
-    )
+    flags.add_report(watch, metavar="FILE.md", help="write the Markdown report here, and FILE.json")
+    flags.add_from(watch, default=DEFAULT_TRAIN_SOURCE, help="where to read new tags from")
 
 
 def _watch(args: argparse.Namespace, layout: Layout) -> int:
