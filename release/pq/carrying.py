@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core import log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK
 from release.core.layout import Layout
 from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
@@ -37,7 +38,7 @@ def carry_patches(layout: Layout, options: CarryOptions) -> int:
 
 def skip_patch(layout: Layout, options: SkipOptions) -> int:
     where = skip(layout, options.patch, options.line, options.reason)
-    print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {options.patch} ({options.reason})")
+    log.out(f"wrote {where.relative_to(layout.root).as_posix()}: skip {options.patch} ({options.reason})")
     return EXIT_OK
 
 
@@ -45,5 +46,5 @@ def run_carry(
     layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
 ) -> int:
     done = carry_all(layout, lines, report) if every else [carry(layout, patch or "", lines, report)]
-    print(reports_json(done) if as_json else reports_markdown(done), end="")
+    log.out(reports_json(done) if as_json else reports_markdown(done), end="")
     return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK
