@@ -32,19 +32,18 @@ class SkipOptions:
 
 
 def carry_patches(layout: Layout, options: CarryOptions) -> int:
+    """`pq carry`: the report of every line on stdout (Markdown or JSON); exit 3 where the head line conflicts."""
     lines = list(options.lines) if options.lines is not None else None
-    return run_carry(layout, options.patch, options.every, lines, options.json, options.report)
+    if options.every:
+        done = carry_all(layout, lines, options.report)
+    else:
+        done = [carry(layout, options.patch or "", lines, options.report)]
+    log.out(reports_json(done) if options.json else reports_markdown(done), end="")
+    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK
 
 
 def skip_patch(layout: Layout, options: SkipOptions) -> int:
+    """`pq skip`: the skip written into the line's series, and the file named on stdout."""
     where = skip(layout, options.patch, options.line, options.reason)
     log.out(f"wrote {where.relative_to(layout.root).as_posix()}: skip {options.patch} ({options.reason})")
     return EXIT_OK
-
-
-def run_carry(
-    layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
-) -> int:
-    done = carry_all(layout, lines, report) if every else [carry(layout, patch or "", lines, report)]
-    log.out(reports_json(done) if as_json else reports_markdown(done), end="")
-    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK

@@ -24,10 +24,8 @@ class ExportOptions:
 
 
 def write_back(layout: Layout, options: ExportOptions) -> int:
-    return run_export(layout, options.dir, options.check, options.json)
-
-
-def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
+    """`pq export`: a line's tree into its variants and series, else the head's into patches/ and vendor/."""
+    path, check_only, as_json = options.dir, options.check, options.json
     if is_line_tree(path):
         if check_only:
             raise BadInputError(f"{shown(path)} is a release line's tree: `pq export --check` is for the head's")

@@ -25,13 +25,13 @@ class ImportOptions:
 
 
 def make_tree(layout: Layout, options: ImportOptions) -> int:
+    """`pq import`: the work tree made, then what it holds and what to do next on stdout."""
     if options.line or options.tag:
-        return run_import_line(layout, options.dir, options.line, options.tag, options.force)
-    return run_import(layout, options.dir, options.force)
+        return _import_line(layout, options.dir, options.line, options.tag, options.force)
+    return _import_head(layout, options.dir, options.force)
 
 
-def run_import(layout: Layout, path: Path, force: bool) -> int:
-
+def _import_head(layout: Layout, path: Path, force: bool) -> int:
     done = import_queue(layout, path, force)
     log.out(
         f"{'replaced' if done.replaced else 'made'} {shown(path)}: vllm {done.tag} pristine (tag `pristine`), "
@@ -46,7 +46,7 @@ def run_import(layout: Layout, path: Path, force: bool) -> int:
     return EXIT_OK
 
 
-def run_import_line(layout: Layout, path: Path, line: str | None, tag: str | None, force: bool) -> int:
+def _import_line(layout: Layout, path: Path, line: str | None, tag: str | None, force: bool) -> int:
     done = import_line(layout, path, line, tag, force)
     log.out(
         f"{'replaced' if done.replaced else 'made'} {shown(path)}: line {done.line}, vllm {done.tag} pristine "
