@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from release.core import flags
 from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INTERRUPTED, BadInputError, ReleaseError
 from release.core.layout import Layout
 from release.gsm8k import dataset
@@ -22,7 +23,6 @@ from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
 from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
 from release.gsm8k.venvs import pinned_vllm_version, require_gpu
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.90
 DEFAULT_CONCURRENCY = 32  # the upstream report's num_concurrent
 
@@ -86,7 +86,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--index",
         type=Path,
-        default=REPO_ROOT / "index",
+        default=None,
         help="our PEP 503 index directory (holding simple/); the wheel comes from it alone (default: ./index)",
     )
     which.add_argument("--wheel-version", default=None, help="pin vllm-fused-moe to this version (default: newest)")
@@ -112,7 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--work-dir",
         type=Path,
-        default=REPO_ROOT / ".work" / "gsm8k",
+        default=None,
         help="where fresh venvs are created (default: ./.work/gsm8k)",
     )
 
@@ -164,10 +164,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=1800.0,
         help="seconds to wait for /health after start (default: 1800; loading a 120B model is slow)",
     )
-    parser.add_argument(
-        "--report",
-        type=Path,
-        default=None,
+    flags.add_report(
+        parser,
         help="report directory (default: ./reports/gsm8k/<UTC time>-<backend>); "
         "gets report.md, report.json, server and install logs, per-question samples",
     )
@@ -203,7 +201,25 @@ def _validate(args: argparse.Namespace) -> None:
             raise BadInputError(f"{option} {path} is not a virtual environment (no bin/python)")
 
 
-def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
+def with_defaults(
+    args: argparse.Namespace, layout: Layout, started_at: dt.datetime | None = None
+) -> argparse.Namespace:
+    """The arguments with the defaults that are places in the checkout filled in: the one `--root` names,
+    else the one this program works on (Layout.default()), never this file's. Given again, it changes nothing."""
+    stamp = f"{(started_at or dt.datetime.now(dt.UTC)).strftime('%Y%m%dT%H%M%SZ')}-{args.backend}"
+    return argparse.Namespace(
+        **{
+            **vars(args),
+            "index": args.index or layout.root / "index",
+            "work_dir": args.work_dir or layout.root / ".work" / "gsm8k",
+            "report": args.report or layout.root / "reports" / "gsm8k" / stamp,
+        }
+    )
+
+
+def config_from_args(args: argparse.Namespace, report_dir: Path, layout: Layout | None = None) -> SmokeConfig:
+    layout = layout or Layout.default()
+    args = with_defaults(args, layout)
     extra = tuple(shlex.split(args.serve_args)) if args.serve_args is not None else UPSTREAM_REPORT_SERVE_ARGS
     return SmokeConfig(
         model=args.model,
@@ -216,7 +232,8 @@ def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
         threshold=args.threshold,
         gate_metric=args.gate_metric,
         scorer=args.scorer,
-        data_dir=dataset.find_data_dir(args.data),
+        data_dir=dataset.find_data_dir(args.data, layout.root),
+        data_searched=args.data or dataset.default_data_dir(layout.root),
         concurrency=args.concurrency,
         max_tokens=args.max_tokens,
         request_timeout_s=args.request_timeout,
@@ -227,7 +244,7 @@ def config_from_args(args: argparse.Namespace, report_dir: Path) -> SmokeConfig:
         work_dir=args.work_dir,
         index_dir=None if args.without_patches else args.index,
         overlay_version=args.wheel_version,
-        vllm_version=args.vllm_version or pinned_vllm_version(),
+        vllm_version=args.vllm_version or pinned_vllm_version(layout),
         vllm_index_args=("--index-url", args.vllm_index_url) if args.vllm_index_url else (),
         fixed_venv=args.venv,
         upstream_venv=args.upstream_venv,
@@ -244,17 +261,16 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
+    started_at = dt.datetime.now(dt.UTC)
+    args = with_defaults(args, layout, started_at)
     _validate(args)
     variants = [False, True] if args.compare else [not args.without_patches]
     if any((args.venv if with_patches else args.upstream_venv) is None for with_patches in variants):
         # Before anything is installed or written: vLLM serves on NVIDIA GPUs only, and a vLLM
         # install takes minutes that a machine without one would spend for nothing.
         note(f"GPUs: {require_gpu()}")
-    started_at = dt.datetime.now(dt.UTC)
-    report_dir = args.report or (
-        REPO_ROOT / "reports" / "gsm8k" / f"{started_at.strftime('%Y%m%dT%H%M%SZ')}-{args.backend}"
-    )
-    config = config_from_args(args, report_dir)
+    report_dir: Path = args.report
+    config = config_from_args(args, report_dir, layout)
     report_dir.mkdir(parents=True, exist_ok=True)
     report = SmokeReport(
         model=args.model,

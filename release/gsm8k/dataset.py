@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import DataNotFoundError, MalformedDataError
+from release.core.layout import Layout
 
 TEST_FILE = "test.jsonl"
 TRAIN_FILE = "train.jsonl"
@@ -19,19 +20,19 @@ class GsmDoc:
     answer: str
 
 
-def default_data_dir() -> Path:
-    """`../shared/data/gsm8k` beside the repository root, as CI lays shared/ beside a fresh clone."""
-    repo_root = Path(__file__).resolve().parents[2]
-    return repo_root.parent / "shared" / "data" / "gsm8k"
+def default_data_dir(root: Path | None = None) -> Path:
+    """`../shared/data/gsm8k` beside the checkout's root (`--root`; None: the one the tool works on), as CI
+    lays shared/ beside a fresh clone."""
+    return (root or Layout.default().root).parent / "shared" / "data" / "gsm8k"
 
 
-def find_data_dir(explicit: Path | None) -> Path | None:
+def find_data_dir(explicit: Path | None, root: Path | None = None) -> Path | None:
     """The directory holding both splits, or None when the default copy is absent.
 
     An explicit --data that lacks the files is the user's mistake and raises; a missing
     default is not (the caller may still use lm-eval, which fetches from the hub).
     """
-    candidate = explicit if explicit is not None else default_data_dir()
+    candidate = explicit if explicit is not None else default_data_dir(root)
     present = (candidate / TEST_FILE).is_file() and (candidate / TRAIN_FILE).is_file()
     if present:
         return candidate

@@ -46,6 +46,7 @@ class SmokeConfig:
     fixed_venv: Path | None  # use as is instead of installing
     upstream_venv: Path | None
     server_env: tuple[tuple[str, str], ...] = ()  # set for `vllm serve` on top of ours
+    data_searched: Path | None = None  # where the GSM8K copy was looked for (None: the default place)
 
 
 def serve_argv(config: SmokeConfig, vllm_executable: str | Path, port: int) -> list[str]:
@@ -87,7 +88,7 @@ def prepare_env(config: SmokeConfig, with_patches: bool) -> venvs.ServingEnv:
     return venvs.probe(venv, with_patches)
 
 
-def choose_scorer(requested: str, data_dir: Path | None) -> str:
+def choose_scorer(requested: str, data_dir: Path | None, searched: Path | None = None) -> str:
     """auto: lm-eval (the upstream report's tool) when installed and the hub is not declared
     offline; otherwise the builtin scorer on the local copy."""
     if requested != "auto":
@@ -97,7 +98,7 @@ def choose_scorer(requested: str, data_dir: Path | None) -> str:
         return "lm-eval"
     if data_dir is None:
         raise DataNotFoundError(
-            f"lm-eval is not available and no local GSM8K copy was found at {dataset.default_data_dir()}"
+            f"lm-eval is not available and no local GSM8K copy was found at {searched or dataset.default_data_dir()}"
         )
     return "builtin"
 
@@ -106,7 +107,8 @@ def score_builtin(
     config: SmokeConfig, server: ManagedServer, label: str
 ) -> tuple[dict[str, scoring.MetricResult], str, str]:
     if config.data_dir is None:
-        raise DataNotFoundError(f"no local GSM8K copy at {dataset.default_data_dir()}; pass --data")
+        searched = config.data_searched or dataset.default_data_dir()
+        raise DataNotFoundError(f"no local GSM8K copy at {searched}; pass --data")
     test_docs, train_docs = dataset.load_splits(config.data_dir)
     if config.limit is not None:
         test_docs = test_docs[: config.limit]
@@ -177,7 +179,7 @@ def run_once(config: SmokeConfig, with_patches: bool) -> RunResult:
     argv = serve_argv(config, env.vllm, port)
     notes: list[str] = []
     samples_path: str | None = None
-    scorer = choose_scorer(config.scorer, config.data_dir)
+    scorer = choose_scorer(config.scorer, config.data_dir, config.data_searched)
     server = ManagedServer(
         argv,
         base_url=f"http://{config.host}:{port}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import TagsNotBuiltError
 from release.core.layout import Layout
 from release.overlay.build import BuildPlan, BuildResult, Isolation, build, build_train
@@ -69,9 +69,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=Isolation.AUTO.value,
         help="build isolation: auto uses the installed backend when it is the pinned version",
     )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
+    flags.add_allow_dirty(
+        parser,
         help="build a dirty tree anyway: the version ends in .dirty (0.20.0+fm.1.dirty) and the build "
         "info lists what is dirty; such a build records no patch level in patches/train.toml",
     )

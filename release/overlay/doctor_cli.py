@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import DoctorError
 from release.core.files import TEXT_LIMIT, read_regular
 from release.core.layout import Layout
@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "a minute or more the first time after an install); "
         f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
+    flags.add_json(parser, help="print the report as JSON (docs/doctor.schema.json)")
     parser.add_argument(
         "--live",
         action="store_true",
@@ -100,7 +100,7 @@ def interpreter(given: Path) -> Path:
 def command(args: argparse.Namespace, layout: Layout, python: Path | None = None) -> list[str]:
     script = layout.runtime_package / SCRIPT
     scan = args.scan if args.scan is not None else layout.affected_json
-    argv = [str(python or args.python), str(script), "--json"]
+    argv = [str(python or args.python), str(script), flags.JSON]
     if args.scan is not None or scan.is_file():
         argv += ["--scan", str(scan.resolve())]
     if args.live:

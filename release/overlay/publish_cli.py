@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
 from release.core.journal import write_atomic
@@ -42,9 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
         "pytest and pip (`nox -s publish` makes one); default: this one",
     )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
+    flags.add_allow_dirty(
+        parser,
         help="publish a dirty build (`build --allow-dirty`, version X+fm.N.dirty) too; refused without it "
         "(exit 2), as its requirements file would pin it: only for an index no user installs from",
     )

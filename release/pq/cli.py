@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import textwrap
 from pathlib import Path
 
-from release.core import log
-from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError
+from release.core import flags
+from release.core.actions import Action, add_actions, dispatch
+from release.core.errors import BadInputError
 from release.core.layout import Layout
-from release.pq.carry import carry, carry_all, reports_json, reports_markdown, skip
-from release.pq.drop import drop_patch
-from release.pq.export import Export, export_queue
-from release.pq.importer import import_queue
-from release.pq.line import export_line, import_line, is_line_tree
+from release.pq.carrying import CarryOptions, SkipOptions, carry_patches, skip_patch
+from release.pq.drop import DropOptions, drop
+from release.pq.exporting import ExportOptions, write_back
+from release.pq.importing import ImportOptions, make_tree
 from release.pq.names import SLUG_LENGTH
-from release.pq.new import new_patch
+from release.pq.new import NewOptions, start_patch
 from release.pq.tree import default_dir
 
 EPILOG = """the loop (docs/patch-queue.md, "Add a patch"):
@@ -64,21 +62,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "subtree, change them, export them back to patches/ and vendor/ byte for byte."
     )
     parser.epilog = EPILOG
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    where = "the work tree (default: .work/pq/ in the checkout)"
+    add_actions(parser, ACTIONS)
 
-    imp = actions.add_parser(
-        "import",
-        help="make the work tree: the pristine tag, then one commit per patch",
-        description=wrapped(
-            "Make a git work tree with upstream paths: one commit holding the pinned tag's pristine "
-            "subtree (recovered from vendor/ by undoing the series: no network; tagged `pristine`), then one "
-            "commit per patch of patches/series, in order, with the mail's author, date and message and a "
-            "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
-        ),
-    )
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    return dispatch(ACTIONS, args, layout)
+
+
+# ---------------------------------------------------------------- each action: its options, its stage
+
+WHERE = "the work tree (default: .work/pq/ in the checkout)"
+
+
+def _work_tree(args: argparse.Namespace, layout: Layout) -> Path:
+    """--dir as given (made absolute), else .work/pq/ in the checkout."""
+    return args.dir.absolute() if args.dir else default_dir(layout)
+
+
+_IMPORT_DESCRIPTION = wrapped(
+    "Make a git work tree with upstream paths: one commit holding the pinned tag's pristine "
+    "subtree (recovered from vendor/ by undoing the series: no network; tagged `pristine`), then one "
+    "commit per patch of patches/series, in order, with the mail's author, date and message and a "
+    "`Patch-Name:` line. An older work tree is replaced only when everything in it was exported."
+)
+
+
+def _import_arguments(imp: argparse.ArgumentParser) -> None:
     imp.add_argument(
-        "--dir", type=Path, default=None, help=where + "; one that cannot be (created as) a directory is exit 2"
+        "--dir", type=Path, default=None, help=WHERE + "; one that cannot be (created as) a directory is exit 2"
     )
     imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
     imp.add_argument(
@@ -93,100 +104,122 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     imp.add_argument("--tag", metavar="TAG", default=None, help="as --line, on this train tag of an older line")
 
-    new = actions.add_parser(
-        "new",
-        help="write the message template of a new patch",
-        description=wrapped(
-            "Write .git/pq-template in the work tree: the message a new patch starts from, named "
-            "NNNN-SLUG.patch with the next number no patch has used. Commit with `git -C DIR commit -t "
-            ".git/pq-template` and answer every <...>."
-        ),
-    )
+
+def _import(args: argparse.Namespace, layout: Layout) -> int:
+    return make_tree(layout, ImportOptions(_work_tree(args, layout), args.force, args.line, args.tag))
+
+
+_NEW_DESCRIPTION = wrapped(
+    "Write .git/pq-template in the work tree: the message a new patch starts from, named "
+    "NNNN-SLUG.patch with the next number no patch has used. Commit with `git -C DIR commit -t "
+    ".git/pq-template` and answer every <...>."
+)
+
+
+def _new_arguments(new: argparse.ArgumentParser) -> None:
     new.add_argument(
         "slug",
         metavar="SLUG",
         help=f"the file name's words, e.g. shape-check: lowercase letters, digits and '-', at most {SLUG_LENGTH} "
         "characters (exit 2 otherwise)",
     )
-    new.add_argument("--dir", type=Path, default=None, help=where)
+    new.add_argument("--dir", type=Path, default=None, help=WHERE)
 
-    exp = actions.add_parser(
-        "export",
-        help="write the commits back to patches/ and vendor/",
-        description=wrapped(
-            "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
-            "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
-            "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
-            "queue exports byte for byte, so nothing is written. From a line's tree (`pq import --line`): the "
-            "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
-            "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
-            "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
-            "unless the new series gives HEAD's tree and replays on every train tag of the line. Refused too "
-            "(exit 2, nothing written): a patch with a `Bug:` trailer that names no regression test "
-            "(`Upstream-Test: tests/...py`, its file under patches/upstream-tests/; a `Downstream:` patch needs none)."
-        ),
-    )
-    exp.add_argument("--dir", type=Path, default=None, help=where)
+
+def _new(args: argparse.Namespace, layout: Layout) -> int:
+    return start_patch(layout, NewOptions(_work_tree(args, layout), args.slug))
+
+
+_EXPORT_DESCRIPTION = wrapped(
+    "Export base..HEAD with `git format-patch --keep-subject --no-stat --no-signature "
+    "--zero-commit --full-index`, name and validate each patch, rewrite patches/series (its comments "
+    "kept) and rebuild vendor/ as pristine + the new series, in one journaled swap. An unchanged "
+    "queue exports byte for byte, so nothing is written. From a line's tree (`pq import --line`): the "
+    "commits of the common patches the import put in become the line's variants in patches/lines/<line>/ "
+    "(Varies: and Carried-From: added, as pq carry writes them) with their series entries, and a changed "
+    "commit of one of the line's variants goes back into its file; refused (exit 2, nothing written) "
+    "unless the new series gives HEAD's tree and replays on every train tag of the line. Refused too "
+    "(exit 2, nothing written): a patch with a `Bug:` trailer that names no regression test "
+    "(`Upstream-Test: tests/...py`, its file under patches/upstream-tests/; a `Downstream:` patch needs none)."
+)
+
+
+def _export_arguments(exp: argparse.ArgumentParser) -> None:
+    exp.add_argument("--dir", type=Path, default=None, help=WHERE)
     exp.add_argument(
         "--check",
         action="store_true",
         help="write nothing; exit 1 if patches/ or vendor/ would change (the head's tree only: exit 2 on a line's)",
     )
-    exp.add_argument("--json", action="store_true", help="print the result as JSON")
+    flags.add_json(exp, help="print the result as JSON")
 
-    car = actions.add_parser(
-        "carry",
-        help="carry a common patch onto every older release line",
-        description=wrapped(
-            "For each release line that is silent about PATCH (or whose variant pq carry made from an older "
-            "version of it): map the patch's head paths onto the line's files (patches/lines.toml [line.maps]), "
-            "apply it 3-way (never fuzz) on the newest train tag of the line after the line's own earlier "
-            "entries, check the line's new series on every train tag of the line, and write the variant "
-            "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
-            "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
-            "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
-            "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
-            "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
-            "conflicts is named, before `train add` would refuse it."
-        ),
-    )
+
+def _export(args: argparse.Namespace, layout: Layout) -> int:
+    return write_back(layout, ExportOptions(_work_tree(args, layout), args.check, args.json))
+
+
+_CARRY_DESCRIPTION = wrapped(
+    "For each release line that is silent about PATCH (or whose variant pq carry made from an older "
+    "version of it): map the patch's head paths onto the line's files (patches/lines.toml [line.maps]), "
+    "apply it 3-way (never fuzz) on the newest train tag of the line after the line's own earlier "
+    "entries, check the line's new series on every train tag of the line, and write the variant "
+    "(Varies: and Carried-From: added to the patch's message) and its series entry. Every line is "
+    "reported (Markdown on stdout, or --json; both written to --report): written, updated, up to date, "
+    "taken, skipped, a hand-made variant left as it is, or one that needs a variant made by hand and why. "
+    "Then the head line's series is replayed on every train tag of the head line (its older tags too, "
+    "3-way from the blobs the series makes on the head's pristine tree) and the first tag where it "
+    "conflicts is named, before `train add` would refuse it."
+)
+
+
+def _carry_arguments(car: argparse.ArgumentParser) -> None:
     car.add_argument(
         "patch", metavar="PATCH", nargs="?", help="a patch of patches/series: its file name or number (0002)"
     )
     car.add_argument("--all", action="store_true", help="every patch of patches/series, in order (instead of PATCH)")
     car.add_argument("--line", action="append", default=None, metavar="LINE", help="only this line (repeatable)")
-    car.add_argument("--json", action="store_true", help="print the report as JSON")
-    car.add_argument(
-        "--report",
-        type=Path,
-        default=None,
+    flags.add_json(car, help="print the report as JSON")
+    flags.add_report(
+        car,
         metavar="DIR",
         help="where carry-report.md and .json go (reports/pq-carry/); one that cannot be (created as) a "
         "writable directory is exit 2 before any line is carried",
     )
 
-    drp = actions.add_parser(
-        "drop",
-        help="take a patch out of the queue and export",
-        description=wrapped(
-            "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
-            "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
-            "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
-            "release lines dropped with it (a variant made by hand stays, reported as a note)."
-        ),
-    )
-    drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
-    drp.add_argument("--dir", type=Path, default=None, help=where)
-    drp.add_argument("--json", action="store_true", help="print the export's result as JSON")
 
-    skp = actions.add_parser(
-        "skip",
-        help="a release line does without a common patch, and says why",
-        description=wrapped(
-            "Write `skip PATCH: WHY` into the line's series (patches/lines/<line>/series), where the patch's "
-            "entry belongs. Refused when the line already says something about PATCH."
-        ),
-    )
+def _carry(args: argparse.Namespace, layout: Layout) -> int:
+    if args.all == (args.patch is not None):
+        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
+    lines = tuple(args.line) if args.line is not None else None
+    report = args.report.absolute() if args.report else None
+    return carry_patches(layout, CarryOptions(args.patch, args.all, lines, args.json, report))
+
+
+_DROP_DESCRIPTION = wrapped(
+    "Take PATCH's commit out of the work tree (made by `pq import` when there is none) with `git rebase "
+    "--onto`, the later commits replayed without it, then export as `pq export` does: patches/, "
+    "patches/series and vendor/ in one swap, and what `pq carry` and `pq skip` wrote about PATCH in the "
+    "release lines dropped with it (a variant made by hand stays, reported as a note)."
+)
+
+
+def _drop_arguments(drp: argparse.ArgumentParser) -> None:
+    drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
+    drp.add_argument("--dir", type=Path, default=None, help=WHERE)
+    flags.add_json(drp, help="print the export's result as JSON")
+
+
+def _drop(args: argparse.Namespace, layout: Layout) -> int:
+    return drop(layout, DropOptions(args.patch, _work_tree(args, layout), args.json))
+
+
+_SKIP_DESCRIPTION = wrapped(
+    "Write `skip PATCH: WHY` into the line's series (patches/lines/<line>/series), where the patch's "
+    "entry belongs. Refused when the line already says something about PATCH."
+)
+
+
+def _skip_arguments(skp: argparse.ArgumentParser) -> None:
     skp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number")
     skp.add_argument("--line", required=True, metavar="LINE", help="the release line (patches/lines.toml)")
     skp.add_argument(
@@ -197,143 +230,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
-
-    if args.action == "carry":
-        return run_carry(layout, args.patch, args.all, args.line, args.json, args.report)
-    if args.action == "skip":
-        where = skip(layout, args.patch, args.line, args.reason)
-        print(f"wrote {where.relative_to(layout.root).as_posix()}: skip {args.patch} ({args.reason})")
-        return EXIT_OK
-    path = args.dir.absolute() if args.dir else default_dir(layout)
-    if args.action == "import" and (args.line or args.tag):
-        return run_import_line(layout, path, args.line, args.tag, args.force)
-    if args.action == "import":
-        return run_import(layout, path, args.force)
-    if args.action == "new":
-        return run_new(layout, path, args.slug)
-    if args.action == "drop":
-        return show_export(drop_patch(layout, path, args.patch), path, False, args.json)
-    return run_export(layout, path, args.check, args.json)
+def _skip(args: argparse.Namespace, layout: Layout) -> int:
+    return skip_patch(layout, SkipOptions(args.patch, args.line, args.reason))
 
 
-def shown(path: Path) -> str:
-    """A path as the maintainer typed it: relative to here when inside it."""
-    relative = os.path.relpath(path)
-    return path.as_posix() if relative.startswith("..") else relative
-
-
-def run_import(layout: Layout, path: Path, force: bool) -> int:
-
-    done = import_queue(layout, path, force)
-    log.out(
-        f"{'replaced' if done.replaced else 'made'} {shown(path)}: vllm {done.tag} pristine (tag `pristine`), "
-        f"then {len(done.patches)} patch commit(s) on branch patch-queue"
-    )
-    for patch in done.patches:
-        log.out(f"  {patch.name}  {patch.subject}")
-    log.out(
-        f"next: change the commits with git in {shown(path)}; `python -m release pq new SLUG` starts a new "
-        "patch's message; `python -m release pq export` writes patches/ and vendor/"
-    )
-    return EXIT_OK
-
-
-def run_import_line(layout: Layout, path: Path, line: str | None, tag: str | None, force: bool) -> int:
-    done = import_line(layout, path, line, tag, force)
-    log.out(
-        f"{'replaced' if done.replaced else 'made'} {shown(path)}: line {done.line}, vllm {done.tag} pristine "
-        f"(tag `pristine`), then the line's series on branch patch-queue"
-    )
-    for name in done.patches:
-        log.out(f"  {name}{'  (common patch, for the line)' if name in done.wanted else ''}")
-    for name, files in done.left_out.items():
-        taken = "the parts on the line are in its commit above" if name in done.wanted else "nothing of it is"
-        log.out(
-            f"  {name}: the line has no counterpart of {', '.join(files)} (patches/lines.toml [line.maps]); "
-            f"{taken}: add what the line needs as a commit with `Patch-Name: {name}` (export writes it as the "
-            "line's variant)"
-        )
-    if done.stopped is not None:
-        name, message = done.stopped
-        log.out(
-            f"{name} does not merge on {done.tag}: git am stopped there ({message.strip().splitlines()[0]}). "
-            f"Resolve it in {shown(path)} (`git status` lists the files with conflict markers), `git add` them, "
-            "`git am --continue`; then `python -m release pq export`"
-        )
-        return EXIT_CONFLICT
-    log.out(
-        f"next: change the commits with git in {shown(path)}; `python -m release pq export` writes the line's variants"
-    )
-    return EXIT_OK
-
-
-def run_new(layout: Layout, path: Path, slug: str) -> int:
-
-    name, file = new_patch(layout, path, slug)
-    log.out(f"template: {shown(file)} ({name})")
-    log.out(
-        f"next: change the files under {shown(path)}, then `git -C {shown(path)} commit -a -t "
-        f"{file.relative_to(path).as_posix()}` and answer every <...>; then `python -m release pq export`"
-    )
-    return EXIT_OK
-
-
-def run_export(layout: Layout, path: Path, check_only: bool, as_json: bool) -> int:
-    if is_line_tree(path):
-        if check_only:
-            raise BadInputError(f"{shown(path)} is a release line's tree: `pq export --check` is for the head's")
-        done = export_line(layout, path)
-        if as_json:
-            log.out(json.dumps(done.__dict__, indent=2))
-            return EXIT_OK
-        for name in done.variants:
-            log.out(f"{name}  variant of line {done.line}")
-        log.out(f"wrote {', '.join(done.written)}" if done.written else "nothing to write")
-        if done.written:
-            log.out("next: `python -m release check`, then `python -m release train add --all`")
-        return EXIT_OK
-    return show_export(export_queue(layout, path, check_only), path, check_only, as_json)
-
-
-def show_export(result: Export, path: Path, check_only: bool, as_json: bool) -> int:
-    if as_json:
-        log.out(json.dumps(result.as_json(), indent=2))
-        return EXIT_OK
-    width = max((len(p.name) for p in result.patches), default=0)
-    for patch in result.patches:
-        log.out(f"{patch.name:<{width}}  {patch.status:<9}  {patch.subject}")
-    for name in result.dropped:
-        log.out(f"{name:<{width}}  dropped")
-    for note in result.notes:
-        log.out(f"note: {note}")
-    if not result.changed:
-        log.out(f"patches/ and vendor/ are what {shown(path)} exports, byte for byte: nothing to write")
-        return EXIT_OK
-    if check_only:  # not reached: a difference is PatchQueueStaleError
-        return EXIT_OK
-    log.out(f"wrote in one swap: {', '.join(result.changed_paths)}")
-    moved = [p.name for p in result.patches if p.status != "unchanged"]
-    if moved:
-        log.out(
-            f"next: carry {', '.join(moved)} onto the release lines (`python -m release pq carry --all`), then "
-            "`python -m release check` and re-record the train: `python -m release train add --all` and "
-            "`python -m release train check` (every tag's patched files follow the series)"
-        )
-    elif any(not p.startswith("patches/") for p in result.changed_paths):
-        log.out(
-            "next: `python -m release check`, then re-record the train: `python -m release train add --all` "
-            "and `python -m release train check` (every tag's patched files follow the series)"
-        )
-    return EXIT_OK
-
-
-def run_carry(
-    layout: Layout, patch: str | None, every: bool, lines: list[str] | None, as_json: bool, report: Path | None
-) -> int:
-    if every == (patch is not None):
-        raise BadInputError("name one PATCH to carry, or --all for every patch of patches/series (not both)")
-    where = report.absolute() if report else None
-    done = carry_all(layout, lines, where) if every else [carry(layout, patch or "", lines, where)]
-    print(reports_json(done) if as_json else reports_markdown(done), end="")
-    return EXIT_CONFLICT if any(r.head_conflicts for r in done) else EXIT_OK
+# The actions, in the order `pq --help` lists them: the one place an action is named.
+ACTIONS = (
+    Action(
+        "import",
+        "make the work tree: the pristine tag, then one commit per patch",
+        _import_arguments,
+        _import,
+        _IMPORT_DESCRIPTION,
+    ),
+    Action("new", "write the message template of a new patch", _new_arguments, _new, _NEW_DESCRIPTION),
+    Action("export", "write the commits back to patches/ and vendor/", _export_arguments, _export, _EXPORT_DESCRIPTION),
+    Action("carry", "carry a common patch onto every older release line", _carry_arguments, _carry, _CARRY_DESCRIPTION),
+    Action("drop", "take a patch out of the queue and export", _drop_arguments, _drop, _DROP_DESCRIPTION),
+    Action(
+        "skip", "a release line does without a common patch, and says why", _skip_arguments, _skip, _SKIP_DESCRIPTION
+    ),
+)

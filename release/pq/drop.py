@@ -10,6 +10,7 @@ wrote about the patch (a line that takes it as it is refuses the drop, exit 2).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import ConflictError, PatchQueueTreeError, UnknownPatchError
@@ -18,7 +19,22 @@ from release.core.layout import Layout
 from release.pq.export import Export, export_queue, refuse_line_tree, require_exportable
 from release.pq.importer import import_queue
 from release.pq.names import unmark
+from release.pq.report import show_export
 from release.pq.tree import BRANCH, PqTree
+
+
+@dataclass(frozen=True)
+class DropOptions:
+    """What `pq drop` was asked: the patch, the work tree, and --json."""
+
+    patch: str
+    dir: Path
+    json: bool = False
+
+
+def drop(layout: Layout, options: DropOptions) -> int:
+    """`pq drop`: the patch taken out and the queue exported, said as `pq export` says it."""
+    return show_export(drop_patch(layout, options.dir, options.patch), options.dir, False, options.json)
 
 
 def drop_patch(layout: Layout, path: Path, name: str) -> Export:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from release.core.errors import PatchQueueTreeError
+from release.core import log
+from release.core.errors import EXIT_OK, PatchQueueTreeError
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.versions import shown
 from release.pq.export import used_names
 from release.pq.names import NAME_LINE_RE, SLUG_LENGTH, SLUG_RE, new_name
+from release.pq.report import shown as shown_path
 from release.pq.template import template
 from release.pq.tree import PqTree
 
@@ -29,3 +32,23 @@ def new_patch(layout: Layout, path: Path, slug: str) -> tuple[str, Path]:
     name = new_name(slug, used_names(layout) | named)
     write_atomic(tree.template, template(name, datetime.now(UTC).date()).encode("utf-8"))
     return name, tree.template
+
+
+@dataclass(frozen=True)
+class NewOptions:
+    """What `pq new` was asked: the work tree and the new patch's slug."""
+
+    dir: Path
+    slug: str
+
+
+def start_patch(layout: Layout, options: NewOptions) -> int:
+    """`pq new`: the template written, and the commit that answers it named on stdout."""
+    path = options.dir
+    name, file = new_patch(layout, path, options.slug)
+    log.out(f"template: {shown_path(file)} ({name})")
+    log.out(
+        f"next: change the files under {shown_path(path)}, then `git -C {shown_path(path)} commit -a -t "
+        f"{file.relative_to(path).as_posix()}` and answer every <...>; then `python -m release pq export`"
+    )
+    return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError, TransportError
 from release.core.layout import Layout
 from release.model.source import DEFAULT_SOURCE, Source
@@ -48,9 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = SOURCES
     parser.add_argument("tag", nargs="?", help="the vLLM release tag, e.g. v0.21.0")
-    parser.add_argument(
-        "--from", dest="source", default=DEFAULT_SOURCE, metavar="SOURCE", help="where to read TAG from (see below)"
-    )
+    flags.add_from(parser, default=DEFAULT_SOURCE, help="where to read TAG from (see below)")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -63,10 +61,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="rebase onto a tag older than the head, moving vendor/ and the head of the train backwards "
         "(refused with exit 2 otherwise; a --dry-run goes on and says so)",
     )
-    parser.add_argument(
-        "--report",
-        type=Path,
-        default=None,
+    flags.add_report(
+        parser,
         metavar="DIR",
         help="where rebase-report.md and .json go (default: reports/rebase-TAG/): the newest run's; every "
         "run's own pair is kept in DIR/runs/NNNN/, never overwritten",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
@@ -49,9 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "on it with rebase's classifier."
     )
     parser.epilog = EPILOG
-    parser.add_argument(
-        "--from", dest="source", default="pypi", choices=["pypi"], help="where releases are listed and read from"
-    )
+    flags.add_from(parser, default="pypi", choices=["pypi"], help="where releases are listed and read from")
     parser.add_argument(
         "--since",
         metavar="TAG",
@@ -61,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", metavar="TAG", default=None, help="the newest release to scan, e.g. v0.22.1")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--markdown", action="store_true", help="print the whole table (docs/affected-releases.md)")
-    shown.add_argument("--json", action="store_true", help="print the whole JSON document (what `train watch` reads)")
+    flags.add_json(shown, help="print the whole JSON document (what `train watch` reads)")
     parser.add_argument("--dry-run", action="store_true", help="print only; write neither file")
 
 

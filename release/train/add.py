@@ -10,13 +10,18 @@ the patches it carries; train.toml is written in one rename.
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from release.core import log
-from release.core.errors import SourceError, TrainRefusedError
+from release.core.errors import EXIT_OK, BadInputError, DirtyVendorError, SourceError, TrainRefusedError
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.lock import repo_lock
+from release.core.versions import canonical_tag
 from release.model.lines import Line, Lines
 from release.model.outcome import PatchStatus
 from release.model.source import Source
@@ -24,7 +29,7 @@ from release.model.train import DEFAULT_LINE, Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
-from release.queue.load import is_head
+from release.queue.load import is_head, require_accounted
 from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
 from release.train.replay import TagReplay, line_made_on, replay_tag
@@ -179,3 +184,58 @@ def where(entry: TrainEntry) -> str:
     if entry.commit:
         return f"{entry.source} @ {entry.commit[:12]}"
     return entry.source
+
+
+@dataclass(frozen=True)
+class AddOptions:
+    """What `train add` was asked: `tags` from `source` (onto `line`); no tags and no source: the whole
+    train again, each tag from its recorded source onto its recorded line (`--all`)."""
+
+    tags: tuple[str, ...] = ()
+    source: Source | None = None
+    line: str | None = None
+
+
+def add_tags(layout: Layout, options: AddOptions) -> int:
+    """`train add`: replay every tag, then write train.toml once, under the repository's lock (all or nothing)."""
+    with repo_lock(layout, "train add"):
+        return _add(layout, list(options.tags), options.source, options.line)
+
+
+def _add(layout: Layout, tags: list[str], source: Source | None, line: str | None) -> int:
+    tags = [canonical_tag(tag) for tag in tags]  # the one spelling train.toml holds
+    if len(set(tags)) != len(tags):
+        raise BadInputError(
+            f"a tag is named twice: {' '.join(tags)}",
+            hint=f"name each tag once: `python -m release train add {' '.join(dict.fromkeys(tags))}`",
+        )
+    checkout = Checkout.load(layout)  # under the lock: the tags below are replayed from this one read
+    queue = checkout.queue
+    require_accounted(layout, queue, checkout)
+    train = checkout.require_train()
+    sources = dict.fromkeys(tags, source) if source else {e.tag: e.recorded_source() for e in train.entries}
+    # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.
+    on_line = dict.fromkeys(tags, line) if tags else {e.tag: e.line for e in train.entries}
+    tags = tags or train.tags
+    if not tags:
+        raise BadInputError(
+            "the train is empty: nothing to re-record", hint="add a tag: `python -m release train add TAG`"
+        )
+    for tag in tags:
+        # Before any release is read: a tag whose line's series carries no fix for a bug it has is refused.
+        refuse_unfixable(checkout, tag, on_line.get(tag))
+    found, base = checkout.drift()
+    if found:
+        # vendor/ is the head of the train and the source of the patches' pre-image blobs.
+        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
+    made_on = MadeOn(train)  # each older line's base, read once for all its tags
+    workers = min(len(tags), 4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        # All or nothing: every tag is replayed before train.toml is written once.
+        replays = list(
+            pool.map(lambda tag: replay_for_add(checkout, base, tag, sources[tag], on_line.get(tag), made_on), tags)
+        )
+    for line_name, replay in replays:
+        train = record(train, replay, sources[replay.tag], line_name)
+    save(layout, train)
+    return EXIT_OK

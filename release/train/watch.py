@@ -18,8 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import BadInputError, DirtyVendorError, TrainRefusedError
-from release.core.layout import Layout
+from release.core import log
+from release.core.errors import EXIT_OK, BadInputError, DirtyVendorError, OutputNotWritableError, TrainRefusedError
+from release.core.journal import write_atomic
+from release.core.layout import Layout, writable_dir_problem
+from release.core.lock import repo_lock
 from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.scan import read_scan
@@ -28,6 +31,7 @@ from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
 from release.train.add import add_one
+from release.train.listing import table_text
 
 
 @dataclass
@@ -68,6 +72,43 @@ class WatchReport:
             "The scan's own report is docs/affected-releases.md in this change.",
         ]
         return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """What `train watch` was asked: the scan document, where new tags are read from, where the report goes."""
+
+    scan: Path
+    source: Source
+    report: Path | None = None
+
+
+def run_watch(layout: Layout, options: WatchOptions) -> int:
+    """`train watch`: add what the scan found, one line per release on stdout, the report where asked;
+    under the repository's lock, since each add writes patches/train.toml."""
+    with repo_lock(layout, "train watch"):
+        return _watch(layout, options.scan, options.report, options.source)
+
+
+def _watch(layout: Layout, scan_path: Path, report_path: Path | None, source: Source) -> int:
+    if report_path is not None:  # checked before any tag is added, not after
+        problem = writable_dir_problem(report_path.parent)
+        if problem is None and report_path.is_dir():
+            problem = f"{report_path} is a directory"
+        if problem:
+            raise OutputNotWritableError(f"--report {report_path}: {problem}; nothing was done")
+    report = watch(layout, load_scan(scan_path), source)
+    for line in report.lines:
+        log.out(line)
+    if not report.lines:
+        log.out(f"nothing newer than {report.newest_before} in {scan_path}")
+    if report_path is not None:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(report_path, report.to_markdown(table_text(layout)).encode("utf-8"))
+        # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
+        write_atomic(report_path.with_suffix(".json"), report.to_json().encode("utf-8"))
+        log.note(f"report: {report_path}")
+    return EXIT_OK
 
 
 def load_scan(path: Path) -> dict[str, Any]:

@@ -234,7 +234,7 @@ from pathlib import Path
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.upstream_pr.cli import pristine_of_pin, proof_plan
+from release.upstream_pr.plan import pristine_of_pin, proof_plan
 from release.upstream_pr.prove import patched_tree, source_tree
 
 layout, mail = Layout(Path(sys.argv[1])), Path(sys.argv[2])

@@ -77,3 +77,17 @@ def test_an_output_that_cannot_be_a_directory_is_bad_input_at_once(
     assert error.endswith("/dev/null is not a directory"), error
     assert "swap" not in capsys.readouterr().err
     assert snapshot(project) == before
+
+
+def test_quiet_pq_skip_keeps_its_result_on_stdout_and_says_nothing_else(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What pq writes goes through release/core/log.py: -q silences notes, never the command's result."""
+    layout = Layout(project)
+    series = layout.patches / "lines" / LINE / "series"
+    series.write_text("".join(line for line in series.read_text().splitlines(True) if not line[0].isdigit()))
+    code = main(["--root", str(project), "-q", "pq", "skip", "0001", "--line", LINE, "--reason", "not needed"])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    assert said.err == ""
+    assert said.out == f"wrote patches/lines/{LINE}/series: skip 0001 (not needed)\n"

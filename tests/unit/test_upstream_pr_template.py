@@ -17,8 +17,8 @@ from release.core.errors import MissingUpstreamTestError
 from release.core.layout import Layout
 from release.model.patch import Patch
 from release.queue.regression import upstream_test
-from release.upstream_pr.cli import proof_plan
 from release.upstream_pr.mail import upstream_mail, with_test
+from release.upstream_pr.plan import proof_plan
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run
 from release.upstream_pr.pull_request import PullRequest, RegressionTest, render, template_data
 

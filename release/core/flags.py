@@ -1,0 +1,46 @@
+"""The options several commands share, each defined once: `--from`, `--json`, `--report`, `--allow-dirty`.
+
+A command adds one by calling its function here; what differs between commands (the help text,
+a default, a metavar) is a parameter, so the flag's name, its destination and its type are the same
+everywhere (`args.source`, `args.json`, `args.report`, `args.allow_dirty`). The runtime's own
+command line (release/overlay/runtime/) ships without `release/` and keeps its `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+# Each flag's spelling, for a command that passes it on (doctor hands --json to the runtime's doctor).
+FROM, JSON, REPORT, ALLOW_DIRTY = "--from", "--json", "--report", "--allow-dirty"
+
+# An ArgumentParser, or a group of one (scan's `--markdown | --json`).
+Options = argparse._ActionsContainer
+
+
+def add_from(options: Options, *, help: str, default: str | None, choices: Sequence[str] | None = None) -> None:
+    """`--from SOURCE` (model/source.py parses it), as `args.source`; with `choices`, argparse lists them."""
+    options.add_argument(
+        FROM,
+        dest="source",
+        default=default,
+        choices=choices,
+        metavar=None if choices else "SOURCE",
+        help=help,
+    )
+
+
+def add_json(options: Options, *, help: str) -> None:
+    """`--json`: the command's result as JSON on stdout, as `args.json`."""
+    options.add_argument(JSON, action="store_true", help=help)
+
+
+def add_report(options: Options, *, help: str, metavar: str | None = None) -> None:
+    """`--report PATH`: where the command writes its report (None: its default place), as `args.report`."""
+    options.add_argument(REPORT, type=Path, default=None, metavar=metavar, help=help)
+
+
+def add_allow_dirty(options: Options, *, help: str) -> None:
+    """`--allow-dirty`: go on with a tree that is not pristine + series, as `args.allow_dirty`."""
+    options.add_argument(ALLOW_DIRTY, action="store_true", help=help)
