@@ -2,12 +2,17 @@
 
 First the families, one per exit code (ReleaseError is 1); then the kinds, each derived from
 its family, with a docstring saying when it is raised and the one-line hint the CLI prints.
+Each kind has a stable `reference`, its class name in kebab-case without "Error" (MissingFixError:
+`missing-fix`), derived once here: the CLI prints it in the error line (`error[missing-fix]: ...`),
+docs/architecture.md lists each with its exit code (`reference_table()`), and tests assert it.
 
 Longer than 500 lines on purpose: the hierarchy reads as one table of failure kinds, each a few lines
 with its hint and exit code; split, the map the CLI and docs/architecture.md rely on would scatter.
 """
 
 from __future__ import annotations
+
+import re
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -22,11 +27,23 @@ EXIT_INFRASTRUCTURE = EXIT_TRANSPORT
 EXIT_INTERRUPTED = 130
 
 
+def kebab(name: str) -> str:
+    """A class name as its reference: MissingFixError -> missing-fix, NoGpuError -> no-gpu."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name.removesuffix("Error")).lower()
+
+
 class ReleaseError(Exception):
     """Base of every failure the CLI reports as one line plus a hint."""
 
     exit_code: int = EXIT_FAILED
     default_hint: str = ""
+    # The stable name of the kind, printed in its error line; a subclass's is derived from its name.
+    reference: str = "failed"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "reference" not in cls.__dict__:
+            cls.reference = kebab(cls.__name__)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -472,6 +489,8 @@ class UnsafeIndexError(BadInputError):
 class UnverifiedFlashInferError(BadInputError):
     """A tag's own FlashInfer pin admits none of the versions in VERIFIED.toml."""
 
+    reference = "unverified-flashinfer"  # the project's one word, not "flash-infer"
+
     default_hint = (
         "verify that version first (docs/contract.md: the CPU contract, then `nox -s kernel` on a GPU) and add it "
         "to vendor/vllm_fused_moe/VERIFIED.toml; `python -m release train list` shows each tag's range"
@@ -479,6 +498,8 @@ class UnverifiedFlashInferError(BadInputError):
 
 
 class UnknownTrainTagError(BadInputError):
+    """`train remove` or `train check` names a tag that is not in the train."""
+
     default_hint = "`python -m release train list` names the tags of the train; `train add TAG` adds one"
 
 
@@ -595,3 +616,24 @@ class OutputNotWritableError(BadInputError):
     """An output (the report, --out, the lock's directory) cannot be written; checked before any change."""
 
     default_hint = "name a directory you may write (it is created if missing)"
+
+
+def kinds() -> list[type[ReleaseError]]:
+    """Every kind of failure, in the order of this module (families first, each before its kinds)."""
+    found: list[type[ReleaseError]] = []
+    pending: list[type[ReleaseError]] = [ReleaseError]
+    while pending:
+        kind = pending.pop(0)
+        found.append(kind)
+        pending.extend(kind.__subclasses__())
+    order = {name: number for number, name in enumerate(globals())}
+    return sorted(found, key=lambda kind: order.get(kind.__name__, len(order)))
+
+
+def reference_table() -> str:
+    """The Markdown table of every error reference, its exit code and when it is raised (docs/architecture.md)."""
+    rows = ["| reference | exit | raised when |", "| --- | --- | --- |"]
+    for kind in kinds():
+        when = " ".join((kind.__doc__ or "").split()).replace("|", "\\|")
+        rows.append(f"| `{kind.reference}` | {kind.exit_code} | {when} |")
+    return "\n".join(rows) + "\n"
