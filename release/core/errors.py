@@ -612,6 +612,13 @@ class DirtyTreeError(BadInputError):
     )
 
 
+class DiskError(ReleaseError):
+    """The operating system refused a read or a write (disk full, read-only, gone) that no kind above names:
+    the last net under every command (release/cli.py), one line, never a traceback."""
+
+    default_hint = "a swap cut short is finished by the next command; see docs/guarantees.md"
+
+
 class OutputNotWritableError(BadInputError):
     """An output (the report, --out, the lock's directory) cannot be written; checked before any change."""
 

@@ -23,6 +23,7 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from helpers import run_release, snapshot, work_leftovers
+from helpers.failure import failed
 from helpers.hostile_index import Fault, HostileIndex, Listed
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_wheel, next_tree
 from release.core.hashing import file_sha256
@@ -55,12 +56,11 @@ def env_for(index: HostileIndex, cache: Path, timeout: float = TIMEOUT, deadline
 
 
 def one_error(stderr: str) -> str:
-    """The single `error:` line (and a hint), never a traceback."""
+    """The message of the single error (with a hint), never a traceback: what the index did wrong is the point."""
     assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, stderr
-    assert any(line.startswith("hint: ") for line in stderr.splitlines()), stderr
-    return errors[0]
+    error = failed(stderr)
+    assert error.hint, stderr
+    return error.message
 
 
 def files_under(root: Path) -> list[str]:
