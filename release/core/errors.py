@@ -13,6 +13,7 @@ with its hint and exit code; split, the map the CLI and docs/architecture.md rel
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -88,6 +89,18 @@ class UnknownTagError(BadInputError):
 
     default_hint = "`python -m release tags` lists the releases newer than the pin; `pip index versions vllm`, all"
 
+    def __init__(self, *, tag: str, source: str = "", index: str = "", hint: str | None = None) -> None:
+        """`tag` as it may be shown; `source`: the git source without it; `index`: the package index without it
+        (neither: it is no vLLM release tag at all)."""
+        self.tag, self.source, self.index = tag, source, index
+        if index:
+            message = f"no vLLM release {tag} on the package index ({index})"
+        elif source:
+            message = f"{source} has no tag {tag}"
+        else:
+            message = f"{tag} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)"
+        super().__init__(message, hint)
+
 
 class SourceError(BadInputError):
     """`--from SOURCE` names no source we read, or the source cannot be read."""
@@ -133,6 +146,26 @@ class MissingFixError(BadInputError):
         "that skips a bug's patch needs a variant of it (`python -m release pq carry NAME`); nothing was changed"
     )
 
+    def __init__(
+        self,
+        *,
+        what: str,
+        tag: str,
+        bugs: Sequence[tuple[str, str, str]],
+        carrying: Sequence[str],
+        line: str = "",
+        hint: str | None = None,
+    ) -> None:
+        """`what` refused it ("check", "not building v0.20.0"); `bugs`: (id, title, where that is known from) of each
+        bug `tag` has that what it would ship does not fix; `carrying`: the patches it would ship; `line`: its line."""
+        self.what, self.tag, self.bugs, self.carrying, self.line = what, tag, tuple(bugs), tuple(carrying), line
+        said = "; ".join(bug + (f" ({title})" if title else "") + f" ({source})" for bug, title, source in bugs)
+        on = f" (line {line})" if line else ""
+        has = ", ".join(carrying) or "no patch"
+        super().__init__(
+            f"{what}: vLLM {tag}{on} is affected by {said}, but its replay would not fix it (it carries {has})", hint
+        )
+
 
 class UnprovenWheelError(BadInputError):
     """A wheel lacks evidence: a bug's regression test did not fail cleanly on its pristine vLLM release and pass
@@ -143,6 +176,11 @@ class UnprovenWheelError(BadInputError):
         "(patches/upstream-tests/); give --python an interpreter with torch and vLLM's import-time packages "
         "(`nox -s publish` does); nothing was published"
     )
+
+    def __init__(self, *, what: str, problems: Sequence[str], hint: str | None = None) -> None:
+        """`what` refused it ("not publishing W.whl", or the file); `problems`: each thing the evidence lacks."""
+        self.what, self.problems = what, tuple(problems)
+        super().__init__(f"{what}: " + "; ".join(problems), hint)
 
 
 class UnprovenSkipError(BadInputError):
@@ -155,6 +193,28 @@ class UnprovenSkipError(BadInputError):
         "nothing was changed"
     )
 
+    def __init__(
+        self,
+        *,
+        what: str,
+        skips: Sequence[str],
+        tag: str = "",
+        line: str = "",
+        patch: str = "",
+        hint: str | None = None,
+    ) -> None:
+        """`what` refused it; `skips`: a sentence for each skip not proven. With the `tag`, `line` and skipped `patch`
+        the hint names the commands that prove the skip on that tag or carry the fix."""
+        self.what, self.skips, self.tag, self.line, self.patch = what, tuple(skips), tag, line, patch
+        if hint is None and tag and line:
+            hint = (
+                f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
+                f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
+                "the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq "
+                f"carry {patch or 'NAME'}`); nothing was changed"
+            )
+        super().__init__(f"{what}: " + "; ".join(skips), hint)
+
 
 class StaleVariantError(BadInputError):
     """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
@@ -164,6 +224,14 @@ class StaleVariantError(BadInputError):
         "carry the changed patch again with `python -m release pq carry NAME`, then re-record the train "
         "(`python -m release train add --all`); nothing was changed"
     )
+
+    def __init__(self, *, what: str, stale: Sequence[str], commons: Sequence[str], hint: str | None = None) -> None:
+        """`what` refused it; `stale`: a sentence for each stale variant; `commons`: the common patches they vary."""
+        self.what, self.stale, self.commons = what, tuple(stale), tuple(commons)
+        if hint is None and commons:
+            commands = " and ".join(f"`python -m release pq carry {name}`" for name in sorted(set(commons)))
+            hint = f"run {commands}, then `python -m release train add --all`; nothing was changed"
+        super().__init__(f"{what}: " + "; ".join(stale), hint)
 
 
 class UnrecordedChangeError(BadInputError):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from helpers import REPO
+import pytest
+
+from helpers import REPO, tag_facts
 from release.core import errors
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
@@ -36,3 +38,50 @@ def test_the_reference_table_in_the_docs_is_the_hierarchy() -> None:
     )
     rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1] for line in found.group(1).splitlines()[2:]}
     assert rows["missing-fix"] == "2" and rows["transport"] == "4" and rows["drift"] == "1"
+
+
+def test_the_kinds_raised_in_many_places_build_their_message_from_their_arguments() -> None:
+    tag, line = tag_facts.head().tag, "some_line"
+    missing = errors.MissingFixError(
+        what="check", tag=tag, bugs=[("39", "double reduce", "patches/train.toml")], carrying=[], line=line
+    )
+    assert str(missing) == (
+        f"check: vLLM {tag} (line {line}) is affected by 39 (double reduce) (patches/train.toml), but its replay "
+        "would not fix it (it carries no patch)"
+    )
+    assert (missing.tag, missing.line, missing.bugs) == (tag, line, (("39", "double reduce", "patches/train.toml"),))
+    assert missing.hint == errors.MissingFixError.default_hint
+    stale = errors.StaleVariantError(
+        what="check", stale=["a is stale", "b is stale"], commons=["0002-b", "0001-a", "0001-a"]
+    )
+    assert str(stale) == "check: a is stale; b is stale"
+    assert stale.hint.startswith("run `python -m release pq carry 0001-a` and `python -m release pq carry 0002-b`, ")
+    skip = errors.UnprovenSkipError(what="check", skips=["bug 39 ..."], tag=tag, line=line, patch="0001-a")
+    assert f"--tag {tag} --on {line}" in skip.hint and "pq carry 0001-a`" in skip.hint
+    assert (
+        errors.UnprovenSkipError(what="2 skip(s) not proven", skips=["x", "y"]).hint
+        == errors.UnprovenSkipError.default_hint
+    )
+    wheel = errors.UnprovenWheelError(what="not publishing w.whl", problems=["one", "two"])
+    assert (str(wheel), wheel.problems) == ("not publishing w.whl: one; two", ("one", "two"))
+    assert str(errors.UnknownTagError(tag=tag, source="git:/x")) == f"git:/x has no tag {tag}"
+    assert (
+        str(errors.UnknownTagError(tag="0.1", index="https://i/simple"))
+        == "no vLLM release 0.1 on the package index (https://i/simple)"
+    )
+    assert str(errors.UnknownTagError(tag="'x'")).startswith("'x' is not a vLLM release tag")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        errors.MissingFixError,
+        errors.StaleVariantError,
+        errors.UnprovenSkipError,
+        errors.UnprovenWheelError,
+        errors.UnknownTagError,
+    ],
+)
+def test_a_raise_site_cannot_hand_make_their_message(kind: type[errors.ReleaseError]) -> None:
+    with pytest.raises(TypeError):
+        kind("a message written at the raise site")  # type: ignore[call-arg]
