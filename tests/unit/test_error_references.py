@@ -85,3 +85,14 @@ def test_the_kinds_raised_in_many_places_build_their_message_from_their_argument
 def test_a_raise_site_cannot_hand_make_their_message(kind: type[errors.ReleaseError]) -> None:
     with pytest.raises(TypeError):
         kind("a message written at the raise site")  # type: ignore[call-arg]
+
+
+def test_a_subclass_made_outside_the_hierarchy_is_no_kind_of_it() -> None:
+    """A test double of a kind (or a plugin's) must not change the table the docs hold, nor its uniqueness."""
+
+    class MissingFixError(errors.BadInputError):  # a double with a kind's very name
+        """A double."""
+
+    assert MissingFixError.reference == errors.MissingFixError.reference
+    assert MissingFixError not in errors.kinds() and errors.MissingFixError in errors.kinds()
+    assert errors.reference_table().count("`missing-fix`") == 1
