@@ -32,6 +32,7 @@ from release.core.errors import (
     EXIT_OK,
     EXIT_TRANSPORT,
     BadInputError,
+    DiskError,
     ModuleMissingError,
     ReleaseError,
 )
@@ -339,7 +340,7 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
         action="store_const",
         const=log.QUIET,
         dest="verbosity",
-        help="say nothing on stderr but warnings and the error: and hint: lines of a failure (no notes, no "
+        help="say nothing on stderr but warnings and the error and hint lines of a failure (no notes, no "
         "progress); stdout, the command's result, is the same",
     )
     said.add_argument(
@@ -391,9 +392,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except OSError as exc:
         # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
         where = f" ({exc.filename})" if exc.filename else ""
-        log.error(f"error: {exc.strerror or exc}{where}")
-        log.error("hint: a swap cut short is finished by the next command; see docs/guarantees.md")
-        return EXIT_FAILED
+        return report(DiskError(f"{exc.strerror or exc}{where}"))
 
 
 def refuse_undecodable(argv: list[str]) -> None:
@@ -412,7 +411,8 @@ def refuse_undecodable(argv: list[str]) -> None:
 
 
 def report(exc: ReleaseError) -> int:
-    log.error(f"error: {exc}")
+    """One error line that names the kind by its reference (docs/architecture.md, "Error references"), then its hint."""
+    log.error(f"error[{exc.reference}]: {exc}")
     if exc.hint:
         log.error(f"hint: {exc.hint}")
     return exc.exit_code

@@ -2,12 +2,18 @@
 
 First the families, one per exit code (ReleaseError is 1); then the kinds, each derived from
 its family, with a docstring saying when it is raised and the one-line hint the CLI prints.
+Each kind has a stable `reference`, its class name in kebab-case without "Error" (MissingFixError:
+`missing-fix`), derived once here: the CLI prints it in the error line (`error[missing-fix]: ...`),
+docs/architecture.md lists each with its exit code (`reference_table()`), and tests assert it.
 
 Longer than 500 lines on purpose: the hierarchy reads as one table of failure kinds, each a few lines
 with its hint and exit code; split, the map the CLI and docs/architecture.md rely on would scatter.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -22,11 +28,23 @@ EXIT_INFRASTRUCTURE = EXIT_TRANSPORT
 EXIT_INTERRUPTED = 130
 
 
+def kebab(name: str) -> str:
+    """A class name as its reference: MissingFixError -> missing-fix, NoGpuError -> no-gpu."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name.removesuffix("Error")).lower()
+
+
 class ReleaseError(Exception):
     """Base of every failure the CLI reports as one line plus a hint."""
 
     exit_code: int = EXIT_FAILED
     default_hint: str = ""
+    # The stable name of the kind, printed in its error line; a subclass's is derived from its name.
+    reference: str = "failed"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "reference" not in cls.__dict__:
+            cls.reference = kebab(cls.__name__)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -70,6 +88,18 @@ class UnknownTagError(BadInputError):
     """A well-formed tag that the source does not have, or a tag that is no vLLM release."""
 
     default_hint = "`python -m release tags` lists the releases newer than the pin; `pip index versions vllm`, all"
+
+    def __init__(self, *, tag: str, source: str = "", index: str = "", hint: str | None = None) -> None:
+        """`tag` as it may be shown; `source`: the git source without it; `index`: the package index without it
+        (neither: it is no vLLM release tag at all)."""
+        self.tag, self.source, self.index = tag, source, index
+        if index:
+            message = f"no vLLM release {tag} on the package index ({index})"
+        elif source:
+            message = f"{source} has no tag {tag}"
+        else:
+            message = f"{tag} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)"
+        super().__init__(message, hint)
 
 
 class SourceError(BadInputError):
@@ -116,6 +146,26 @@ class MissingFixError(BadInputError):
         "that skips a bug's patch needs a variant of it (`python -m release pq carry NAME`); nothing was changed"
     )
 
+    def __init__(
+        self,
+        *,
+        what: str,
+        tag: str,
+        bugs: Sequence[tuple[str, str, str]],
+        carrying: Sequence[str],
+        line: str = "",
+        hint: str | None = None,
+    ) -> None:
+        """`what` refused it ("check", "not building v0.20.0"); `bugs`: (id, title, where that is known from) of each
+        bug `tag` has that what it would ship does not fix; `carrying`: the patches it would ship; `line`: its line."""
+        self.what, self.tag, self.bugs, self.carrying, self.line = what, tag, tuple(bugs), tuple(carrying), line
+        said = "; ".join(bug + (f" ({title})" if title else "") + f" ({source})" for bug, title, source in bugs)
+        on = f" (line {line})" if line else ""
+        has = ", ".join(carrying) or "no patch"
+        super().__init__(
+            f"{what}: vLLM {tag}{on} is affected by {said}, but its replay would not fix it (it carries {has})", hint
+        )
+
 
 class UnprovenWheelError(BadInputError):
     """A wheel lacks evidence: a bug's regression test did not fail cleanly on its pristine vLLM release and pass
@@ -126,6 +176,11 @@ class UnprovenWheelError(BadInputError):
         "(patches/upstream-tests/); give --python an interpreter with torch and vLLM's import-time packages "
         "(`nox -s publish` does); nothing was published"
     )
+
+    def __init__(self, *, what: str, problems: Sequence[str], hint: str | None = None) -> None:
+        """`what` refused it ("not publishing W.whl", or the file); `problems`: each thing the evidence lacks."""
+        self.what, self.problems = what, tuple(problems)
+        super().__init__(f"{what}: " + "; ".join(problems), hint)
 
 
 class UnprovenSkipError(BadInputError):
@@ -138,6 +193,28 @@ class UnprovenSkipError(BadInputError):
         "nothing was changed"
     )
 
+    def __init__(
+        self,
+        *,
+        what: str,
+        skips: Sequence[str],
+        tag: str = "",
+        line: str = "",
+        patch: str = "",
+        hint: str | None = None,
+    ) -> None:
+        """`what` refused it; `skips`: a sentence for each skip not proven. With the `tag`, `line` and skipped `patch`
+        the hint names the commands that prove the skip on that tag or carry the fix."""
+        self.what, self.skips, self.tag, self.line, self.patch = what, tuple(skips), tag, line, patch
+        if hint is None and tag and line:
+            hint = (
+                f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
+                f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
+                "the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq "
+                f"carry {patch or 'NAME'}`); nothing was changed"
+            )
+        super().__init__(f"{what}: " + "; ".join(skips), hint)
+
 
 class StaleVariantError(BadInputError):
     """A line's variant that `pq carry` made (`Carried-From:`) from another version of the common patch than
@@ -147,6 +224,14 @@ class StaleVariantError(BadInputError):
         "carry the changed patch again with `python -m release pq carry NAME`, then re-record the train "
         "(`python -m release train add --all`); nothing was changed"
     )
+
+    def __init__(self, *, what: str, stale: Sequence[str], commons: Sequence[str], hint: str | None = None) -> None:
+        """`what` refused it; `stale`: a sentence for each stale variant; `commons`: the common patches they vary."""
+        self.what, self.stale, self.commons = what, tuple(stale), tuple(commons)
+        if hint is None and commons:
+            commands = " and ".join(f"`python -m release pq carry {name}`" for name in sorted(set(commons)))
+            hint = f"run {commands}, then `python -m release train add --all`; nothing was changed"
+        super().__init__(f"{what}: " + "; ".join(stale), hint)
 
 
 class UnrecordedChangeError(BadInputError):
@@ -472,6 +557,8 @@ class UnsafeIndexError(BadInputError):
 class UnverifiedFlashInferError(BadInputError):
     """A tag's own FlashInfer pin admits none of the versions in VERIFIED.toml."""
 
+    reference = "unverified-flashinfer"  # the project's one word, not "flash-infer"
+
     default_hint = (
         "verify that version first (docs/contract.md: the CPU contract, then `nox -s kernel` on a GPU) and add it "
         "to vendor/vllm_fused_moe/VERIFIED.toml; `python -m release train list` shows each tag's range"
@@ -479,6 +566,8 @@ class UnverifiedFlashInferError(BadInputError):
 
 
 class UnknownTrainTagError(BadInputError):
+    """`train remove` or `train check` names a tag that is not in the train."""
+
     default_hint = "`python -m release train list` names the tags of the train; `train add TAG` adds one"
 
 
@@ -591,7 +680,36 @@ class DirtyTreeError(BadInputError):
     )
 
 
+class DiskError(ReleaseError):
+    """The operating system refused a read or a write (disk full, read-only, gone) that no kind above names:
+    the last net under every command (release/cli.py), one line, never a traceback."""
+
+    default_hint = "a swap cut short is finished by the next command; see docs/guarantees.md"
+
+
 class OutputNotWritableError(BadInputError):
     """An output (the report, --out, the lock's directory) cannot be written; checked before any change."""
 
     default_hint = "name a directory you may write (it is created if missing)"
+
+
+def kinds() -> list[type[ReleaseError]]:
+    """Every kind of failure this module defines, in its order (families first, each before its kinds)."""
+    order = {name: number for number, name in enumerate(globals())}
+    found: list[type[ReleaseError]] = []
+    pending: list[type[ReleaseError]] = [ReleaseError]
+    while pending:
+        kind = pending.pop(0)
+        if kind not in found and kind.__module__ == __name__:  # a double made in a test is no kind of ours
+            found.append(kind)
+            pending.extend(kind.__subclasses__())
+    return sorted(found, key=lambda kind: order[kind.__name__])
+
+
+def reference_table() -> str:
+    """The Markdown table of every error reference, its exit code and when it is raised (docs/architecture.md)."""
+    rows = ["| reference | exit | raised when |", "| --- | --- | --- |"]
+    for kind in kinds():
+        when = " ".join((kind.__doc__ or "").split()).replace("|", "\\|")
+        rows.append(f"| `{kind.reference}` | {kind.exit_code} | {when} |")
+    return "\n".join(rows) + "\n"

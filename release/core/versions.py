@@ -44,7 +44,7 @@ def canonical_tag(text: str) -> str:
     """
     match = VERSION_TAG_RE.match(text.strip()) if len(text) <= MAX_TAG_LENGTH else None
     if not match or match.group("pre") is not None or match.group("build") is not None:
-        raise UnknownTagError(f"{shown(text)} is not a vLLM release tag (expected vX.Y.Z or vX.Y.Z.postN)")
+        raise UnknownTagError(tag=shown(text))
     return "v" + match.group(0).removeprefix("v")  # the digits as written: a tag names what git has
 
 

@@ -82,8 +82,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     failed = [r for r in runs if not r.proven]
     if failed:
         raise UnprovenSkipError(
-            f"{len(failed)} skip(s) not proven: "
-            + "; ".join(r.sentence().removeprefix("not proven: ") for r in failed),
+            what=f"{len(failed)} skip(s) not proven",
+            skips=[r.sentence().removeprefix("not proven: ") for r in failed],
             hint="where the test fails, the release has the bug: carry the fix to the line "
             "(`python -m release pq carry NAME`) instead of skipping it; nothing was changed",
         )

@@ -77,7 +77,7 @@ def wheel_release(path: Path) -> str:
     try:
         return parse_wheel_filename(path.name)[1].public
     except InvalidWheelFilename as exc:
-        raise UnprovenWheelError(f"{path.name} is not a wheel file name ({exc})") from None
+        raise UnprovenWheelError(what=path.name, problems=[f"not a wheel file name ({exc})"]) from None
 
 
 def _build_line(path: Path) -> str:
@@ -207,7 +207,7 @@ def refuse(evidence: Evidence, what: str) -> None:
                 "passes on the pristine release: the test does not show the bug there"
             )
     if problems:
-        raise UnprovenWheelError(f"{what}: " + "; ".join(problems))
+        raise UnprovenWheelError(what=what, problems=problems)
 
 
 def _said(run: dict[str, Any]) -> str:
@@ -225,6 +225,9 @@ def refuse_backwards(evidence: Evidence, held: list[dict[str, Any]], what: str) 
         lost = sorted(before - evidence.fixed())
         if lost:
             raise UnprovenWheelError(
-                f"{what}: {old.get('wheel', {}).get('name')} in the index fixes {', '.join(lost)} on vLLM "
-                f"{evidence.tag} (line {evidence.line}), this wheel does not: the index never goes backwards"
+                what=what,
+                problems=[
+                    f"{old.get('wheel', {}).get('name')} in the index fixes {', '.join(lost)} on vLLM "
+                    f"{evidence.tag} (line {evidence.line}), this wheel does not: the index never goes backwards"
+                ],
             )

@@ -44,7 +44,7 @@ def read_git(tag: str, origin: Source, line: Line | None = None) -> UpstreamTree
             raise TransportError(f"cannot fetch {tag} from {source}: {exc}") from None
         if not fetched.ok:
             if "couldn't find remote ref" in fetched.err or "not our ref" in fetched.err:
-                raise UnknownTagError(f"{source} has no tag {tag}")
+                raise UnknownTagError(tag=tag, source=source)
             if NETWORK_FAILURE_RE.search(fetched.err):
                 raise TransportError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")
             raise SourceError(f"cannot fetch {tag} from {source}: {fetched.message[-300:]}")

@@ -314,6 +314,6 @@ def release_wheel(version: str, base: str | None = None) -> IndexFile:
     wheels = [w for w in project_files(base) if package_version(w.version) == wanted]
     chosen = choose_wheel(wheels)
     if chosen is None:
-        raise UnknownTagError(f"no vLLM release {version} on the package index ({base})")
+        raise UnknownTagError(tag=version, index=base)
     checked_name(chosen.filename, version)
     return chosen

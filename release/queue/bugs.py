@@ -118,9 +118,5 @@ def refuse_missing_fixes(
 ) -> None:
     if not missing:
         return
-    bugs = "; ".join(f"{bug.id}" + (f" ({bug.title})" if bug.title else "") + f" ({source})" for bug, source in missing)
-    has = ", ".join(carrying) or "no patch"
-    on = f" (line {line})" if line else ""
-    raise MissingFixError(
-        f"{what}: vLLM {tag}{on} is affected by {bugs}, but its replay would not fix it (it carries {has})"
-    )
+    bugs = [(bug.id, bug.title, source) for bug, source in missing]
+    raise MissingFixError(what=what, tag=tag, bugs=bugs, carrying=carrying, line=line)

@@ -123,11 +123,7 @@ def stale_variants(
 
 def refuse_stale(what: str, stale: list[Variant]) -> None:
     if stale:
-        commands = " and ".join(sorted({f"`python -m release pq carry {v.common}`" for v in stale}))
-        raise StaleVariantError(
-            f"{what}: " + "; ".join(v.sentence() for v in stale),
-            hint=f"run {commands}, then `python -m release train add --all`; nothing was changed",
-        )
+        raise StaleVariantError(what=what, stale=[v.sentence() for v in stale], commons=[v.common for v in stale])
 
 
 def refuse_unrecorded(what: str, entry: TrainEntry, patches: Iterable[Patch]) -> None:

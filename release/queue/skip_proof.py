@@ -127,15 +127,9 @@ def refuse_unproven_skips(
     unproven = unproven_skips(layout, tag, line, release_sha256, checkout)
     if not unproven:
         return
-    said = "; ".join(
+    said = [
         f"bug {u.test.bug}" + (f" ({u.test.title})" if u.test.title else "") + f" on vLLM {tag} (line {line}): "
         f"the line's series skips {u.test.patch}, but {u.why} (test {u.test.path})"
         for u in unproven
-    )
-    raise UnprovenSkipError(
-        f"{what}: {said}",
-        hint=f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
-        f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
-        f"the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq carry "
-        f"{unproven[0].test.patch}`); nothing was changed",
-    )
+    ]
+    raise UnprovenSkipError(what=what, skips=said, tag=tag, line=line, patch=unproven[0].test.patch)

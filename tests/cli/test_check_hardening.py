@@ -15,7 +15,9 @@ import pytest
 
 from helpers import run_release, snapshot
 from helpers.bad_patches import ESCAPES, spoiled
+from helpers.failure import failed
 from helpers.synthetic import add_patch
+from release.core.errors import MalformedPatchError
 from release.model.pin import Pin
 
 VENDOR = "vendor/vllm_fused_moe/prepare_finalize"
@@ -77,8 +79,8 @@ def test_a_patch_path_that_leaves_the_subtree_is_bad_input(project: Path, old: s
     for command in (["check"], ["rebase", head, "--from", "pypi"]):
         result = run_release(project, *command)
         assert result.returncode == 2, (command, result.stderr)
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-        assert len(errors) == 1 and message in errors[0], result.stderr
+        error = failed(result)
+        assert error.reference == MalformedPatchError.reference and message in error.message, result.stderr
         assert "Traceback" not in result.stderr
     assert snapshot(project) == before
 
@@ -107,7 +109,7 @@ def test_patches_not_a_directory_is_one_line_exit_2(project: Path, shape: str) -
         result = run_release(project, *command)
         assert result.returncode == 2, (command, result.stderr)
         assert "patches" in result.stderr and "Traceback" not in result.stderr, result.stderr
-        assert len([line for line in result.stderr.splitlines() if line.startswith("error: ")]) == 1
+        assert "patches" in failed(result).message
 
 
 def test_check_is_not_fooled_by_a_temp_dir_inside_a_git_work_tree(project: Path, tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 from packaging.version import Version
 
 from helpers import run_release, snapshot
+from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check, demo_wheel
+from release.core.errors import MissingFixError, StaleVariantError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import HEAD_LINE, read_lines
@@ -56,10 +58,6 @@ def older_line(layout: Layout) -> OlderLine:
                 if bug:
                     return OlderLine(line.name, tags[0], entry.name, common, bug)
     raise AssertionError("the train has no older line with a variant of a bug's patch")
-
-
-def errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
 def overlay_wheel(directory: Path, tag: str, level: int, patches: list[dict[str, object]]) -> Path:
@@ -113,23 +111,29 @@ def test_a_partial_scan_leaves_every_gate_holding_a_tag_to_the_bugs_it_has(proje
 
     checked = run_release(project, "check")
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    assert errors(checked.stderr)[0].startswith(f"error: check: {said}"), checked.stderr
-    assert "(patches/train.toml)" in checked.stderr
+    error = failed(checked)
+    assert error.reference == MissingFixError.reference and error.message.startswith(f"check: {said}"), error
+    assert "(patches/train.toml)" in error.message
 
     added = run_release(project, "train", "add", "--all")
     assert added.returncode == 2, added.stdout + added.stderr
-    assert errors(added.stderr)[0].startswith(f"error: not adding {line.tag}: {said}"), added.stderr
+    error = failed(added)
+    assert error.reference == MissingFixError.reference, error
+    assert error.message.startswith(f"not adding {line.tag}: {said}"), error
 
     built = run_release(project, "build", "--tag", line.tag, "--out", str(tmp_path / "dist"))
     assert built.returncode == 2, built.stdout + built.stderr
-    assert errors(built.stderr)[0].startswith(f"error: not building {line.tag}: {said}"), built.stderr
+    error = failed(built)
+    assert error.reference == MissingFixError.reference, error
+    assert error.message.startswith(f"not building {line.tag}: {said}"), error
     assert not (tmp_path / "dist").exists()
 
     shape = {"name": SHAPE_CHECK_PATCH, "bug": "", "trailers": {}}
     wheel = overlay_wheel(tmp_path / "blind", line.tag, 2, [shape])
     published = run_release(project, "publish", str(wheel), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
-    assert errors(published.stderr)[0].startswith(f"error: not publishing {wheel.name}: {said}"), published.stderr
+    error = failed(published)
+    assert error.reference == MissingFixError.reference and f"{wheel.name}: {said}" in error.message, error
     assert not (tmp_path / "index").exists()
     assert snapshot(project) == before
 
@@ -162,20 +166,23 @@ def test_a_variant_carried_from_an_older_version_of_its_patch_is_stale_and_never
 
     checked = run_release(project, "check")
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    [error] = errors(checked.stderr)
+    error = failed(checked)
     where = f"patches/lines/{line.name}/{line.variant}"
-    assert f"{where} (line {line.name}) is stale: carried from {fingerprint(common)}" in error, error
-    assert f"run `python -m release pq carry {line.common}`" in error, error
+    assert error.reference == StaleVariantError.reference, error
+    assert f"{where} (line {line.name}) is stale: carried from {fingerprint(common)}" in error.message, error
+    assert f"`python -m release pq carry {line.common}`" in error.hint, error
 
     built = run_release(project, "build", "--tag", line.tag, "--out", str(tmp_path / "dist"))
     assert built.returncode == 2, built.stdout + built.stderr
-    assert f"{where} (line {line.name}) is stale" in errors(built.stderr)[0], built.stderr
+    error = failed(built)
+    assert error.reference == StaleVariantError.reference and f"{where} (line {line.name})" in error.message, error
     assert not (tmp_path / "dist").exists()
 
     shipped = {"name": line.variant, "bug": line.bug, "trailers": carried.trailers}
     wheel = overlay_wheel(tmp_path / "old", line.tag, 2, [shipped])
     published = run_release(project, "publish", str(wheel), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
-    assert f"error: not publishing {wheel.name}: {line.variant} in the wheel" in published.stderr
-    assert "is stale" in published.stderr and not (tmp_path / "index").exists()
+    error = failed(published)
+    assert error.reference == StaleVariantError.reference and f"{wheel.name}: {line.variant}" in error.message
+    assert not (tmp_path / "index").exists()
     assert snapshot(project) == before

@@ -1,6 +1,6 @@
 """The tooling installs like any Python tool: `uv pip install` (pip's and pipx's path too: a PEP 517 build
 with hatchling) of the checkout into a fresh venv gives a working `vllm-fused-moe-release`, which works on
-the checkout it is run in; with a dependency missing it says how to install, in one error: line.
+the checkout it is run in; with a dependency missing it says how to install, in one error line.
 
 Offline: uv takes hatchling and the tooling's pins from its cache, which the nox session that runs this
 filled when it made its own venv (the `test` group includes the `tooling` group). And `--help` of one
@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.failure import failed
+from release.core.errors import ModuleMissingError
 
 SCRIPT = "vllm-fused-moe-release"
 
@@ -40,13 +42,14 @@ def test_uv_pip_install_of_the_checkout_gives_a_working_command(tmp_path: Path) 
     uv("venv", "--quiet", "--python", sys.executable, str(venv))
     python = str(venv / "bin" / "python")
 
-    # Without its dependencies: one error: line naming the module, one hint: saying how to install.
+    # Without its dependencies: one error line naming the module, one hint line saying how to install.
     uv("pip", "install", "--quiet", "--python", python, "--no-deps", str(REPO))
     bare = command(venv, "check", "--help", cwd=tmp_path)
     assert bare.returncode == 1 and "Traceback" not in bare.stderr, bare.stderr
-    error, hint = bare.stderr.splitlines()
-    assert error.startswith("error: the tooling needs the Python module "), error
-    assert hint.startswith("hint: install the tooling") and "uv tool install ." in hint, hint
+    error = failed(bare)
+    assert len(bare.stderr.splitlines()) == 2 and error.reference == ModuleMissingError.reference, bare.stderr
+    assert error.message.startswith("the tooling needs the Python module "), error
+    assert error.hint.startswith("install the tooling") and "uv tool install ." in error.hint, error
 
     uv("pip", "install", "--quiet", "--python", python, "--reinstall-package", "vllm-fused-moe-tooling", str(REPO))
     helped = command(venv, "--help", cwd=tmp_path)

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, work_leftovers
+from helpers.failure import failed
 from helpers.synthetic import NEXT_TAG, make_dir, next_tree
+from release.core.errors import AfterSwapError, OutputNotWritableError
 
 
 @pytest.fixture
@@ -25,8 +27,8 @@ def test_a_report_under_a_regular_file_is_exit_2_before_anything(
     args = ["rebase", NEXT_TAG, "--from", source, "--report", str(blocker / "r"), *(["--dry-run"] * dry_run)]
     result = run_release(project, *args)
     assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "cannot write the report" in errors[0] and "not a directory" in errors[0]
+    error = failed(result)
+    assert error.reference == OutputNotWritableError.reference and "cannot write the report" in error.message
     assert "Traceback" not in result.stderr
     assert snapshot(project) == before and work_leftovers(project) == []
 
@@ -38,8 +40,8 @@ def test_a_report_that_fails_after_the_swap_says_the_rebase_is_done(project: Pat
     result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(report))
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and f"the rebase onto {NEXT_TAG} is done" in errors[0], result.stderr
+    error = failed(result)
+    assert error.reference == AfterSwapError.reference and f"the rebase onto {NEXT_TAG} is done" in error.message
     assert snapshot(project) != before
     assert f'tag = "{NEXT_TAG}"' in (project / "vendor/vllm_fused_moe/UPSTREAM.toml").read_text()
     assert run_release(project, "check").returncode == 0 and work_leftovers(project) == []

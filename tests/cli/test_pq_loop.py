@@ -15,7 +15,9 @@ import re
 from pathlib import Path
 
 from helpers import run_release, snapshot
+from helpers.failure import failed
 from helpers.synthetic import SUBTREE, add_patch
+from release.core.errors import ConflictError
 from release.core.git import WorkRepo
 from release.core.layout import Layout, read_tree
 from release.model.lines import read_lines
@@ -45,9 +47,9 @@ def test_a_patch_a_later_one_needs_is_not_dropped_and_nothing_changes(project: P
     before = snapshot(project)
     refused = run_release(project, "pq", "drop", FIRST)
     assert refused.returncode == 3, refused.stderr
-    assert refused.stderr.startswith(f"error: dropping {FIRST}: a later patch (mori: second) does not apply"), (
-        refused.stderr
-    )
+    error = failed(refused)
+    assert error.reference == ConflictError.reference and refused.stderr.startswith("error["), refused.stderr
+    assert error.message.startswith(f"dropping {FIRST}: a later patch (mori: second) does not apply"), error
     assert snapshot(project) == before
     assert run_release(project, "pq", "export", "--check").returncode == 0  # the work tree is as it was
 

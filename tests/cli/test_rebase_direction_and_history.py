@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, work_leftovers
+from helpers.failure import failed
 from helpers.synthetic import NEXT_TAG, make_dir, next_tree, pristine
+from release.core.errors import OlderTagError
 from release.model.pin import Pin
 
 
@@ -43,10 +45,9 @@ def test_an_older_tag_is_refused_with_exit_2_and_nothing_changes(
     before = snapshot(project)
     result = run_release(project, "rebase", tag, "--from", source, "--report", str(tmp_path / "r"))
     assert result.returncode == 2, (result.stdout, result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, result.stderr
-    assert f"{tag} is older than the head {head}" in errors[0] and "backwards" in errors[0]
-    assert "hint: " in result.stderr and "--allow-older" in result.stderr
+    error = failed(result)
+    assert error.reference == OlderTagError.reference and f"{tag} is older than the head {head}" in error.message
+    assert "--allow-older" in error.hint
     assert "Traceback" not in result.stderr
     assert snapshot(project) == before and work_leftovers(project) == []
     assert not (tmp_path / "r").exists()

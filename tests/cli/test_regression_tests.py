@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from helpers import run_release
+from helpers.failure import failed
 from release.core.layout import Layout
 from release.queue.regression import bug_patches, untested
 
@@ -19,6 +20,6 @@ def test_check_refuses_a_bug_patch_that_names_no_regression_test(project: Path) 
     assert untested(layout, [patch]) == [patch.name]
     checked = run_release(project, "check")
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    said = checked.stderr.splitlines()
-    assert said[0] == f"error: check: {patch.name} fixes a bug but names no regression test", said
-    assert said[1].startswith("hint: write the test at patches/upstream-tests/")
+    error = failed(checked)
+    assert error.message == f"check: {patch.name} fixes a bug but names no regression test", checked.stderr
+    assert error.hint.startswith("write the test at patches/upstream-tests/")

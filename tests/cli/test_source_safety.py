@@ -1,7 +1,7 @@
 """No source is trusted: every kind refuses names, links and versions that would escape or lie.
 
 Each attack is a real archive, tree or git repository built here from vLLM's own files
-(tests/helpers/synthetic.py), fed to the real CLI. Each must end in exit 2 with one `error:` line,
+(tests/helpers/synthetic.py), fed to the real CLI. Each must end in exit 2 with one error line,
 vendor/ and patches/ byte for byte as before, no work directory left, and nothing written
 outside the checkout. A well-formed source of each kind goes through, so a refusal is
 about the attack, not about the synthetic source.
@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, unsafe_sources, work_leftovers
+from helpers.failure import failed
 from helpers.index_server import LoopbackIndex
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_git, next_tree
 from helpers.unsafe_sources import VERSION
+from release.core import errors
+from release.core.errors import BadInputError, UnknownTagError
 from release.core.git import WorkRepo
 from release.model.pin import Pin
 from release.pristine.index import INDEX_ENV
@@ -49,37 +52,44 @@ def git_source(kind: str, project: Path, tmp: Path) -> str:
 
 
 BAD = [
-    (wheel_source, "dotdot", "`..` component"),
-    (wheel_source, "absolute", "has an empty or `.` component"),
-    (wheel_source, "symlink", "is a symbolic link"),
-    (wheel_source, "no-metadata", "has no .dist-info/METADATA"),
-    (wheel_source, "other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
-    (wheel_source, "corrupt", "cannot read"),
-    (wheel_source, "declares-huge", "declares 2048 MiB"),
-    (wheel_source, "inflates-past-declared", "cannot read"),
-    (dir_source, "file-link", "is a symbolic link"),
-    (dir_source, "replaced-by-link", "is a symbolic link"),
-    (dir_source, "dir-link", "is a symbolic link"),
-    (dir_source, "subtree-link", "is a symbolic link"),
-    (dir_source, "version-link", "is a symbolic link"),
-    (dir_source, "no-version", f"cannot prove it is vLLM {NEXT_TAG}"),
-    (dir_source, "other-version", f"says vLLM 0.20.0, not {NEXT_TAG}"),
-    (git_source, "symlink", "is a symbolic link (mode 120000)"),
-    (git_source, "submodule", "is a submodule (mode 160000)"),
+    (wheel_source, "dotdot", errors.UnsafeSourceError, "`..` component"),
+    (wheel_source, "absolute", errors.UnsafeSourceError, "has an empty or `.` component"),
+    (wheel_source, "symlink", errors.UnsafeSourceError, "is a symbolic link"),
+    (wheel_source, "no-metadata", errors.VersionProofError, "has no .dist-info/METADATA"),
+    (wheel_source, "other-version", errors.VersionProofError, f"is vLLM 0.20.0, not {NEXT_TAG}"),
+    (wheel_source, "corrupt", errors.WheelIntegrityError, "cannot read"),
+    (wheel_source, "declares-huge", errors.WheelIntegrityError, "declares 2048 MiB"),
+    (wheel_source, "inflates-past-declared", errors.WheelIntegrityError, "cannot read"),
+    (dir_source, "file-link", errors.UnsafeSourceError, "is a symbolic link"),
+    (dir_source, "replaced-by-link", errors.UnsafeSourceError, "is a symbolic link"),
+    (dir_source, "dir-link", errors.UnsafeSourceError, "is a symbolic link"),
+    (dir_source, "subtree-link", errors.UnsafeSourceError, "is a symbolic link"),
+    (dir_source, "version-link", errors.UnsafeSourceError, "is a symbolic link"),
+    (dir_source, "no-version", errors.VersionProofError, f"cannot prove it is vLLM {NEXT_TAG}"),
+    (dir_source, "other-version", errors.VersionProofError, f"says vLLM 0.20.0, not {NEXT_TAG}"),
+    (git_source, "symlink", errors.UnsafeSourceError, "is a symbolic link (mode 120000)"),
+    (git_source, "submodule", errors.UnsafeSourceError, "is a submodule (mode 160000)"),
 ]
 
 
-@pytest.mark.parametrize(("make", "kind", "message"), BAD, ids=[f"{m.__name__}-{k}" for m, k, _ in BAD])
+@pytest.mark.parametrize(
+    ("make", "kind", "error_kind", "message"), BAD, ids=[f"{m.__name__}-{k}" for m, k, _, _ in BAD]
+)
 def test_unsafe_or_unproven_source_is_refused_before_anything_is_written(
-    project: Path, tmp_path: Path, make: Callable[[str, Path, Path], str], kind: str, message: str
+    project: Path,
+    tmp_path: Path,
+    make: Callable[[str, Path, Path], str],
+    kind: str,
+    error_kind: type[errors.ReleaseError],
+    message: str,
 ) -> None:
     source = make(kind, project, tmp_path / "src")
     before = snapshot(project)
     outside_before = sorted(p.name for p in tmp_path.iterdir())
     result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(tmp_path / "r"))
     assert result.returncode == 2, (result.stdout, result.stderr)
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and message in errors[0], result.stderr
+    error = failed(result)
+    assert error.reference == error_kind.reference and message in error.message, result.stderr
     assert "Traceback" not in result.stderr
     assert snapshot(project) == before
     assert work_leftovers(project) == []
@@ -111,7 +121,7 @@ def test_a_tag_that_is_not_a_release_is_one_line_exit_2(project: Path, typed: st
     before = snapshot(project)
     result = run_release(project, "rebase", typed, "--from", "pypi")
     assert result.returncode == 2, result.stderr
-    assert [line for line in result.stderr.splitlines() if line.startswith("error: ")], result.stderr
+    assert failed(result).reference in (UnknownTagError.reference, BadInputError.reference), result.stderr
     assert "Traceback" not in result.stderr
     assert snapshot(project) == before
 
@@ -140,17 +150,17 @@ def test_a_source_never_reads_through_a_link_even_to_a_vllm_file(project: Path, 
 # wheel (its sha256 checked against the index's), then the cached copy; `scan` reads it lazily over
 # range requests. Both make the same checks.
 PYPI_BAD = [
-    ("dotdot", "`..` component"),
-    ("symlink", "is a symbolic link"),
-    ("no-metadata", "has no .dist-info/METADATA"),
-    ("other-version", f"is vLLM 0.20.0, not {NEXT_TAG}"),
-    ("declares-huge", "declares 2048 MiB"),
+    ("dotdot", errors.UnsafeSourceError, "`..` component"),
+    ("symlink", errors.UnsafeSourceError, "is a symbolic link"),
+    ("no-metadata", errors.VersionProofError, "has no .dist-info/METADATA"),
+    ("other-version", errors.VersionProofError, f"is vLLM 0.20.0, not {NEXT_TAG}"),
+    ("declares-huge", errors.WheelIntegrityError, "declares 2048 MiB"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "message"), PYPI_BAD, ids=[k for k, _ in PYPI_BAD])
+@pytest.mark.parametrize(("kind", "error_kind", "message"), PYPI_BAD, ids=[k for k, _, _ in PYPI_BAD])
 def test_an_index_wheel_gets_the_same_checks_whole_or_lazily(
-    project: Path, tmp_path: Path, kind: str, message: str
+    project: Path, tmp_path: Path, kind: str, error_kind: type[errors.ReleaseError], message: str
 ) -> None:
     wheel = Path(wheel_source(kind, project, tmp_path / "src").removeprefix("wheel:"))
     before = snapshot(project)
@@ -161,15 +171,17 @@ def test_an_index_wheel_gets_the_same_checks_whole_or_lazily(
                 project, "rebase", NEXT_TAG, "--from", "pypi", "--report", str(tmp_path / "r"), env=env
             )
             assert result.returncode == 2, (result.stdout, result.stderr)
-            errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-            assert len(errors) == 1 and message in errors[0], result.stderr
+            error = failed(result)
+            assert error.reference == error_kind.reference and message in error.message, result.stderr
             assert "Traceback" not in result.stderr
         assert [status for status, _ in index.served.file_requests] == [200]  # whole, once; then the cache
         shutil.rmtree(tmp_path / "cache")
         lazy = run_release(project, "scan", "--since", VERSION, "--until", VERSION, "--dry-run", env=env)
         assert lazy.returncode == 2, (lazy.stdout, lazy.stderr)
         # scan names a release by its version (0.20.99), rebase by its tag (v0.20.99)
-        assert message.replace(NEXT_TAG, VERSION) in lazy.stderr and "Traceback" not in lazy.stderr
+        error = failed(lazy)
+        assert error.reference == error_kind.reference and "Traceback" not in lazy.stderr, lazy.stderr
+        assert message.replace(NEXT_TAG, VERSION) in error.message, error
     assert {status for status, _ in index.served.file_requests[1:]} == {206}
     assert snapshot(project) == before
     assert work_leftovers(project) == []

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release
+from helpers.failure import failed
 from helpers.ls_remote import LS_REMOTE
+from release.core.errors import BadTagError, RemoteError
 from release.model.pin import Pin
 
 
@@ -61,8 +63,8 @@ def test_tags_command_bad_input_and_unreachable_remote(project: Path, tmp_path: 
     recorded.write_text(LS_REMOTE)
     assert run_release(project, "tags", "--ls-remote-output", str(recorded), "--newest").stdout == "v0.22.0\n"
     bad_pin = run_release(project, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
-    assert bad_pin.returncode == 2 and "error: the pin 'v0.21.0rc1' is not a vLLM release tag" in bad_pin.stderr
+    assert bad_pin.returncode == 2 and failed(bad_pin).reference == BadTagError.reference, bad_pin.stderr
     missing = run_release(project, "tags", "--remote", str(tmp_path / "no-such-repo"))
     # A remote that cannot be listed is the transport's failure: exit 4, as from every command that reads one.
-    assert missing.returncode == 4 and missing.stderr.startswith("error: `git ls-remote --tags")
+    assert missing.returncode == 4 and failed(missing).reference == RemoteError.reference, missing.stderr
     assert missing.stdout == ""

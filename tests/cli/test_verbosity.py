@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release
+from helpers.failure import failed
 from helpers.synthetic import NEXT_TAG, make_dir, next_tree
+from release.core.errors import MalformedSeriesError
 
 
 def dry_run(project: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -72,8 +74,9 @@ def test_quiet_keeps_the_error_and_hint_lines_of_a_failure(project: Path) -> Non
     (project / "patches" / "series").write_text("0099-missing.patch\n")
     result = run_release(project, "-q", "check")
     assert result.returncode == 2
-    lines = result.stderr.splitlines()
-    assert [line.split(":", 1)[0] for line in lines] == ["error", "hint"], result.stderr
+    error = failed(result)
+    assert error.reference == MalformedSeriesError.reference and error.hint, result.stderr
+    assert len(result.stderr.splitlines()) == 2, result.stderr
 
 
 def test_quiet_and_verbose_together_are_refused(project: Path) -> None:

@@ -30,6 +30,8 @@ from helpers.doctor import (
     scan_records,
     validate,
 )
+from helpers.failure import failed
+from release.core.errors import DoctorError
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.outcome import PatchStatus
@@ -280,7 +282,9 @@ def test_bad_scan_data_is_exit_2(tmp_path: Path) -> None:
 
 def test_release_doctor_refuses_what_is_not_an_interpreter(tmp_path: Path) -> None:
     missing = _script("-m", "release", "doctor", "--python", str(tmp_path / "python"))
-    assert missing.returncode == 2 and missing.stderr.startswith("error: --python") and "hint:" in missing.stderr
+    error = failed(missing)
+    assert missing.returncode == 2 and error.reference == DoctorError.reference and error.hint, missing.stderr
+    assert error.message.startswith("--python")
     not_python = _script("-m", "release", "doctor", "--python", "/bin/true")
     assert not_python.returncode == 2 and "gave no doctor report" in not_python.stderr
     assert "Traceback" not in missing.stderr + not_python.stderr
@@ -357,7 +361,7 @@ def test_release_doctor_takes_a_virtual_environments_directory(tmp_path: Path) -
     plain.mkdir()
     refused = _script("-m", "release", "doctor", "--python", str(plain))
     assert refused.returncode == 2 and "is a directory without bin/python" in refused.stderr
-    assert refused.stderr.startswith("error: --python") and "Traceback" not in refused.stderr
+    assert failed(refused).message.startswith("--python") and "Traceback" not in refused.stderr
 
 
 def test_release_doctor_stops_an_interpreter_that_hangs(tmp_path: Path) -> None:
@@ -371,9 +375,12 @@ def test_release_doctor_stops_an_interpreter_that_hangs(tmp_path: Path) -> None:
     proc = _script("-m", "release", "doctor", "--python", str(hang), "--timeout", "2")
     took = time.monotonic() - started
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines[0] == f"error: {hang} gave no doctor report within 2 s (--timeout): stopped it", lines
-    assert lines[1].startswith("hint:") and len(lines) == 2 and not proc.stdout
+    error = failed(proc, tmp_path)
+    assert error.reference == DoctorError.reference and len(proc.stderr.strip().splitlines()) == 2, proc.stderr
+    assert error.shown.splitlines()[0] == (
+        f"error[{DoctorError.reference}]: [TMP]/python gave no doctor report within [TIME] (--timeout): stopped it"
+    )
+    assert error.hint and not proc.stdout
     assert took < 60, took
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 10

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, tag_facts, work_leftovers
+from helpers.failure import failed
+from release.core.errors import MalformedPatchError
 
 pytestmark = pytest.mark.network  # a rebase may read the release wheel (cached) if it gets that far
 
@@ -54,8 +56,10 @@ def test_a_patch_with_carriage_returns_is_refused_everywhere(project: Path, tmp_
     for args in commands(tmp_path):
         result = run_release(project, *args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
-        assert result.stderr.startswith(f"error: {PATCH_0001}: line {line} ends in CRLF; "), (args, result.stderr)
-        assert "hint: " in result.stderr and "Traceback" not in result.stderr
+        error = failed(result)
+        assert error.reference == MalformedPatchError.reference and result.stderr.startswith("error["), result.stderr
+        assert error.message.startswith(f"{PATCH_0001}: line {line} ends in CRLF; "), (args, error)
+        assert error.hint and "Traceback" not in result.stderr
         assert snapshot(project) == before, args
         assert path.read_bytes() == spoiled
     assert work_leftovers(project) == []

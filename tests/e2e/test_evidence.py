@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release
+from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from release.core.errors import UnprovenWheelError
 from release.core.layout import Layout
 from release.evidence.runner import source_tree
 from release.model.lines import HEAD_LINE, read_lines
@@ -92,9 +94,10 @@ def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
     published = run_release(project, "publish", "--allow-dirty", str(broken), str(index))
     assert published.returncode == 2, published.stdout + published.stderr
     [bug] = entry.bugs
-    said = f"error: not publishing {broken.name}: bug {bug} on vLLM {entry.tag} (line {entry.line})"
-    assert said in published.stderr, published.stderr
-    assert "with the wheel it fails" in published.stderr, published.stderr
+    error = failed(published)
+    assert error.reference == UnprovenWheelError.reference, published.stderr
+    said = f"not publishing {broken.name}: bug {bug} on vLLM {entry.tag} (line {entry.line})"
+    assert error.message.startswith(said) and "with the wheel it fails" in error.message, error
     assert not index.exists()
 
 

@@ -31,7 +31,9 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, copy_project, private_cache, run_release, tag_facts
+from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from release.core.errors import ToolMissingError
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -414,8 +416,6 @@ def test_a_git_too_old_to_be_isolated_is_refused(project: Path, tmp_path: Path) 
     (bin_dir / "git").chmod(0o755)
     result = run_release(project, "check", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert result.returncode == 1, result.stderr
-    assert result.stderr.splitlines()[0] == (
-        "error: git 2.32 or newer is needed (git version 2.25.1): an older git cannot be kept from "
-        "reading your ~/.gitconfig, which changes the patches we write"
-    )
-    assert result.stderr.splitlines()[1].startswith("hint: ") and "Traceback" not in result.stderr
+    error = failed(result)
+    assert error.reference == ToolMissingError.reference and error.hint and "Traceback" not in result.stderr
+    assert error.message.startswith("git 2.32 or newer is needed (git version 2.25.1)"), error

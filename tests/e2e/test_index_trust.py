@@ -23,8 +23,10 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from helpers import run_release, snapshot, work_leftovers
+from helpers.failure import failed
 from helpers.hostile_index import Fault, HostileIndex, Listed
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_wheel, next_tree
+from release.core.errors import UnsafeIndexError, WheelIntegrityError
 from release.core.hashing import file_sha256
 from release.core.layout import Layout
 from release.pristine.index import INDEX_ENV
@@ -55,12 +57,11 @@ def env_for(index: HostileIndex, cache: Path, timeout: float = TIMEOUT, deadline
 
 
 def one_error(stderr: str) -> str:
-    """The single `error:` line (and a hint), never a traceback."""
+    """The message of the single error (with a hint), never a traceback: what the index did wrong is the point."""
     assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, stderr
-    assert any(line.startswith("hint: ") for line in stderr.splitlines()), stderr
-    return errors[0]
+    error = failed(stderr)
+    assert error.hint, stderr
+    return error.message
 
 
 def files_under(root: Path) -> list[str]:
@@ -98,6 +99,7 @@ def test_a_traversal_name_from_the_index_is_refused_before_it_touches_a_path(
         result = run_release(project, *args, env=env_for(index, cache))
     assert result.returncode == 2, result.stderr
     error = one_error(result.stderr)
+    assert failed(result).reference == UnsafeIndexError.reference, result.stderr
     assert repr(TRAVERSAL) in error and "is not a base name" in error
     assert files_under(box) == []  # nothing in the cache, nothing beside it
     assert snapshot(project) == before  # nothing recorded
@@ -158,6 +160,7 @@ def test_a_same_size_wheel_with_a_rebuilt_record_is_refused_and_nothing_is_recor
         result = run_release(project, *args, "--from", "pypi", env=env_for(index, cache))
         assert result.returncode == 2, result.stderr
         error = one_error(result.stderr)
+        assert failed(result).reference == WheelIntegrityError.reference, result.stderr
         assert f"sha256 {file_sha256(tampered)}" in error and f"the index says {file_sha256(genuine)}" in error
         assert snapshot(project) == before  # nothing vendored, nothing recorded
         assert work_leftovers(project) == []

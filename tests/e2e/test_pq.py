@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_release, snapshot
+from helpers.failure import failed
+from release.core.errors import MalformedPatchError, PatchQueueStaleError, PatchQueueTreeError
 from release.core.git import files_at
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE, Layout
@@ -198,8 +200,9 @@ def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: P
     checked = run_release(project, "pq", "export", "--check")
     assert checked.returncode == 1
     tree = project / ".work" / "pq"
-    said = f"error: pq export --check: 1 path(s) differ from what {tree} exports: patches/{PATCH_0001}"
-    assert said in checked.stderr
+    error = failed(checked)
+    assert error.reference == PatchQueueStaleError.reference, checked.stderr
+    assert error.message == f"pq export --check: 1 path(s) differ from what {tree} exports: patches/{PATCH_0001}"
     assert snapshot(project) == before
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 0, exported.stderr
@@ -327,11 +330,13 @@ def test_export_refuses_what_is_no_series_of_patches_and_changes_nothing(
     before, tree_state = snapshot(project), commits(project)
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 2, exported.stdout + exported.stderr
-    error = exported.stderr.splitlines()[0]
-    assert error.startswith("error: ") and re.search(said, error), error
+    error = failed(exported)
+    # A commit that is no patch is the work tree's fault; one whose message lacks the answers, the patch's.
+    kind = MalformedPatchError if case == "no answers" else PatchQueueTreeError
+    assert error.reference == kind.reference and re.search(said, error.message), error
     assert exported.stderr.splitlines()[1].startswith("hint: ")
     if case == "no answers":
-        assert "python -m release pq new SLUG" in exported.stderr.splitlines()[1]
+        assert "python -m release pq new SLUG" in error.hint
     assert snapshot(project) == before and commits(project) == tree_state
 
 
@@ -370,10 +375,9 @@ def test_export_refuses_to_drop_a_patch_a_line_takes_as_it_is(project: Path, tmp
     before = snapshot(project)
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 2
-    assert (
-        f"error: patches/lines/flashinfer_nvlink/series takes {NEW} as it is, and the export drops or renames it: "
-        "line flashinfer_nvlink would lose it"
-    ) in exported.stderr
+    error = failed(exported)
+    assert error.reference == PatchQueueTreeError.reference, exported.stderr
+    assert error.message.startswith(f"patches/lines/flashinfer_nvlink/series takes {NEW} as it is"), error
     assert snapshot(project) == before
 
 
@@ -384,6 +388,8 @@ def test_every_reader_of_the_queue_refuses_a_patch_without_the_answers(project: 
     for args in (["check"], ["status"], ["pq", "import"]):
         result = run_release(project, *args)
         assert result.returncode == 2, args
-        assert f"error: {PATCH_0001}: message not in the template's shape: no Risk: trailer" in result.stderr
-        assert "hint: start the message from the template, `python -m release pq new SLUG`" in result.stderr
+        error = failed(result)
+        assert error.reference == MalformedPatchError.reference, (args, result.stderr)
+        assert error.message.startswith(f"{PATCH_0001}: ") and "no Risk: trailer" in error.message, error
+        assert "`python -m release pq new SLUG`" in error.hint
     assert snapshot(project) == before

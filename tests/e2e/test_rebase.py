@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from helpers import private_cache, run_release, snapshot, tag_facts, work_leftovers
+from helpers.failure import failed
 from helpers.synthetic import patch_message
+from release.core import errors
+from release.core.errors import DriftError
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, read_tree
 from release.core.versions import version_of_tag
@@ -152,10 +155,12 @@ def test_check_reports_each_hand_edit_by_file(project: Path) -> None:
     assert any(line.startswith("missing") and "mori.py" in line for line in lines)
     assert len(lines) == 4
     # Then the one error line and hint every failure gets (DriftError), with no traceback.
-    assert result.stderr.splitlines() == [
-        "error: vendor/ drifted from pristine + series in 4 file(s)",
-        'hint: a hand edit belongs in a patch: docs/patch-queue.md, "Add a patch"',
-    ]
+    error = failed(result)
+    assert len(result.stderr.splitlines()) == 2 and error.reference == DriftError.reference, result.stderr
+    assert (error.message, error.hint) == (
+        "vendor/ drifted from pristine + series in 4 file(s)",
+        DriftError.default_hint,
+    )
 
 
 # ------------------------------------------------------------------ git sources
@@ -303,23 +308,29 @@ def _dirty_vendor(project: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "spoil, args, message",
+    "spoil, args, kind, message",
     [
-        (None, ["v9.9.9", "--from", "git:{git}"], "has no tag v9.9.9"),
-        (None, ["banana", "--from", "pypi"], "is not a vLLM release tag"),
-        (None, ["v99.0.999", "--from", "pypi"], "no vLLM release 99.0.999"),  # newer: an older tag is refused first
-        (_corrupt_patch, [TO, "--from", "pypi"], "is corrupt"),
-        (_series_names_missing_file, [TO, "--from", "pypi"], "0009-not-there.patch"),
-        (_dirty_vendor, [TO, "--from", "pypi"], "no_dp_ep.py (edited)"),
-        (None, [TO, "--from", "dir:{empty}"], "has no vllm/model_executor"),
-        (None, [TO, "--from", "git:{empty}"], "is not a git repository"),
-        (None, [TO, "--from", "wheel:{empty}/none.whl"], "no wheel at"),
-        (None, [TO, "--from", "svn:foo"], "unknown source"),
-        (None, [TO, "--from", "wheel:{wheel_from}"], f"is vLLM {version_of_tag(FROM)}, not {TO}"),
+        (None, ["v9.9.9", "--from", "git:{git}"], errors.UnknownTagError, "has no tag v9.9.9"),
+        (None, ["banana", "--from", "pypi"], errors.UnknownTagError, "is not a vLLM release tag"),
+        # newer: an older tag is refused first
+        (None, ["v99.0.999", "--from", "pypi"], errors.UnknownTagError, "no vLLM release 99.0.999"),
+        (_corrupt_patch, [TO, "--from", "pypi"], errors.MalformedPatchError, "is corrupt"),
+        (_series_names_missing_file, [TO, "--from", "pypi"], errors.MalformedSeriesError, "0009-not-there.patch"),
+        (_dirty_vendor, [TO, "--from", "pypi"], errors.DirtyVendorError, "no_dp_ep.py (edited)"),
+        (None, [TO, "--from", "dir:{empty}"], errors.SourceError, "has no vllm/model_executor"),
+        (None, [TO, "--from", "git:{empty}"], errors.SourceError, "is not a git repository"),
+        (None, [TO, "--from", "wheel:{empty}/none.whl"], errors.SourceError, "no wheel at"),
+        (None, [TO, "--from", "svn:foo"], errors.SourceError, "unknown source"),
+        (
+            None,
+            [TO, "--from", "wheel:{wheel_from}"],
+            errors.VersionProofError,
+            f"is vLLM {version_of_tag(FROM)}, not {TO}",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
-    project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], message: str
+    project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], kind: type[errors.ReleaseError], message: str
 ) -> None:
     if spoil:
         spoil(project)
@@ -332,9 +343,8 @@ def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
     # A tag PyPI lacks makes the CLI try a download: it must leave nothing in the user's cache.
     result = run_release(project, "rebase", *[a.format(**fill) for a in args], env=private_cache(tmp_path))
     assert result.returncode == 2, (result.stdout, result.stderr)
-    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(error_lines) == 1 and message in error_lines[0], result.stderr
-    assert any(line.startswith("hint: ") for line in result.stderr.splitlines())
+    error = failed(result)
+    assert error.reference == kind.reference and message in error.message and error.hint, result.stderr
     assert snapshot(project) == before
     assert work_leftovers(project) == []
 

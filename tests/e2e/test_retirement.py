@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release, snapshot, tag_facts
+from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from release.core.errors import MissingFixError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import read_lines
@@ -94,9 +96,13 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     affected = f"vLLM {tag} (line {head_line.name}) is affected by {bug} ({info['title']})"
     said = f"{affected} (patches/train.toml, the scan data), but its replay would not fix it"
     refused = run_release(project, "train", "add", tag)
-    assert refused.returncode == 2 and f"error: not adding {tag}: {said}" in refused.stderr, refused.stderr
+    error = failed(refused)
+    assert refused.returncode == 2 and error.reference == MissingFixError.reference, refused.stderr
+    assert error.message.startswith(f"not adding {tag}: {said}"), error
     refused = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "none"))
-    assert refused.returncode == 2 and f"error: not building {tag}: {said}" in refused.stderr, refused.stderr
+    error = failed(refused)
+    assert refused.returncode == 2 and error.reference == MissingFixError.reference, refused.stderr
+    assert error.message.startswith(f"not building {tag}: {said}"), error
     assert snapshot(project) == before and not (tmp_path / "none").exists()
 
     # A wheel without 0001 for `tag`, as a tool that knew nothing of the bug made one (neither the scan data

@@ -15,7 +15,9 @@ import pytest
 
 from helpers import REPO, run_release, snapshot, tag_facts
 from helpers.bad_train import BAD_TRAIN, SAYS
+from helpers.failure import failed
 from helpers.synthetic import version_file
+from release.core.errors import TrainDriftError, TrainFileError, TrainRefusedError
 from release.core.layout import Layout, read_tree
 from release.core.versions import version_of_tag
 from release.model.source import Source
@@ -90,15 +92,18 @@ def test_a_hand_edited_hash_fails_naming_the_tag_and_the_file(project: Path) -> 
     set_hash(project, tag, "pristine", "batched.py", "f" * 64)
     result = run_release(project, "train", "check")
     assert result.returncode == 1
-    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
-    assert len(failed) == 2, result.stdout
-    assert f"{tag}  patched  {TWO_SIDED}" in failed[0] + failed[1]
-    assert f"{tag}  pristine batched.py" in failed[0] + failed[1]
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 2, result.stdout
+    assert f"{tag}  patched  {TWO_SIDED}" in fails[0] + fails[1]
+    assert f"{tag}  pristine batched.py" in fails[0] + fails[1]
     others = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("ok ")]
     assert others == [t for t in train_of(project).tags if t != tag]
-    assert result.stderr.startswith(
-        f"error: train check: 1 of {len(train_of(project).tags)} tags do not reproduce their recorded hashes: "
-        f"{tag} (batched.py, {TWO_SIDED})\nhint: "
+    error = failed(result)
+    assert error.reference == TrainDriftError.reference and result.stderr.startswith("error[") and error.hint
+    # Which tag and which files is the point: the one line names them.
+    assert error.message == (
+        f"train check: 1 of {len(train_of(project).tags)} tags do not reproduce their recorded hashes: "
+        f"{tag} (batched.py, {TWO_SIDED})"
     )
 
 
@@ -125,8 +130,9 @@ def test_add_refuses_a_tag_whose_fix_is_upstream_and_changes_nothing(project: Pa
     before = snapshot(project)
     result = run_release(project, "train", "add", FIXED)
     assert result.returncode == 2
-    assert f"fixed upstream in {FIXED}; no overlay needed" in result.stderr
-    assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr
+    error = failed(result)
+    assert error.reference == TrainRefusedError.reference and "Traceback" not in result.stderr, result.stderr
+    assert f"fixed upstream in {FIXED}; no overlay needed" in error.message, error
     assert snapshot(project) == before
 
 
@@ -238,11 +244,11 @@ def test_every_reader_refuses_a_train_file_the_tool_would_not_write(project: Pat
     ]
     for command in commands:
         result = run_release(project, *command, env=OFFLINE)
-        said = result.stderr.splitlines()
         assert result.returncode == 2, (command, result.stdout, result.stderr)
-        assert len(said) == 2 and said[0].startswith("error: ") and said[1].startswith("hint: "), (command, said)
-        assert str(layout.train) in said[0] and SAYS[bad] in said[0], (command, said[0])
-        assert "patches/train.toml" in said[1] and "UPSTREAM.toml" not in said[1], said[1]
+        error = failed(result)
+        assert len(result.stderr.splitlines()) == 2 and error.reference == TrainFileError.reference, (command, error)
+        assert str(layout.train) in error.message and SAYS[bad] in error.message, (command, error)
+        assert "patches/train.toml" in error.hint and "UPSTREAM.toml" not in error.hint, error
         assert snapshot(project) == before and not (tmp_path / "dist").exists(), command
 
 

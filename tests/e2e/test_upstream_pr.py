@@ -20,6 +20,15 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_release, snapshot, tag_facts
+from helpers.failure import failed
+from release.core.errors import (
+    AlreadyUpstreamError,
+    CloneError,
+    DirtyCloneError,
+    PatchDoesNotApplyError,
+    UnknownPatchError,
+    UnprovenUpstreamTestError,
+)
 from release.core.layout import UPSTREAM_SUBTREE
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
@@ -189,15 +198,16 @@ def test_dirty_clone_is_refused_and_untouched(project: Path, tmp_path: Path, vll
     state = clone_state(vllm)
     result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0].startswith(f"error: {vllm} has uncommitted changes")
+    assert failed(result).reference == DirtyCloneError.reference, result.stderr
     assert clone_state(vllm) == state and not (tmp_path / "out").exists()
 
 
 def test_clone_without_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
     git(vllm, "tag", "-d", HEAD.tag)
     result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
-    assert result.returncode == 2 and f"has no tag {HEAD.tag}" in result.stderr
-    assert "fetch" in result.stderr  # the hint says how to get it
+    error = failed(result)
+    assert result.returncode == 2 and error.reference == CloneError.reference and HEAD.tag in error.message
+    assert "fetch" in error.hint  # the hint says how to get it
 
 
 @pytest.mark.parametrize("spec", ["0042", "no-such.patch", "1"])
@@ -207,7 +217,7 @@ def test_unknown_or_ambiguous_patch_is_bad_input(project: Path, tmp_path: Path, 
     before = snapshot(project)
     result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
     assert result.returncode == 2
-    assert result.stderr.startswith("error: ") and ("no patch" in result.stderr or "names 2 patches" in result.stderr)
+    assert failed(result).reference == UnknownPatchError.reference and result.stderr.startswith("error["), result.stderr
     assert snapshot(project) == before and not (tmp_path / "out").exists()
 
 
@@ -223,7 +233,8 @@ def test_retired_patch_is_refused_with_its_tag(project: Path, tmp_path: Path) ->
     for spec in ("0001", PATCH_0001, str(project / "patches" / "retired" / PATCH_0001)):
         result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
         assert result.returncode == 2, spec
-        assert f"error: {PATCH_0001} is already upstream since vLLM {tag_facts.fixed_upstream()}" in result.stderr
+        error = failed(result)
+        assert error.reference == AlreadyUpstreamError.reference and tag_facts.fixed_upstream() in error.message, error
     assert snapshot(project) == before and not (tmp_path / "out").exists()
 
 
@@ -236,7 +247,8 @@ def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path
     before = snapshot(project)
     offline = run_release(project, "upstream-pr", "0002", "--out", str(tmp_path / "out"))
     assert offline.returncode == 2
-    assert f"error: 0002-broken.patch does not apply to the pristine {HEAD.tag} subtree" in offline.stderr
+    error = failed(offline)
+    assert error.reference == PatchDoesNotApplyError.reference and error.message.startswith("0002-broken.patch "), error
     state = clone_state(vllm)
     cloned = run_release(project, "upstream-pr", "0002", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
     assert cloned.returncode == 2 and f"does not apply to {HEAD.tag} in {vllm}" in cloned.stderr
@@ -316,7 +328,8 @@ def test_a_test_that_passes_without_the_patch_is_refused(project: Path, tmp_path
     before = snapshot(project)
     result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"))
     assert result.returncode == 1, result.stderr
-    assert f"error: {PATCH_0001}: the regression test is not proven: vLLM {HEAD.tag}: passed (2 passed), must fail" in (
-        result.stderr
-    )
+    error = failed(result)
+    assert error.reference == UnprovenUpstreamTestError.reference, result.stderr
+    # What each run did is the point: the one line says which run did not prove it.
+    assert f"vLLM {HEAD.tag}: passed (2 passed), must fail" in error.message, error
     assert snapshot(project) == before and not (tmp_path / "out").exists()

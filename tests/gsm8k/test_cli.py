@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from helpers.failure import failed
 from helpers.gsm8k import fake_overlay_version, make_fake_serving_env
-from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INFRASTRUCTURE, BadInputError, ReleaseError, ServerStartError
+from release.core.errors import (
+    EXIT_BELOW_THRESHOLD,
+    EXIT_INFRASTRUCTURE,
+    BadInputError,
+    NoGpuError,
+    ReleaseError,
+    ServerStartError,
+)
 from release.core.layout import Layout
 from release.gsm8k import cli, smoke, venvs
 
@@ -216,10 +224,10 @@ def no_gpu_path(tmp_path: Path, nvidia_smi: str | None) -> str:
 @pytest.mark.parametrize(
     ("nvidia_smi", "says"),
     [
-        (None, "error: no NVIDIA GPU here: `nvidia-smi` is not on PATH; nothing was installed"),
+        (None, "no NVIDIA GPU here: `nvidia-smi` is not on PATH; nothing was installed"),
         (
             'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."; exit 9',
-            "error: no NVIDIA GPU here: `nvidia-smi -L` exited 9 (NVIDIA-SMI has failed because it couldn't "
+            "no NVIDIA GPU here: `nvidia-smi -L` exited 9 (NVIDIA-SMI has failed because it couldn't "
             "communicate with the NVIDIA driver.); nothing was installed",
         ),
     ],
@@ -238,9 +246,10 @@ def test_without_a_gpu_it_refuses_before_installing_anything(
         [*argv, "--work-dir", str(work)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert says in lines and sum(line.startswith("error:") for line in lines) == 1, result.stderr
-    assert any(line.startswith("hint: ") and "nvidia-smi -L" in line for line in lines), result.stderr
+    error = failed(result)
+    # What `nvidia-smi` said is the point: the operator sees why there is no GPU.
+    assert error.reference == NoGpuError.reference and error.message == says, result.stderr
+    assert "nvidia-smi -L" in error.hint, result.stderr
     assert not work.exists() and not report.exists()  # no venv, no report: nothing was installed or written
     assert time.monotonic() - started < 30
 

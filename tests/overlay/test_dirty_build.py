@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_release
+from helpers.failure import failed
+from release.core.errors import DirtyTreeError, OutputNotWritableError
 
 pytestmark = pytest.mark.slow
 
@@ -100,9 +102,10 @@ def test_a_dirty_tree_is_refused_with_exit_2(clone: Path, tmp_path: Path, dirty)
     what = dirty(clone)
     result = _build(clone, tmp_path / "dist")
     assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and what in errors[0], result.stderr
-    assert "--allow-dirty" in result.stderr
+    error = failed(result)
+    # What is dirty is the point: the error names it.
+    assert error.reference == DirtyTreeError.reference and what in error.message, result.stderr
+    assert "--allow-dirty" in error.hint
     assert not (tmp_path / "dist").exists()
 
 
@@ -141,6 +144,6 @@ def test_an_unwritable_out_is_one_line_exit_2_before_building(clone: Path, tmp_p
     out = blocker / "dist" if shape == "under-a-file" else blocker
     result = _build(clone, out)
     assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "--out" in errors[0] and "not a directory" in errors[0], result.stderr
+    error = failed(result)
+    assert error.reference == OutputNotWritableError.reference and error.message.startswith("--out "), result.stderr
     assert "Traceback" not in result.stderr

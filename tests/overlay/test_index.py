@@ -17,7 +17,14 @@ import pytest
 from packaging.version import Version
 
 from helpers.build import PUBLISH_BUILT, plan
-from release.core.errors import BadWheelError, IndexClashError, IndexCorruptError, IndexNotWritableError
+from helpers.failure import failed
+from release.core.errors import (
+    BadWheelError,
+    ForeignProjectError,
+    IndexClashError,
+    IndexCorruptError,
+    IndexNotWritableError,
+)
 from release.core.layout import Layout
 from release.overlay.build import BuildResult, build
 from release.overlay.index import REQUIREMENTS, TMP_PREFIX, publish
@@ -236,8 +243,8 @@ def test_a_wheel_with_bad_metadata_is_one_line_exit_2(
         cwd=Layout.default().root,
     )
     assert proc.returncode == 2, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and message in errors[0], proc.stderr
+    error = failed(proc)
+    assert error.reference == BadWheelError.reference and message in error.message, proc.stderr
     assert "Traceback" not in proc.stderr
     assert snapshot(published) == before
 
@@ -254,7 +261,7 @@ def test_cli_reports_one_line_and_exit_code_2(published: Path, built: BuildResul
         cwd=Layout.default().root,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: ") and "not a zip archive" in proc.stderr
+    assert failed(proc).reference == BadWheelError.reference and proc.stderr.startswith("error["), proc.stderr
     assert snapshot(published) == before
 
 
@@ -323,8 +330,8 @@ def test_the_command_refuses_a_wheel_of_another_project_and_leaves_the_index_unc
     before = snapshot(commanded)
     proc = release_cli("publish", str(wheel), str(commanded))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert errors == [f"error: {wheel.name} is a wheel of vllm, not of vllm-fused-moe; nothing was published"]
+    error = failed(proc)
+    assert error.reference == ForeignProjectError.reference and error.message.startswith(f"{wheel.name} "), proc.stderr
     assert snapshot(commanded) == before
     assert not (commanded / "simple" / "vllm").exists()
 

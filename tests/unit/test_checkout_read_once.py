@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from helpers import copy_project
+from helpers.failure import failed
 from helpers.reads import count_reads
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT
+from release.core.errors import EXIT_BAD_INPUT, MissingFixError
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.patch import Patch
@@ -48,6 +49,6 @@ def test_check_reads_the_series_lines_and_train_once(
     code = main(["--root", str(project), "check"])
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT, err
-    assert "error: check: vLLM " in err and f"(line {line.name}) is affected by" in err
+    assert failed(err).reference == MissingFixError.reference, err
     once = {p.relative_to(project).as_posix(): reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
     assert once == dict.fromkeys(once, 1), once

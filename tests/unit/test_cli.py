@@ -12,6 +12,7 @@ import pytest
 
 from helpers import REPO
 from helpers.doc_commands import docs
+from helpers.failure import failed
 from release.cli import COMMANDS, EXIT_MEANINGS, Command, build_parser, exit_code_table, main
 from release.core import errors
 
@@ -103,9 +104,12 @@ def test_a_missing_dependency_is_one_error_and_one_hint_saying_how_to_install(
     check = next(command for command in COMMANDS if command.name == "check")
     monkeypatch.setattr("release.cli.COMMANDS", (dataclasses.replace(check, load=missing),))
     assert main(["check"]) == errors.ModuleMissingError.exit_code == errors.EXIT_FAILED
-    error, hint = capsys.readouterr().err.splitlines()
-    assert error.startswith("error: the tooling needs the Python module 'tomli_w', which ")
-    assert hint.startswith("hint: install the tooling") and "--group tooling" in hint and "pipx install ." in hint
+    said = capsys.readouterr().err
+    error = failed(said)
+    assert len(said.splitlines()) == 2 and error.reference == errors.ModuleMissingError.reference
+    assert error.message.startswith("the tooling needs the Python module 'tomli_w', which ")
+    hint = error.hint
+    assert hint.startswith("install the tooling") and "--group tooling" in hint and "pipx install ." in hint
     # Stock pip before 25.1 refuses --group: the hint says so, as the README's set-up does.
     assert 'pip install "pip>=25.1"' in hint, hint
 
@@ -124,8 +128,8 @@ def test_a_rebase_from_the_default_source_that_cannot_reach_it_points_to_pypi(
 
     monkeypatch.setattr(rebase_run, "rebase", unreachable)
     assert main(["rebase", "v9.9.9"]) == errors.EXIT_TRANSPORT
-    error, hint = capsys.readouterr().err.splitlines()
-    assert error.startswith("error: cannot fetch v9.9.9") and "--from pypi" in hint, hint
+    error = failed(capsys.readouterr().err)
+    assert error.reference == errors.TransportError.reference and "--from pypi" in error.hint, error
     assert main(["rebase", "v9.9.9", "--from", "pypi"]) == errors.EXIT_TRANSPORT  # --from given: its own hint
     assert "--from pypi" not in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""release.cli.main in this process: each kind of failure is one `error:` line, one `hint:` line and its
+"""release.cli.main in this process: each kind of failure is one `error[REFERENCE]:` line, one `hint:` line and its
 exit code, and a command that refuses changes nothing.
 
 The commands here decide without git, a source or the network (the same commands as processes,
@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from helpers import snapshot, tag_facts
+from helpers.failure import Failure, failed
 from helpers.ls_remote import LS_REMOTE
 from release.cli import main
+from release.core import errors
 from release.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from release.core.journal import temporary_name
 from release.core.layout import Layout
@@ -33,10 +35,11 @@ def run(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[
     return code, said.out, said.err.splitlines()
 
 
-def one_error(lines: list[str]) -> tuple[str, str]:
-    """The error and hint lines, asserting that there is exactly one of each and nothing else."""
-    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), lines
-    return lines[0], lines[1]
+def one_error(lines: list[str]) -> Failure:
+    """The failure, asserting that stderr is its error line and its hint line and nothing else."""
+    failure = failed("\n".join(lines))
+    assert len(lines) == 2 and failure.hint, lines
+    return failure
 
 
 def other_train_tag(project: Path) -> str:
@@ -44,31 +47,33 @@ def other_train_tag(project: Path) -> str:
     return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
 
 
-def bad_input_cases() -> list[tuple[list[str], str]]:
+def bad_input_cases() -> list[tuple[list[str], type[errors.ReleaseError], str]]:
+    """(the arguments, the kind of the refusal, what tells it from the other refusals of that kind)."""
     head, outside = tag_facts.head().tag, tag_facts.on_no_line()
     return [
-        (["train", "add", "nightly"], "'nightly' is not a vLLM release tag"),
-        (["train", "add"], "`train add` takes TAG... or --all"),
-        (["train", "add", "--all", "--from", "pypi"], "it takes no --from"),
-        (["train", "add", head, head], f"a tag is named twice: {head} {head}"),
-        (["train", "remove", head], f"{head} is the head of the train"),
-        (["train", "remove", outside], f"{outside} is not in the train"),
-        (["train", "check", outside], f"{outside} is not in the train"),
-        (["scan", "--since", "banana"], "'banana' is not a vLLM release"),
-        (["scan", "--until", "v0.22.0rc1"], "is a pre-release"),
-        (["rebase", "v0.20", "--from", "pypi"], "'v0.20' is not a vLLM release tag"),
-        (["rebase", "", "--from", "pypi"], "rebase needs a TAG"),
+        (["train", "add", "nightly"], errors.UnknownTagError, "'nightly'"),
+        (["train", "add"], errors.BadInputError, "`train add` takes TAG... or --all"),
+        (["train", "add", "--all", "--from", "pypi"], errors.BadInputError, "it takes no --from"),
+        (["train", "add", head, head], errors.BadInputError, f"a tag is named twice: {head} {head}"),
+        (["train", "remove", head], errors.BadInputError, f"{head} is the head of the train"),
+        (["train", "remove", outside], errors.UnknownTrainTagError, outside),
+        (["train", "check", outside], errors.UnknownTrainTagError, outside),
+        (["scan", "--since", "banana"], errors.BadTagError, "'banana' is not a vLLM release"),
+        (["scan", "--until", "v0.22.0rc1"], errors.BadTagError, "is a pre-release"),
+        (["rebase", "v0.20", "--from", "pypi"], errors.UnknownTagError, "'v0.20'"),
+        (["rebase", "", "--from", "pypi"], errors.BadInputError, "rebase needs a TAG"),
     ]
 
 
-@pytest.mark.parametrize(("args", "message"), bad_input_cases(), ids=lambda value: str(value)[:40])
+@pytest.mark.parametrize(("args", "kind", "message"), bad_input_cases(), ids=lambda value: str(value)[:40])
 def test_bad_input_is_exit_2_one_error_and_one_hint_and_changes_nothing(
-    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], kind: type[errors.ReleaseError], message: str
 ) -> None:
     before = snapshot(project)
     code, out, err = run(project, capsys, *args)
-    error, _hint = one_error(err)
-    assert code == EXIT_BAD_INPUT and message in error and out == "", (code, err)
+    error = one_error(err)
+    assert code == EXIT_BAD_INPUT and error.reference == kind.reference and out == "", (code, err)
+    assert message in error.message, err
     assert snapshot(project) == before and not (project / "docs").exists()
 
 
@@ -80,8 +85,9 @@ def test_tags_reads_a_recorded_listing_and_refuses_a_pin_that_is_no_release(
     code, out, _ = run(project, capsys, "tags", "--ls-remote-output", str(recorded), "--newest", "--pin", "v0.20.0")
     assert (code, out) == (EXIT_OK, "v0.22.0\n")
     code, out, err = run(project, capsys, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
-    error, _ = one_error(err)
-    assert code == EXIT_BAD_INPUT and "the pin 'v0.21.0rc1' is not a vLLM release tag" in error and out == ""
+    error = one_error(err)
+    assert code == EXIT_BAD_INPUT and error.reference == errors.BadTagError.reference and out == ""
+    assert "'v0.21.0rc1'" in error.message
 
 
 def test_list_names_every_tag_and_marks_the_head(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,8 +118,8 @@ def test_remove_takes_many_tags_in_one_write_or_none(project: Path, capsys: pyte
     gone = [t for t in before.tags if t != head][:3]
     snap = snapshot(project)
     code, _, err = run(project, capsys, "train", "remove", *gone, head)  # the head among them: none removed
-    error, _ = one_error(err)
-    assert code == EXIT_BAD_INPUT and f"{head} is the head of the train" in error and snapshot(project) == snap
+    error = one_error(err)
+    assert code == EXIT_BAD_INPUT and f"{head} is the head of the train" in error.message and snapshot(project) == snap
     code, _, err = run(project, capsys, "train", "remove", *gone)
     assert code == EXIT_OK, err
     expected = before
@@ -131,8 +137,8 @@ def test_a_damaged_rebase_state_is_one_line_and_abort_still_works(
     (work / "state.json").write_text('{"tag": "v0.20.99", "sour')
     before = snapshot(project)
     code, _, err = run(project, capsys, "rebase", "--continue", str(work))
-    error, hint = one_error(err)
-    assert code == EXIT_BAD_INPUT and "is damaged" in error and "--abort" in hint, err
+    error = one_error(err)
+    assert code == EXIT_BAD_INPUT and error.reference == errors.WorkDirError.reference and "--abort" in error.hint, err
     code, _, err = run(project, capsys, "rebase", "--abort", str(work))
     assert code == EXIT_OK and not work.exists(), err
     assert snapshot(project) == before
@@ -147,10 +153,10 @@ def test_the_disk_saying_no_is_exit_1_in_one_line_and_the_train_file_stays(
     original = train.read_bytes()
     temporary_name(train).mkdir()
     code, out, err = run(project, capsys, "train", "remove", other_train_tag(project))
-    error, hint = one_error(err)
-    assert code == EXIT_FAILED and out == "", err
-    assert "Is a directory" in error and str(temporary_name(train)) in error
-    assert "docs/guarantees.md" in hint
+    error = one_error(err)
+    assert code == EXIT_FAILED and out == "" and error.reference == errors.DiskError.reference, err
+    assert error.message == f"Is a directory ({temporary_name(train)})"
+    assert "docs/guarantees.md" in error.hint
     assert train.read_bytes() == original
 
 

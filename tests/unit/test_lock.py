@@ -15,9 +15,10 @@ import pytest
 from filelock import FileLock, Timeout
 
 from helpers import REPO, snapshot, tag_facts
+from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInputError, LockedError
 from release.core.layout import Layout
 from release.core.lock import INDEX_LOCK, REPO_LOCK, TIMEOUT_ENV, index_lock, repo_lock
 from release.model.train import Train
@@ -47,7 +48,11 @@ def test_a_writer_waits_as_long_as_it_is_told_then_refuses_and_changes_nothing(
     err = capsys.readouterr().err.splitlines()
     assert code == EXIT_BAD_INPUT and waited >= 1, err
     assert err[0] == f"waiting up to 1 s for another command, which holds the repository {project} ..."
-    assert err[1] == f"error: another command still holds the repository {project} after 1 s; train remove did nothing"
+    error = failed("\n".join(err), project)
+    assert error.reference == LockedError.reference and err[1].startswith(f"error[{LockedError.reference}]: ")
+    assert error.shown.splitlines()[0].endswith(
+        "still holds the repository [TMP] after [TIME]; train remove did nothing"
+    )
     assert snapshot(project) == before
 
 
@@ -59,8 +64,9 @@ def test_a_wait_that_is_not_a_number_is_bad_input(
     before = snapshot(project)
     with held_elsewhere(Layout(project).work / REPO_LOCK):
         code = main(["--root", str(project), "train", "remove", other_tag(project)])
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert code == EXIT_BAD_INPUT and errors == [f"error: {TIMEOUT_ENV}={value!r} is not a number of seconds"]
+    error = failed(capsys.readouterr().err)
+    assert code == EXIT_BAD_INPUT and error.reference == BadInputError.reference
+    assert error.message == f"{TIMEOUT_ENV}={value!r} is not a number of seconds"
     assert snapshot(project) == before
 
 

@@ -13,37 +13,36 @@ from pathlib import Path
 
 import pytest
 
+from helpers.failure import failed
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT
+from release.core.errors import EXIT_BAD_INPUT, BadTagError, DoctorError, ReleaseError, UnknownTagError
 
 HUGE = "0." + "9" * 5000 + ".0"
 
 
-def errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-
-
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "kind"),
     [
-        ["scan", "--since", HUGE, "--dry-run"],
-        ["scan", "--until", "v" + HUGE, "--dry-run"],
-        ["rebase", HUGE, "--dry-run"],
-        ["train", "add", HUGE],
+        (["scan", "--since", HUGE, "--dry-run"], BadTagError),
+        (["scan", "--until", "v" + HUGE, "--dry-run"], BadTagError),
+        (["rebase", HUGE, "--dry-run"], UnknownTagError),
+        (["train", "add", HUGE], UnknownTagError),
     ],
     ids=["scan --since", "scan --until", "rebase", "train add"],
 )
 def test_a_version_of_thousands_of_digits_is_bad_input(
-    project: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+    project: Path, capsys: pytest.CaptureFixture[str], argv: list[str], kind: type[ReleaseError]
 ) -> None:
     assert main(["--root", str(project), *argv]) == EXIT_BAD_INPUT
-    (error,) = errors(capsys)
-    assert "characters) is not a vLLM release" in error, error
-    assert len(error) < 200  # the input is cut short, not echoed
+    error = failed(capsys.readouterr().err)
+    assert error.reference == kind.reference and "characters) is not a vLLM release" in error.message, error
+    assert len(error.message) < 200  # the input is cut short, not echoed
 
 
 @pytest.mark.parametrize("timeout", ["inf", "1e300", "nan", "0", "-1"])
 def test_doctor_refuses_a_timeout_no_wait_can_take(capsys: pytest.CaptureFixture[str], timeout: str) -> None:
     # A real interpreter, never started: the timeout is refused first (this tier starts no process).
     assert main(["doctor", "--python", sys.executable, "--timeout", timeout]) == EXIT_BAD_INPUT
-    assert errors(capsys) == [f"error: --timeout {float(timeout):g} is not a number of seconds in (0, 86400]"]
+    error = failed(capsys.readouterr().err)
+    assert error.reference == DoctorError.reference
+    assert error.message == f"--timeout {float(timeout):g} is not a number of seconds in (0, 86400]"

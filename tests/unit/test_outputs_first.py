@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from helpers import snapshot
+from helpers.failure import Failure, failed
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT
+from release.core.errors import EXIT_BAD_INPUT, BadInputError, OutputNotWritableError
 from release.core.layout import Layout
 
 
-def refused(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> str:
+def refused(capsys: pytest.CaptureFixture[str], project: Path, *argv: str) -> Failure:
     code = main(["--root", str(project), *argv])
     err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert code == EXIT_BAD_INPUT and len(errors) == 1 and "Traceback" not in err, (code, err)
-    return errors[0]
+    assert code == EXIT_BAD_INPUT and "Traceback" not in err, (code, err)
+    return failed(err)
 
 
 @pytest.mark.parametrize("out", ["/dev/null", "patches", "patches/upstream-tests", "vendor"])
@@ -31,7 +31,8 @@ def test_upstream_pr_checks_its_out_before_the_work(
     before = snapshot(project)
     target = out if out.startswith("/") else str(project / out)
     error = refused(capsys, project, "upstream-pr", "0001", "--out", target, "--skip-test-run")
-    assert error.startswith(f"error: --out {Path(target).resolve()}"), error
+    assert error.reference == OutputNotWritableError.reference, error
+    assert error.message.startswith(f"--out {Path(target).resolve()}"), error
     assert snapshot(project) == before
 
 
@@ -41,13 +42,14 @@ def test_train_watch_checks_its_report_before_the_work(
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     error = refused(capsys, project, "train", "watch", str(tmp_path / "scan.json"), "--report", str(a_file / "r.md"))
-    assert error.startswith(f"error: --report {a_file / 'r.md'}:") and "not a directory" in error, error
+    assert error.reference == OutputNotWritableError.reference, error
+    assert error.message.startswith(f"--report {a_file / 'r.md'}:") and "not a directory" in error.message, error
 
 
 @pytest.mark.parametrize("scan", ["", "."])
 def test_train_watch_of_no_file_is_bad_input(project: Path, capsys: pytest.CaptureFixture[str], scan: str) -> None:
     error = refused(capsys, project, "train", "watch", scan)
-    assert "is a directory, not a regular file" in error, error
+    assert error.reference == BadInputError.reference and "is a directory, not a regular file" in error.message, error
 
 
 def test_scan_checks_that_it_can_write_before_it_scans(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,4 +59,5 @@ def test_scan_checks_that_it_can_write_before_it_scans(project: Path, capsys: py
         error = refused(capsys, project, "scan", "--since", "0.20.0", "--until", "0.20.0")
     finally:
         folder.chmod(0o755)
-    assert "is not writable; nothing was scanned" in error, error
+    assert error.reference == OutputNotWritableError.reference, error
+    assert "is not writable; nothing was scanned" in error.message, error

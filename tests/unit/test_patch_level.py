@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, snapshot
+from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
 from release.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     BadPatchLevelError,
+    PatchLevelNotAboveError,
     TrainFileError,
     UnrecordedChangeError,
 )
@@ -192,7 +194,9 @@ def test_publish_refuses_a_lower_level_with_other_files_and_pins_the_newest(
     capsys.readouterr()
     assert main(["--root", str(REPO), "publish", str(lower), str(index)]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert f"error: {lower.name} is at or below vllm_fused_moe-1.2.3+fm.2-py3-none-any.whl" in err, err
+    error = failed(err)
+    assert error.reference == PatchLevelNotAboveError.reference, err
+    assert error.message.startswith(f"{lower.name} is at or below vllm_fused_moe-1.2.3+fm.2-py3-none-any.whl"), err
     assert snapshot(index) == before and "vllm-fused-moe==1.2.3+fm.2 " in requirements.read_text()
     higher = demo_wheel(tmp_path / "c", "1.2.3+fm.3")
     assert main(["--root", str(REPO), "publish", str(higher), str(index)]) == EXIT_OK

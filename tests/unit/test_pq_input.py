@@ -13,17 +13,20 @@ from pathlib import Path
 import pytest
 
 from helpers import snapshot
+from helpers.failure import failed
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, MalformedSeriesError
+from release.core.errors import (
+    EXIT_BAD_INPUT,
+    BadInputError,
+    MalformedSeriesError,
+    OutputNotWritableError,
+    PatchQueueTreeError,
+)
 from release.core.layout import Layout
 from release.model.series import Series
 from release.pq.names import SLUG_LENGTH
 
 LINE = "flashinfer_a2a"
-
-
-def errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
 
 
 @pytest.mark.parametrize(
@@ -50,7 +53,9 @@ def test_pq_skip_writes_no_control_character(project: Path, capsys: pytest.Captu
     before = snapshot(project)
     code = main(["--root", str(project), "pq", "skip", "0001", "--line", LINE, "--reason", "not \x1b[31mneeded"])
     assert code == EXIT_BAD_INPUT
-    assert errors(capsys) == ["error: --reason holds the control character U+001B: a skip needs a reason in words"]
+    error = failed(capsys.readouterr().err)
+    assert error.reference == BadInputError.reference
+    assert error.message == "--reason holds the control character U+001B: a skip needs a reason in words"
     assert snapshot(project) == before
 
 
@@ -58,8 +63,9 @@ def test_pq_new_refuses_a_slug_longer_than_a_name_may_be(project: Path, capsys: 
     work = project / "pq"
     code = main(["--root", str(project), "pq", "new", "a" * 300, "--dir", str(work)])
     assert code == EXIT_BAD_INPUT
-    (error,) = errors(capsys)
-    assert f"is not a slug: at most {SLUG_LENGTH} lowercase letters" in error and len(error) < 200, error
+    error = failed(capsys.readouterr().err)
+    assert error.reference == PatchQueueTreeError.reference and len(error.message) < 200, error
+    assert f"is not a slug: at most {SLUG_LENGTH} lowercase letters" in error.message, error
     assert not work.exists()
 
 
@@ -73,9 +79,12 @@ def test_an_output_that_cannot_be_a_directory_is_bad_input_at_once(
 ) -> None:
     before = snapshot(project)
     assert main(["--root", str(project), *argv]) == EXIT_BAD_INPUT
-    (error,) = errors(capsys)
-    assert error.endswith("/dev/null is not a directory"), error
-    assert "swap" not in capsys.readouterr().err
+    said = capsys.readouterr().err
+    error = failed(said)
+    assert error.reference == OutputNotWritableError.reference and error.message.endswith(
+        "/dev/null is not a directory"
+    )
+    assert "swap" not in said
     assert snapshot(project) == before
 
 

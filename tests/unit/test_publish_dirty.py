@@ -9,9 +9,10 @@ import pytest
 from packaging.version import Version
 
 from helpers import REPO, snapshot
+from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, DirtyWheelError
 from release.overlay.index import is_dirty
 
 
@@ -35,12 +36,9 @@ def test_publish_refuses_a_dirty_build_and_takes_it_with_allow_dirty(
 
     assert main(["--root", str(REPO), "publish", str(dirty), str(index)]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert errors == [
-        f"error: {dirty.name} is a dirty build (its tree was not its commit; _build_info.json says why); "
-        "nothing was published"
-    ], err
-    assert "--allow-dirty" in err  # the hint says how to take it anyway
+    error = failed(err)
+    assert error.reference == DirtyWheelError.reference and error.message.startswith(f"{dirty.name} "), err
+    assert "--allow-dirty" in error.hint  # the hint says how to take it anyway
     assert snapshot(index) == before
 
     assert main(["--root", str(REPO), "publish", "--allow-dirty", str(dirty), str(index)]) == EXIT_OK

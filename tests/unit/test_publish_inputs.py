@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from helpers.unsafe_sources import declare_size
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, BadWheelError
 from release.overlay import index as index_module
 
 
@@ -24,15 +25,12 @@ def publish(dist: Path, index: Path) -> int:
     return main(["--root", str(REPO), "publish", str(dist), str(index)])
 
 
-def error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("error: ")]
-
-
 def test_publish_refuses_dev_zero_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     index = tmp_path / "index"
     assert publish(Path("/dev/zero"), index) == EXIT_BAD_INPUT
-    errors = error_lines(capsys.readouterr().err)
-    assert errors == ["error: /dev/zero is a character device, not a regular file; only regular files are read"]
+    error = failed(capsys.readouterr().err)
+    assert error.reference == BadWheelError.reference
+    assert error.message == "/dev/zero is a character device, not a regular file; only regular files are read"
     assert not index.exists()
 
 
@@ -51,8 +49,10 @@ def test_publish_refuses_a_dist_entry_that_is_no_regular_file(
         odd.symlink_to("/dev/zero")
     index = tmp_path / "index"
     assert publish(dist, index) == EXIT_BAD_INPUT
-    (error,) = error_lines(capsys.readouterr().err)
-    assert error.startswith(f"error: {odd} is a ") and error.endswith("not a regular file; only regular files are read")
+    error = failed(capsys.readouterr().err, tmp_path)
+    assert error.reference == BadWheelError.reference, error
+    assert error.shown.startswith(f"error[{error.reference}]: [TMP]/dist/{odd.name} is a ")
+    assert error.message.endswith("not a regular file; only regular files are read")
     assert not index.exists()
 
 
@@ -63,8 +63,9 @@ def test_publish_refuses_a_wheel_over_the_size_bound(
     monkeypatch.setattr(index_module, "WHEEL_LIMIT", wheel.stat().st_size - 1)
     index = tmp_path / "index"
     assert publish(wheel, index) == EXIT_BAD_INPUT
-    (error,) = error_lines(capsys.readouterr().err)
-    assert error.startswith(f"error: {wheel} is {wheel.stat().st_size} bytes, over the ")
+    error = failed(capsys.readouterr().err)
+    assert error.reference == BadWheelError.reference
+    assert error.message.startswith(f"{wheel} is {wheel.stat().st_size} bytes, over the ")
     assert not index.exists()
 
 
@@ -81,8 +82,8 @@ def test_publish_refuses_a_member_that_declares_too_much_or_inflates_past_what_i
     declare_size(wheel, size, member)
     index = tmp_path / "index"
     assert publish(wheel, index) == EXIT_BAD_INPUT
-    (error,) = error_lines(capsys.readouterr().err)
-    assert message in error and wheel.name in error, error
+    error = failed(capsys.readouterr().err)
+    assert error.reference == BadWheelError.reference and message in error.message and wheel.name in error.message
     assert not index.exists()
 
 

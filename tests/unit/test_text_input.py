@@ -14,17 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from helpers.failure import Failure, failed
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_TRANSPORT, PackageIndexError, UnknownTagError
+from release.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_TRANSPORT,
+    BadInputError,
+    PackageIndexError,
+    TrainFileError,
+    UnknownTagError,
+)
 from release.core.versions import canonical_tag, parse_version
 from release.pristine.index import parse_project_page
 from release.upstream_pr.mail import new_file_diff
 
 
-def errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
+def error(capsys: pytest.CaptureFixture[str]) -> Failure:
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    return [line for line in err.splitlines() if line.startswith("error: ")]
+    return failed(err)
 
 
 NOT_UTF8 = b"\xff\xfe".decode("utf-8", "surrogateescape")  # what Python makes of argv bytes that are not UTF-8
@@ -43,8 +51,9 @@ def test_an_argument_that_is_not_utf8_is_bad_input(
     project: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     assert main(["--root", str(project), *argv]) == EXIT_BAD_INPUT
-    (error,) = errors(capsys)
-    assert "is not UTF-8 text" in error and "\\xff\\xfe" in error, error
+    refused = error(capsys)
+    # The message's content is the point: the argument's position and its bytes, never the bytes themselves.
+    assert refused.reference == BadInputError.reference and refused.message.endswith("('\\xff\\xfe') is not UTF-8 text")
 
 
 UNICODE_DIGIT = "\u0660"  # ٠, a digit to `\d` and to int(), not to PEP 440 or git
@@ -63,8 +72,8 @@ def test_the_train_reader_refuses_a_tag_with_a_unicode_digit(project: Path, caps
     assert 'tag = "v0.' in text
     train.write_text(text.replace('tag = "v0.', f'tag = "v{UNICODE_DIGIT}.', 1))
     assert main(["--root", str(project), "train", "list"]) == EXIT_BAD_INPUT
-    (error,) = errors(capsys)
-    assert "train.toml" in error, error
+    refused = error(capsys)
+    assert refused.reference == TrainFileError.reference and "train.toml" in refused.message, refused
 
 
 def test_a_deeply_nested_index_page_is_the_index_s_fault() -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from helpers import snapshot
+from helpers.failure import failed
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT
+from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
 from release.model.pin import Pin
 
@@ -35,9 +36,9 @@ def test_a_train_without_its_head_is_refused(
     layout.train.write_text("" if spoil == "empty" else without_head(layout.train.read_text(), head))
     before = snapshot(project)
     assert main(["--root", str(project), *argv]) == EXIT_BAD_INPUT
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert errors == [
-        f"error: {layout.train} has no entry for the head {head} (vendor/, UPSTREAM.toml)"
-        + (": it holds no release at all" if spoil == "empty" else "")
-    ]
+    error = failed(capsys.readouterr().err)
+    assert error.reference == TrainFileError.reference
+    assert error.message == f"{layout.train} has no entry for the head {head} (vendor/, UPSTREAM.toml)" + (
+        ": it holds no release at all" if spoil == "empty" else ""
+    )
     assert snapshot(project) == before

@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 
 from helpers import REPO, copy_project
 from helpers.bad_train import BAD_TRAIN, SAYS
+from helpers.failure import failed
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
@@ -109,8 +110,14 @@ def test_the_reader_refuses_a_train_file_the_tool_would_not_write(
     assert "patches/train.toml" in (refused.value.hint or "")
     # The command line says the same in one error line and one hint line, and exits 2.
     assert main(["--root", str(project), "train", "list"]) == EXIT_BAD_INPUT
-    said = capsys.readouterr().err.splitlines()
-    assert said == [f"error: {refused.value}", f"hint: {refused.value.hint}"]
+    said = capsys.readouterr().err
+    error = failed(said)
+    assert (error.reference, error.message, error.hint) == (
+        TrainFileError.reference,
+        str(refused.value),
+        refused.value.hint,
+    )
+    assert len(said.splitlines()) == 2, said
 
 
 def test_the_train_round_trips_through_its_writer(tmp_path: Path) -> None:

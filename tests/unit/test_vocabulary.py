@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.failure import failed
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, SourceError
 from release.model.outcome import PatchStatus, ReleaseStatus
@@ -64,7 +65,8 @@ def test_rebase_refuses_an_unknown_source_before_it_touches_the_checkout(
     """Parsed at the command line: no lock taken, no queue read, nothing written (an empty --root stays empty)."""
     code = main(["--root", str(tmp_path), "rebase", "v0.20.0", "--from", "https://github.com/vllm-project/vllm"])
     assert code == EXIT_BAD_INPUT
-    assert "error: unknown source 'https://github.com/vllm-project/vllm'" in capsys.readouterr().err
+    error = failed(capsys.readouterr().err)
+    assert error.reference == SourceError.reference and "'https://github.com/vllm-project/vllm'" in error.message
     assert list(tmp_path.iterdir()) == []
 
 
