@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.failure import failed
 from release.cli import build_parser, main
-from release.core.errors import EXIT_BAD_INPUT
+from release.core.errors import EXIT_BAD_INPUT, BadInputError
 from release.core.layout import Layout
 from release.gsm8k.cli import config_from_args, with_defaults
 from release.model.pin import Pin
@@ -24,8 +25,9 @@ ARGS = ("gsm8k", "--model", "m", "--backend", "flashinfer_all2allv")
 def test_the_default_index_is_the_one_of_the_root_given(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Refused before anything runs: the index --root's checkout has holds no simple/ (no GPU, no process).
     assert main(["--root", str(project), *ARGS]) == EXIT_BAD_INPUT
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert errors == [f"error: --index {project.resolve() / 'index'} has no simple/ directory"]
+    error = failed(capsys.readouterr().err)
+    assert error.reference == BadInputError.reference
+    assert error.message == f"--index {project.resolve() / 'index'} has no simple/ directory"
 
 
 def test_every_default_place_is_in_the_root_given(project: Path) -> None:
