@@ -282,8 +282,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             f"not building {', '.join(empty)}: its series carries nothing there (every patch upstream or skipped); "
             "an overlay would ship vLLM's own files"
         )
-    for tag in empty:
-        print(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel", file=sys.stderr)
+    note_no_wheel(empty)
     # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
     # build says in its version that it is not its commit, and publish refuses it).
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
@@ -335,6 +334,12 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             built=tuple(delivered),
         )
     return delivered
+
+
+def note_no_wheel(tags: list[str]) -> None:
+    """Say (a note: `-q` leaves it out) which train tags get no wheel because their series carries nothing."""
+    for tag in tags:
+        log.note(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel")
 
 
 def _settle(
