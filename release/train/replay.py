@@ -24,6 +24,7 @@ from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.replay import Replay, replay_series, start
+from release.queue.replay_cache import Replayed, cached_replay, replay_key
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,18 @@ def replay_tag(
     series was made on (the head's pristine tree, or `line_made_on` for another line): with the
     series applied on it first, it only supplies pre-image blobs for --3way.
     """
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
-        work = Path(tmp)
-        repo = WorkRepo.create(work / "repo", root)
-        made_on = base if base != upstream.files else None  # the tag itself: its own replay writes the blobs
-        start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, patches)
-        replay = Replay()
-        replay_series(repo, work, patches, replay, upstream)
-        files = repo.subtree_files()
-    return TagReplay(upstream, files, replay.outcomes, len(patches), tuple(patches))
+    made_on = base if base and base != upstream.files else None  # the tag itself: its own replay writes the blobs
+
+    def replay() -> Replayed:
+        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
+            work = Path(tmp)
+            repo = WorkRepo.create(work / "repo", root)
+            start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, patches)
+            done = Replay()
+            replay_series(repo, work, patches, done, upstream)
+            return Replayed(repo.subtree_files(), done.outcomes)
+
+    # Computed once for its inputs (release/queue/replay_cache.py says why the key is all of them).
+    key = replay_key(upstream.tag, root, upstream.files, made_on, patches, patches)
+    replayed = cached_replay(key, replay)
+    return TagReplay(upstream, replayed.files, replayed.outcomes, len(patches), tuple(patches))
