@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +35,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from release.core.errors import BadInputError
-from release.core.git import git_version
+from release.core.git import WorkRepo, git_version
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
 from release.core.parse import load_json
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
+from release.model.tree import UpstreamTree
 from release.pristine.wheel import cache_dir
+from release.queue.replay import Replay, replay_series, start
 
 FORMAT = 1
 # One replay is a few git processes; a lock held longer than this is a replay that hangs.
@@ -55,6 +58,11 @@ class Replayed:
 
     files: dict[str, bytes]
     outcomes: list[PatchOutcome]
+    unmerged: tuple[str, ...] = ()  # where a conflict stopped it: the paths git left unmerged (never kept)
+
+    @property
+    def conflict(self) -> PatchOutcome | None:
+        return next((o for o in self.outcomes if o.status == PatchStatus.CONFLICT), None)
 
 
 def replays_dir() -> Path:
@@ -106,6 +114,30 @@ def replay_key(
     return sha256_hex("\n".join(inputs).encode())
 
 
+def replay_tree(
+    upstream: UpstreamTree,
+    root: str,
+    made_on: dict[str, bytes] | None,
+    remembered: list[Patch],
+    patches: list[Patch],
+) -> Replayed:
+    """`upstream`'s tree + `patches`, classified patch by patch in a scratch repository that first holds
+    `made_on` with `remembered` applied on it (release/queue/replay.py `start`), kept by its inputs: what
+    `train check`, `build --all`, `train add` and `pq carry` replay on a train tag."""
+
+    def compute() -> Replayed:
+        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-replay-") as tmp:
+            work = Path(tmp)
+            repo = WorkRepo.create(work / "repo", root)
+            start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, remembered)
+            done = Replay()
+            stopped = replay_series(repo, work, patches, done, upstream)
+            unmerged = tuple(repo.unmerged_paths()) if stopped is not None else ()
+            return Replayed(repo.subtree_files(), done.outcomes, unmerged)
+
+    return cached_replay(replay_key(upstream.tag, root, upstream.files, made_on, remembered, patches), compute)
+
+
 def cached_replay(key: str, compute: Callable[[], Replayed]) -> Replayed:
     """The stored replay for `key`, or `compute()`'s, stored when it has no conflict."""
     directory = replays_dir()
@@ -116,7 +148,7 @@ def cached_replay(key: str, compute: Callable[[], Replayed]) -> Replayed:
         if stored is not None:
             return stored
         result = compute()
-        if all(o.status != PatchStatus.CONFLICT for o in result.outcomes):
+        if result.conflict is None:
             write_atomic(path, dumps(key, result).encode("utf-8"))
         return result
 

@@ -9,12 +9,9 @@ pre-image blobs the patches name, a second patch on a file included. vendor/ is 
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from release.core.errors import ReleaseError, TransportError
-from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE
 from release.model.lines import Line
@@ -23,8 +20,7 @@ from release.model.patch import Patch
 from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.replay import Replay, replay_series, start
-from release.queue.replay_cache import Replayed, cached_replay, replay_key
+from release.queue.replay_cache import replay_tree
 
 
 @dataclass(frozen=True)
@@ -125,17 +121,6 @@ def replay_tag(
     series applied on it first, it only supplies pre-image blobs for --3way.
     """
     made_on = base if base and base != upstream.files else None  # the tag itself: its own replay writes the blobs
-
-    def replay() -> Replayed:
-        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
-            work = Path(tmp)
-            repo = WorkRepo.create(work / "repo", root)
-            start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, patches)
-            done = Replay()
-            replay_series(repo, work, patches, done, upstream)
-            return Replayed(repo.subtree_files(), done.outcomes)
-
     # Computed once for its inputs (release/queue/replay_cache.py says why the key is all of them).
-    key = replay_key(upstream.tag, root, upstream.files, made_on, patches, patches)
-    replayed = cached_replay(key, replay)
+    replayed = replay_tree(upstream, root, made_on, patches, patches)
     return TagReplay(upstream, replayed.files, replayed.outcomes, len(patches), tuple(patches))
