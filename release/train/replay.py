@@ -1,4 +1,5 @@
-"""One train tag's patched tree, pristine + patches/series, in a scratch directory (through queue/replay.py).
+"""One train tag's patched tree, pristine + patches/series, in a scratch directory (through queue/replay.py),
+kept by the digest of its inputs (queue/replay_cache.py: a series replayed once is not replayed again).
 
 The same classification as `rebase` (release.queue.replay: applies as it is, already
 upstream, 3-way, conflict; never fuzz), in a throw-away repository that first holds the
