@@ -227,12 +227,25 @@ def _pinned_config() -> tuple[str, ...]:
 
 
 @functools.cache
+def _version() -> tuple[int, str]:
+    """`git version`: its exit status and its answer (once per process)."""
+    proc = _run(["git", "version"], ("version",), None, None, _user_environment(), 30)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace").strip()
+
+
+def git_version() -> str:
+    """What `git version` says (`git version 2.39.5`), for a cache whose result is git's to compute."""
+    _require_git()
+    return _version()[1]
+
+
+@functools.cache
 def _require_git() -> None:
     """Refuse a git too old to be isolated (once per process)."""
-    proc = _run(["git", "version"], ("version",), None, None, _user_environment(), 30)
-    found = re.search(r"(\d+)\.(\d+)", proc.stdout.decode("utf-8", "replace"))
-    if proc.returncode != 0 or not found or (int(found[1]), int(found[2])) < MINIMUM_GIT:
-        shown = proc.stdout.decode("utf-8", "replace").strip() or "no version"
+    code, said = _version()
+    found = re.search(r"(\d+)\.(\d+)", said)
+    if code != 0 or not found or (int(found[1]), int(found[2])) < MINIMUM_GIT:
+        shown = said or "no version"
         raise ToolMissingError(
             f"git {'.'.join(map(str, MINIMUM_GIT))} or newer is needed ({shown}): an older git "
             "cannot be kept from reading your ~/.gitconfig, which changes the patches we write",

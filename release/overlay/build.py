@@ -7,7 +7,7 @@ The build is a list of named steps over one `BuildPlan`: collect the facts (pin,
 the tag's FlashInfer range: its own pin ∩ VERIFIED.toml), assemble the package in a temporary
 directory (`assemble`: release/overlay/runtime/ is ours, vendor/vllm_fused_moe/ upstream's and its
 pins; neither is ever written), add the series, the build facts and a generated pyproject.toml,
-and run PyPA `build` with hatchling.
+and build it with hatchling (release/overlay/backend.py: one backend process for every wheel of a command).
 Hatchling writes reproducible wheels (sorted entries, normalised modes, zip times from
 SOURCE_DATE_EPOCH), and we set SOURCE_DATE_EPOCH from the commit, so two builds of one
 commit are byte-identical.
@@ -21,14 +21,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from enum import StrEnum
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,12 +34,10 @@ from release.core import log
 from release.core.errors import (
     BadInputError,
     BadPatchLevelError,
-    BuildError,
     DirtyTreeError,
     OutputNotWritableError,
     ReleaseError,
     TagsNotBuiltError,
-    ToolMissingError,
     TrainDriftError,
     UnverifiedFlashInferError,
 )
@@ -66,6 +60,7 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.train import Train, TrainEntry
+from release.overlay.backend import BACKEND, BACKEND_MODULE, BACKEND_VERSION, Backend, Isolation, use_isolation
 from release.overlay.shipped import shipped_digest
 from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes
 from release.queue.drift import drift
@@ -80,19 +75,8 @@ if TYPE_CHECKING:
     from vllm_fused_moe._meta import BuildInfo
 
 
-class Isolation(StrEnum):
-    """`build --isolation`: whether PyPA `build` makes an isolated environment for the backend."""
-
-    AUTO = "auto"  # isolated unless the installed backend is the pinned version
-    ON = "on"
-    OFF = "off"
-
-
 PROJECT = "vllm-fused-moe"
 PACKAGE = OVERLAY_PACKAGE
-# Pinned so that the backend, and so the bytes of the wheel, only change when we say so.
-BACKEND = "hatchling"
-BACKEND_VERSION = "1.33.0"
 # The zip format cannot store times before 1980; used when there is no git commit to date.
 ZIP_EPOCH = 315532800
 PTH_NAME = f"{PACKAGE}.pth"
@@ -177,8 +161,8 @@ def build(plan: BuildPlan) -> BuildResult:
                 entry.refuse_level(plan.patch_level)
         flashinfer = flashinfer_range(plan.layout, pin.tag, pin.flashinfer, patches)
         target = BuildTarget(pin, flashinfer, entry=entry)
-        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
-            result = build_target(plan, target, Path(scratch), dirty)
+        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch, backend_for(plan) as backend:
+            result = build_target(plan, target, Path(scratch), dirty, backend)
             delivered = _deliver(result, plan.out)
             record_levels(plan, [result])
             return delivered
@@ -282,8 +266,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             f"not building {', '.join(empty)}: its series carries nothing there (every patch upstream or skipped); "
             "an overlay would ship vLLM's own files"
         )
-    for tag in empty:
-        print(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel", file=sys.stderr)
+    note_no_wheel(empty)
     # The level of each wheel is the one patches/train.toml records for what its tag carries now (a dirty
     # build says in its version that it is not its commit, and publish refuses it).
     carried = {c.tag: [p for p in series[c.tag] if p.name in c.replay.applied] for c in checks if c.replay is not None}
@@ -305,7 +288,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
         if entry.tag not in empty and entry.tag in carried and not dirty:
             _settle(refused, entry.tag, tags, refuse_unrecorded, f"not building {entry.tag}", entry, carried[entry.tag])
     results = []
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch, backend_for(plan) as backend:
         for entry, checked in zip(entries, checks, strict=True):
             if entry.tag in empty or entry.tag in refused:
                 continue
@@ -322,7 +305,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
                 target = BuildTarget(pin, flashinfer, checked.replay.files, line, applied, entry)
-            results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty))
+            results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty, backend))
             built, total = results[-1], len(entries) - len(empty)
             log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
         delivered = [_deliver(result, plan.out) for result in results]
@@ -335,6 +318,12 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
             built=tuple(delivered),
         )
     return delivered
+
+
+def note_no_wheel(tags: list[str]) -> None:
+    """Say (a note: `-q` leaves it out) which train tags get no wheel because their series carries nothing."""
+    for tag in tags:
+        log.note(f"note: {tag} carries no patch (the head at a release that has every fix): no wheel")
 
 
 def _settle(
@@ -352,7 +341,14 @@ def _settle(
         refused[tag] = str(exc)
 
 
-def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str]) -> BuildResult:
+def backend_for(plan: BuildPlan) -> Backend:
+    """The backend every wheel of this command is built by (one process without isolation)."""
+    return Backend(use_isolation(plan.isolation), source_date_epoch(plan.layout.root))
+
+
+def build_target(
+    plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: list[str], backend: Backend
+) -> BuildResult:
     """One wheel in `scratch`; `dirty` (from _checked_inputs) marks the version and the build info."""
     started = time.perf_counter()
     patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
@@ -360,15 +356,13 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
     # number of patches it carries.
     entry = target.entry
     level = plan.patch_level if plan.patch_level is not None else (entry.patch_level if entry else max(len(patches), 1))
-    epoch = source_date_epoch(plan.layout.root)
-    isolated = _use_isolation(plan.isolation)
-    version, built = _build_at(plan, target, scratch, patches, level, epoch, isolated, dirty)
+    version, built = _build_at(plan, target, scratch, patches, level, backend, dirty)
     if entry is not None and not dirty:
         # The level follows the bytes the wheel ships: files other than those its level shipped go one level
         # up (built again at it: the version is inside the wheel); a dirty build's version says .dirty instead.
         entry = entry.shipped_at(shipped_digest(built, version), plan.patch_level)
         if entry.patch_level != level:
-            version, built = _build_at(plan, target, scratch, patches, entry.patch_level, epoch, isolated, dirty)
+            version, built = _build_at(plan, target, scratch, patches, entry.patch_level, backend, dirty)
     data = built.read_bytes()
     return BuildResult(
         target.pin.tag,
@@ -377,8 +371,8 @@ def build_target(plan: BuildPlan, target: BuildTarget, scratch: Path, dirty: lis
         len(data),
         time.perf_counter() - started,
         version,
-        epoch,
-        isolated,
+        backend.epoch,
+        backend.isolated,
         entry if entry is not None and not dirty else None,
     )
 
@@ -389,16 +383,15 @@ def _build_at(
     scratch: Path,
     patches: list[Patch],
     level: int,
-    epoch: int,
-    isolated: bool,
+    backend: Backend,
     dirty: list[str],
 ) -> tuple[str, Path]:
     """The wheel of `target` at patch `level`, staged and built under `scratch` (replacing an earlier try)."""
     version = overlay_version(target.pin.version, level, dirty=bool(dirty))
     shutil.rmtree(scratch / "src", ignore_errors=True)
     shutil.rmtree(scratch / "dist", ignore_errors=True)
-    stage_package(plan.layout, scratch / "src", version, target, patches, epoch, dirty)
-    return version, run_backend(scratch / "src", scratch / "dist", epoch, isolated)
+    stage_package(plan.layout, scratch / "src", version, target, patches, backend.epoch, dirty)
+    return version, backend.build(scratch / "src", scratch / "dist")
 
 
 def record_levels(plan: BuildPlan, results: list[BuildResult], train: Train | None = None) -> None:
@@ -641,7 +634,7 @@ def pyproject(version: str, pin: Pin, flashinfer_specifier: str) -> str:
     }
     return tomli_w.dumps(
         {
-            "build-system": {"requires": [f"{BACKEND}=={BACKEND_VERSION}"], "build-backend": "hatchling.build"},
+            "build-system": {"requires": [f"{BACKEND}=={BACKEND_VERSION}"], "build-backend": BACKEND_MODULE},
             "project": {
                 "name": PROJECT,
                 "version": version,
@@ -673,36 +666,3 @@ def readme(version: str, pin: Pin, patches: list[Patch]) -> str:
     ]
     lines += [f"- {p.name}: {p.subject} (Origin: {p.trailers.get('Origin', 'ours')})" for p in patches]
     return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------- backend
-
-
-def _use_isolation(isolation: Isolation) -> bool:
-    if isolation is not Isolation.AUTO:
-        return isolation is Isolation.ON
-    # Without isolation the installed backend is used; only the pinned one gives the pinned bytes.
-    try:
-        return metadata.version(BACKEND) != BACKEND_VERSION
-    except metadata.PackageNotFoundError:
-        return True
-
-
-def run_backend(stage: Path, outdir: Path, epoch: int, isolated: bool) -> Path:
-    try:
-        metadata.version("build")
-    except metadata.PackageNotFoundError:
-        raise ToolMissingError("PyPA `build` is not installed in this environment") from None
-    argv = [sys.executable, "-m", "build", "--wheel", "--outdir", str(outdir)]
-    if not isolated:
-        argv.append("--no-isolation")
-    argv.append(str(stage))
-    env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-    if proc.returncode != 0:
-        log.error((proc.stdout[-3000:] + proc.stderr[-3000:]).rstrip("\n"))
-        raise BuildError(f"`{' '.join(argv)}` failed (exit {proc.returncode})")
-    wheels = sorted(outdir.glob("*.whl"))
-    if len(wheels) != 1:
-        raise BuildError(f"the backend left {len(wheels)} wheels in {outdir}, expected one")
-    return wheels[0]

@@ -8,14 +8,15 @@ from pathlib import Path
 from release.core import flags, log
 from release.core.errors import TagsNotBuiltError
 from release.core.layout import Layout
-from release.overlay.build import BuildPlan, BuildResult, Isolation, build, build_train
+from release.overlay.backend import Isolation
+from release.overlay.build import BuildPlan, BuildResult, build, build_train
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Build the pure-Python wheel vllm-fused-moe (our runtime code from release/overlay/runtime/: the "
         "import hook and the doctor; upstream's vendored files and their pins from vendor/vllm_fused_moe/) "
-        "with PyPA build and hatchling; reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
+        "with hatchling (through PyPA build when isolated); reproducible: SOURCE_DATE_EPOCH is HEAD's commit time. "
         "Without --all or --tag: the head of the train, from vendor/. Each wheel requires "
         "vllm==<its tag>; a wheel that carries a patch whose Depends-On names flashinfer-python (0001: "
         "VERIFIED.toml is its contract) requires flashinfer-python in (its tag's own pin ∩ VERIFIED.toml), "

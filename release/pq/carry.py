@@ -53,7 +53,8 @@ from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
 from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches
-from release.queue.replay import Replay, apply_series, replay_series, start
+from release.queue.replay import Replay, apply_series, replay_series
+from release.queue.replay_cache import replay_tree
 from release.queue.upstreamed import classify
 
 REPORT_DIR = "reports/pq-carry"
@@ -220,13 +221,11 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
         if tree.file_hashes() != entry.pristine:
             detail = f"{entry.tag}'s files are not what patches/train.toml records (`python -m release train check`)"
             return LineCarry(head.name, "conflicts", detail, tags=[entry.tag])
-        with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
-            work = Path(tmp)
-            repo = WorkRepo.create(work / "repo")
-            made_on = pristine if pristine != tree.files else None  # the pin: its own replay writes the blobs
-            start(repo, work, tree.files, f"vllm {entry.tag} (pristine)", made_on, queue.patches)
-            stopped = replay_series(repo, work, patches, Replay(), tree)
-            where = ", ".join(repo.unmerged_paths()) if stopped is not None else ""
+        made_on = pristine if pristine and pristine != tree.files else None  # the pin: its own replay writes the blobs
+        # The replay `train add` and `train check` make of this tag next, kept by its inputs (queue/replay_cache.py).
+        replayed = replay_tree(tree, UPSTREAM_SUBTREE, made_on, queue.patches, patches)
+        stopped = replayed.conflict
+        where = ", ".join(replayed.unmerged)
         if stopped is not None:
             detail = (
                 f"{stopped.name} conflicts on {entry.tag}{f' in {where}' if where else ''}: it neither applies nor "
@@ -446,12 +445,9 @@ def holds_on(
     tree = line_tree(layout, line, entry)
     if isinstance(tree, str):
         return tree
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
-        repo = WorkRepo.create(Path(tmp) / "repo", line.root)
-        seed = made_on if made_on != tree.files else None
-        start(repo, Path(tmp), tree.files, f"vllm {entry.tag} (pristine)", seed, patches)
-        replay = Replay()
-        stopped = replay_series(repo, Path(tmp), patches, replay, tree)
+    seed = made_on if made_on and made_on != tree.files else None
+    # The replay `train add` and `train check` make of this tag after it, kept by its inputs (queue/replay_cache.py).
+    stopped = replay_tree(tree, line.root, seed, patches, patches).conflict
     if stopped is not None:
         return f"applies on the newest tag of the line, but {stopped.name} conflicts on {entry.tag}"
     return None

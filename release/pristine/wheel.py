@@ -11,7 +11,9 @@ Two ways of reading, for two kinds of use (docs/guarantees.md, "The package inde
   RECORD (and zip's CRC-32). That proves the bytes are members of a wheel whose RECORD says so, not
   that the wheel is the index's file: the `wheel_sha256` it reports is the index's claim. `train check`
   holds every member to the sha256 recorded when the tag was added from verified bytes; the scan says
-  in its output that it proves membership, not identity.
+  in its output that it proves membership, not identity. A lazy read through `fetch` (`member_content`:
+  `train check`, `build --all`, `pq carry`) takes the members of a whole wheel already cached the same way,
+  against RECORD, without hashing the whole file.
 
 Either way, every member we use (the modules, METADATA) is checked against the sha256 the wheel's
 RECORD lists for it; a member missing from RECORD is refused.
@@ -90,7 +92,7 @@ class WheelContent:
     names: list[str]  # every file member of the wheel
     files: dict[str, bytes]  # the wanted members, by their path in the wheel
     metadata_raw: bytes | None  # .dist-info/METADATA as stored (verified against RECORD); None: absent
-    how: str  # "local wheel", "cached wheel", "cached members", "range requests", "full download"
+    how: str  # "local wheel", "cached wheel", CACHED_MEMBERS, "cached members", "range requests", "full download"
     transfer: Transfer = field(default_factory=Transfer)
 
     @property
@@ -100,6 +102,8 @@ class WheelContent:
 
 
 VERIFIED_HOWS = ("local wheel", "cached wheel", "full download")
+# A cached whole wheel read for membership (member_content): its members against RECORD, the file not hashed whole.
+CACHED_MEMBERS = "cached wheel, members against RECORD"
 
 
 # ----------------------------------------------------------------- any archive
@@ -365,6 +369,28 @@ def pypi_content(version: str, want: Want) -> WheelContent:
     return content
 
 
+def member_content(version: str, want: Want) -> WheelContent:
+    """The wanted members for membership alone (`fetch(..., lazy=True)`: `train check`, `build --all`, `pq carry`).
+
+    From a whole wheel already in the cache of the index's size: each wanted member (and METADATA) against
+    the wheel's RECORD, as a read by range requests proves them, without hashing the whole file (about
+    0.2 s of CPU a release wheel, each time): every caller holds each member to the sha256 patches/train.toml
+    recorded from verified bytes. Not `verified`: the sha256 is the index's claim, as for a range read. A
+    cached wheel whose members do not match its RECORD goes the way of `pypi_content`: hashed whole, and
+    deleted and downloaded again when bad. Without a cached whole wheel, `pypi_content`.
+    """
+    entry = lookup(version)
+    full = _cached(_version_dir(version), entry.filename)
+    if full.is_file():
+        try:
+            with full.open("rb") as handle:
+                if entry.size is None or os.fstat(handle.fileno()).st_size == entry.size:
+                    return read_handle(handle, entry.filename, entry.sha256, want, CACHED_MEMBERS)
+        except (WheelIntegrityError, OSError):
+            pass  # hashed whole below: a damaged cache is said, dropped and read again
+    return pypi_content(version, want)
+
+
 def verified_content(version: str, want: Want) -> WheelContent:
     """The wanted members of release `version`'s wheel, read from the whole file whose sha256 is the index's."""
     entry = lookup(version)
@@ -434,10 +460,11 @@ def read_pypi(tag: str, line: Line | None = None, lazy: bool = False) -> Upstrea
     """`--from pypi`: the line's modules (default: the subtree) of `tag`'s release wheel.
 
     By default from the whole wheel, verified against the index's sha256 (what may be recorded and
-    vendored); `lazy` reads for membership only (range requests or the cache), for `train check`.
+    vendored); `lazy` reads for membership only (`member_content`: a cached whole wheel's members against
+    its RECORD, the cache of an earlier range read, or range requests), for `train check`.
     """
     want = line.wants if line else subtree_member
-    read = pypi_content if lazy else verified_content
+    read = member_content if lazy else verified_content
     return _tree(tag, read(version_of_tag(tag), want), "pypi", line)
 
 

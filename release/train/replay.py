@@ -1,4 +1,5 @@
-"""One train tag's patched tree, pristine + patches/series, in a scratch directory (through queue/replay.py).
+"""One train tag's patched tree, pristine + patches/series, in a scratch directory (through queue/replay.py),
+kept by the digest of its inputs (queue/replay_cache.py: a series replayed once is not replayed again).
 
 The same classification as `rebase` (release.queue.replay: applies as it is, already
 upstream, 3-way, conflict; never fuzz), in a throw-away repository that first holds the
@@ -9,12 +10,9 @@ pre-image blobs the patches name, a second patch on a file included. vendor/ is 
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from release.core.errors import ReleaseError, TransportError
-from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.layout import UPSTREAM_SUBTREE
 from release.model.lines import Line
@@ -23,7 +21,7 @@ from release.model.patch import Patch
 from release.model.train import DEFAULT_LINE, Train, TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.replay import Replay, replay_series, start
+from release.queue.replay_cache import replay_tree
 
 
 @dataclass(frozen=True)
@@ -123,12 +121,7 @@ def replay_tag(
     series was made on (the head's pristine tree, or `line_made_on` for another line): with the
     series applied on it first, it only supplies pre-image blobs for --3way.
     """
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-train-") as tmp:
-        work = Path(tmp)
-        repo = WorkRepo.create(work / "repo", root)
-        made_on = base if base != upstream.files else None  # the tag itself: its own replay writes the blobs
-        start(repo, work, upstream.files, f"vllm {upstream.tag} (pristine)", made_on, patches)
-        replay = Replay()
-        replay_series(repo, work, patches, replay, upstream)
-        files = repo.subtree_files()
-    return TagReplay(upstream, files, replay.outcomes, len(patches), tuple(patches))
+    made_on = base if base and base != upstream.files else None  # the tag itself: its own replay writes the blobs
+    # Computed once for its inputs (release/queue/replay_cache.py says why the key is all of them).
+    replayed = replay_tree(upstream, root, made_on, patches, patches)
+    return TagReplay(upstream, replayed.files, replayed.outcomes, len(patches), tuple(patches))

@@ -83,6 +83,13 @@ def test_check_reproduces_every_tag_offline(project: Path) -> None:
     oks = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("ok ")]
     assert oks == train_of(project).tags
     print("\n" + result.stdout)
+    # An unchanged series is replayed once (release/queue/replay_cache.py): checked again, every tag still
+    # reproduces, and no tag's replay runs git (`-v` shows every git command).
+    again = run_release(project, "-v", "train", "check", env=OFFLINE)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [line.split()[1] for line in again.stdout.splitlines() if line.startswith("ok ")] == oks
+    replayed = [line for line in again.stderr.splitlines() if line.startswith(("git init", "git am", "git commit"))]
+    assert replayed == []
 
 
 def test_a_hand_edited_hash_fails_naming_the_tag_and_the_file(project: Path) -> None:
