@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 
 

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from helpers.failure import failed
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, SourceError
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.source import DEFAULT_SOURCE, Source, SourceKind
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
