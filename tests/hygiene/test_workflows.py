@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, tag_facts
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 SHA_PIN_RE = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
@@ -70,7 +70,8 @@ def test_ci_runs_the_readme_test_command_with_the_wheel_cache() -> None:
     two = re.search(r"^## Work on the fork\n.*?^```\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
     assert two, "README.md has no code block under '## Work on the fork'"
     rebase, test = two.group(1).strip().splitlines()
-    assert rebase.endswith("python3 -m nox -s rebase -- v0.21.0 --from pypi")
+    # The README's first command rebases onto the release tests/releases.toml names as `rebase.to`.
+    assert rebase.endswith(f"python3 -m nox -s rebase -- {tag_facts.rebase_to()} --from pypi")
     assert test.endswith("python3 -m nox -s lint test")
     script = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     commands = [line for line in script if line and not line.startswith(("#", "set ", "cd "))]
