@@ -71,7 +71,9 @@ def _patch_with(project: Path, old: str, new: str) -> None:
     path.write_text(spoiled(path.read_text(), old, new))
 
 
-@pytest.mark.parametrize(("old", "new", "message"), ESCAPES)
+# One case as processes: every case of ESCAPES goes through `release.cli.main` in one process
+# (tests/unit/test_patch_paths.py), since the queue refuses the patch before git or a source.
+@pytest.mark.parametrize(("old", "new", "message"), [case for case in ESCAPES if case.id == "dotdot"])
 def test_a_patch_path_that_leaves_the_subtree_is_bad_input(project: Path, old: str, new: str, message: str) -> None:
     _patch_with(project, old, new)
     before = snapshot(project)
