@@ -96,7 +96,8 @@ def test_a_removed_line_that_starts_like_a_header_is_not_a_path(project: Path) -
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("shape", ["file", "missing"])
+# One shape as processes; both through `release.cli.main` in one process: tests/unit/test_checkout_dirs.py.
+@pytest.mark.parametrize("shape", ["file"])
 def test_patches_not_a_directory_is_one_line_exit_2(project: Path, shape: str) -> None:
     import shutil
 
