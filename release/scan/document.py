@@ -166,7 +166,7 @@ def fixed_in(ordered: list[str], releases: dict[str, dict[str, Any]], bug: str |
 def no_overlay_needed(document: dict[str, Any]) -> str:
     """Which vLLM releases need no overlay of ours, in one sentence from the data: the releases from the one
     that has every bug's fix upstream (`fixed_in`, over all bugs), or none yet. README.md and docs/overlay.md
-    say it in these very words (tests/unit/test_doc_facts.py), so a second bug that outlives the first fix
+    say it in these very words (tests/hygiene/test_doc_facts.py), so a second bug that outlives the first fix
     cannot leave them saying the first one's range."""
     fixed = document.get("fixed_in")
     if fixed:

@@ -1,4 +1,7 @@
-"""Outputs are checked before the swap, a failure after it tells the truth, and every leftover has a way out."""
+"""Outputs are checked before the swap, a failure after it tells the truth, and every leftover has a way out.
+
+A damaged state file of a stopped rebase (no git needed) is tests/unit/test_cli_main.py's.
+"""
 
 from __future__ import annotations
 
@@ -60,14 +63,3 @@ def test_a_work_dir_a_killed_rebase_left_has_a_way_out(project: Path, source: st
     assert again.returncode == 0, again.stderr
     assert "killed before it stopped at a conflict" in again.stderr
     assert work_leftovers(project) == []
-
-
-def test_a_damaged_state_file_is_one_line_and_abort_still_works(project: Path) -> None:
-    work = project / ".work" / f"rebase-{NEXT_TAG}"
-    work.mkdir(parents=True)
-    (work / "state.json").write_text(f'{{"tag": "{NEXT_TAG}", "sour')
-    resumed = run_release(project, "rebase", "--continue", str(work))
-    assert resumed.returncode == 2 and "is damaged" in resumed.stderr, resumed.stderr
-    assert "Traceback" not in resumed.stderr
-    assert run_release(project, "rebase", "--abort", str(work)).returncode == 0
-    assert not work.exists()

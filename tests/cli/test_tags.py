@@ -1,6 +1,7 @@
 """The `tags` command as a process: against a real local git remote (`git ls-remote --tags`),
-a recorded listing, a bad pin and a remote that is not there. The parsing and the choice of the
-newest release are tested in-process in tests/unit/test_tags.py."""
+a recorded listing with the checkout's pin, and a remote that is not there. The parsing and the
+choice of the newest release are tested in-process in tests/unit/test_tags.py, a pin that is no
+release in tests/unit/test_cli_main.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from helpers import run_release
 from helpers.failure import failed
 from helpers.ls_remote import LS_REMOTE
-from release.core.errors import BadTagError, RemoteError
+from release.core.errors import RemoteError
 from release.model.pin import Pin
 
 
@@ -58,12 +59,10 @@ def test_tags_command_lists_newer_releases_from_a_real_remote(project: Path, rem
     assert none.returncode == 0 and none.stdout == ""
 
 
-def test_tags_command_bad_input_and_unreachable_remote(project: Path, tmp_path: Path) -> None:
+def test_tags_command_reads_a_recorded_listing_and_an_unreachable_remote_exits_4(project: Path, tmp_path: Path) -> None:
     recorded = tmp_path / "ls-remote.txt"
     recorded.write_text(LS_REMOTE)
     assert run_release(project, "tags", "--ls-remote-output", str(recorded), "--newest").stdout == "v0.22.0\n"
-    bad_pin = run_release(project, "tags", "--ls-remote-output", str(recorded), "--pin", "v0.21.0rc1")
-    assert bad_pin.returncode == 2 and failed(bad_pin).reference == BadTagError.reference, bad_pin.stderr
     missing = run_release(project, "tags", "--remote", str(tmp_path / "no-such-repo"))
     # A remote that cannot be listed is the transport's failure: exit 4, as from every command that reads one.
     assert missing.returncode == 4 and failed(missing).reference == RemoteError.reference, missing.stderr

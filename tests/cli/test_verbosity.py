@@ -1,8 +1,10 @@
 """`-q` and `-v`: diagnostics on stderr go through one logger, the command's result on stdout stays.
 
 Offline: a dry-run rebase onto the head's own pristine tree under the next version (a real `dir:`
-source, tests/helpers/synthetic.py), and `check`, by the real CLI in a process. Before the logger
-there were no such options (argparse refused them, exit 2) and every note was a bare print.
+source, tests/helpers/synthetic.py), by the real CLI in a process. Before the logger there were no
+such options (argparse refused them, exit 2) and every note was a bare print. What `-q` and `-v` do
+without git or a source (a failure's lines under -q, the two together refused) is checked in one
+process (tests/unit/test_verbosity.py), and that --help documents both by its snapshot.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release
-from helpers.failure import failed
 from helpers.synthetic import NEXT_TAG, make_dir, next_tree
-from release.core.errors import MalformedSeriesError
 
 
 def dry_run(project: Path, tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -68,22 +68,3 @@ def test_verbose_adds_each_git_command_to_the_notes(
     assert any(line.startswith("report: ") for line in said)  # the default notes are still there
     assert len(said) > len(plain.stderr.splitlines())
     assert markdown_without_paths(result.stdout) == markdown_without_paths(plain.stdout)
-
-
-def test_quiet_keeps_the_error_and_hint_lines_of_a_failure(project: Path) -> None:
-    (project / "patches" / "series").write_text("0099-missing.patch\n")
-    result = run_release(project, "-q", "check")
-    assert result.returncode == 2
-    error = failed(result)
-    assert error.reference == MalformedSeriesError.reference and error.hint, result.stderr
-    assert len(result.stderr.splitlines()) == 2, result.stderr
-
-
-def test_quiet_and_verbose_together_are_refused(project: Path) -> None:
-    result = run_release(project, "-q", "-v", "check")
-    assert result.returncode == 2 and "not allowed with argument" in result.stderr
-
-
-def test_help_documents_both() -> None:
-    result = run_release(Path("."), "--help")
-    assert "-q, --quiet" in result.stdout and "-v, --verbose" in result.stdout

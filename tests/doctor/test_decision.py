@@ -22,19 +22,12 @@ from typing import Any
 import pytest
 
 from helpers import REPO
+from helpers.build_facts import INFO
 from helpers.doctor import doctor_module, judge, overlay, scan_data
 from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from vllm_fused_moe import _activate
 from vllm_fused_moe.__main__ import what_to_do
-
-INFO = {
-    "version": "0.20.0+fm.1",
-    "vllm_tag": "v0.20.0",
-    "vllm_version": "0.20.0",
-    "flashinfer_specifier": "==0.6.8.post1",
-    "patches": [{"name": "0001-x.patch"}],
-}
 
 
 @pytest.fixture

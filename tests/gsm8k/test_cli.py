@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from helpers.failure import failed
 from helpers.gsm8k import fake_overlay_version, make_fake_serving_env
 from release.core.errors import (
@@ -26,7 +27,6 @@ from release.core.layout import Layout
 from release.gsm8k import cli, smoke, venvs
 
 pytestmark = pytest.mark.timeout(60)
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -168,7 +168,7 @@ def test_auto_scorer_choice(monkeypatch: pytest.MonkeyPatch, tiny_data: Path) ->
 
 def test_module_entry_point_help_lists_exit_codes() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "release.gsm8k", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "release.gsm8k", "--help"], cwd=REPO, capture_output=True, text=True, timeout=30
     )
     assert completed.returncode == 0
     for text in ("--compare", "--without-patches", "exit codes:", "130", "--threshold"):
@@ -189,7 +189,7 @@ def test_sigterm_to_the_cli_stops_the_server_and_exits_130(tmp_path: Path, tiny_
     )  # fmt: skip
     caller = subprocess.Popen(
         [sys.executable, "-m", "release.gsm8k", *common(tiny_data, tmp_path / "r", "--venv", str(fixed))],
-        cwd=REPO_ROOT,
+        cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -243,7 +243,7 @@ def test_without_a_gpu_it_refuses_before_installing_anything(
     env = {**os.environ, "PATH": no_gpu_path(tmp_path, nvidia_smi)}
     started = time.monotonic()
     result = subprocess.run(
-        [*argv, "--work-dir", str(work)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+        [*argv, "--work-dir", str(work)], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2, result.stderr
     error = failed(result)

@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The checkout under test: every test module takes it from here. tests/kernel's scripts and
+# tests/contract/moe_contract/ find it themselves: they also run outside pytest (on a GPU box, in
+# a contract rank's interpreter), where `helpers` is not importable.
 REPO = Path(__file__).resolve().parents[2]
 
 

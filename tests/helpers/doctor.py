@@ -13,7 +13,8 @@ from typing import Any
 
 import jsonschema
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 SCRIPT = REPO / "release" / "overlay" / "runtime" / "vllm_fused_moe" / "doctor.py"
 SCHEMA = REPO / "docs" / "doctor.schema.json"
 # The scan helper writes the real file (python -m release scan) beside the doctor; until it is in the

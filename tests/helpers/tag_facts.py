@@ -21,12 +21,13 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from helpers import REPO
 from release.core.layout import Layout
 from release.model.pin import Pin
 from release.model.train import Train
 
 FLASHINFER = "flashinfer-python"
-RELEASES_TOML = Path(__file__).resolve().parents[1] / "releases.toml"
+RELEASES_TOML = REPO / "tests" / "releases.toml"
 
 
 def layout() -> Layout:

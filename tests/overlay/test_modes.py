@@ -1,7 +1,7 @@
 """`VLLM_FUSED_MOE`: an operator's word for off means off, for on means on; anything else warns.
 
 In-process: the hook's parsing (`_finder.mode()`) and its decision (`_activate.decide()`, with the
-build facts of test_decision.py). In real processes: the `.pth` line of the wheel, run by a fresh
+build facts of helpers/build_facts.py). In real processes: the `.pth` line of the wheel, run by a fresh
 interpreter over the wheel's files assembled as the build does (release.overlay.build.assemble),
 and `python -m vllm_fused_moe info`. (A real venv with vLLM and our wheel:
 tests/overlay/test_activation.py, `disabled`; tests/overlay/test_kill_switch.py, an unknown word.)
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.build_facts import INFO
 from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from release.overlay import build
@@ -27,13 +28,6 @@ from vllm_fused_moe import _activate, _finder
 OFF = ["off", "OFF", " Off ", "0", "false", "False", "no", "n", "disable", "disabled", "DISABLED", "none", "never"]
 ON = ["", " ", "on", "ON", "1", "true", "TRUE", "yes", "y", "enable", "enabled"]
 UNKNOWN = ["bogus", "stritc", "offf", "2"]
-INFO = {
-    "version": "0.20.0+fm.1",
-    "vllm_tag": "v0.20.0",
-    "vllm_version": "0.20.0",
-    "flashinfer_specifier": "==0.6.8.post1",
-    "patches": [{"name": "0001-x.patch"}],
-}
 
 
 @pytest.mark.parametrize("word", OFF)

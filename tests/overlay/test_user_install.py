@@ -46,7 +46,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from helpers import tag_facts
+from helpers import REPO, tag_facts
 from helpers.build import PUBLISH_BUILT
 from helpers.doc_commands import user_install_blocks
 from helpers.freshvenv import install_no_deps, lend_test_env, requirements_met, uv_binary
@@ -55,7 +55,7 @@ from release.core.versions import version_of_tag
 from release.overlay.build import BuildResult
 from release.overlay.index import publish
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "overlay.md"
+DOC = REPO / "docs" / "overlay.md"
 DOC_URL = "https://fused-moe.example.com"
 DOC_VLLM = "0.20.0"
 # The doc's first command of each block, the one this test replaces (see the module docstring).
@@ -298,7 +298,7 @@ def outcome(
         [sys.executable, "-m", "release", *PUBLISH_BUILT, str(built.wheel), str(root / "ours")],
         capture_output=True,
         text=True,
-        cwd=DOC.parents[1],
+        cwd=REPO,
     )
     assert published.returncode == 0, published.stderr
     impostors = [f"{vllm}+fm.99", "99.0", built.version]  # the last: our very version, other bytes

@@ -11,16 +11,9 @@ import logging
 
 import pytest
 
+from helpers.build_facts import INFO
 from release.core.layout import Layout
 from vllm_fused_moe import _activate
-
-INFO = {
-    "version": "0.20.0+fm.1",
-    "vllm_tag": "v0.20.0",
-    "vllm_version": "0.20.0",
-    "flashinfer_specifier": "==0.6.8.post1",
-    "patches": [{"name": "0001-x.patch"}],
-}
 
 
 @pytest.mark.parametrize(

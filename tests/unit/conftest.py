@@ -1,11 +1,12 @@
 """The unit tier keeps its promise: no test here starts a process or touches the network.
 
-tests/unit is what the edit loop runs (`nox -s unit`, under a minute, no torch, no vLLM, no
-network). Whatever starts a process (subprocess, os.fork, os.posix_spawn, os.system,
-multiprocessing; so also our git, pip and venvs) or uses a socket to connect, send or serve
-(HTTP, DNS, a loopback server) fails the test that did it, at import, in a fixture or in the
-test, with a message that says where such a test belongs. The guard wraps the lowest calls
-every route goes through, so `from subprocess import run` or a library's own socket is caught.
+tests/unit and tests/hygiene (whose conftest takes these hooks) are what the edit loop runs
+(`nox -s unit`, under a minute, no torch, no vLLM, no network). Whatever starts a process
+(subprocess, os.fork, os.posix_spawn, os.system, multiprocessing; so also our git, pip and venvs)
+or uses a socket to connect, send or serve (HTTP, DNS, a loopback server) fails the test that did
+it, at import, in a fixture or in the test, with a message that says where such a test belongs.
+The guard wraps the lowest calls every route goes through, so `from subprocess import run` or a
+library's own socket is caught.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 MOVE_IT = (
-    "tests/unit runs no process and uses no network (docs/architecture.md, 'The test tiers'): "
+    "tests/unit and tests/hygiene run no process and use no network (docs/architecture.md, 'The test tiers'): "
     "move this test to tests/cli/ (processes: our CLI, git, pip, venvs, loopback servers) "
     "or tests/e2e/ (release wheels from the package index, marked `network`)"
 )

@@ -139,6 +139,7 @@ def test_a_damaged_rebase_state_is_one_line_and_abort_still_works(
     code, _, err = run(project, capsys, "rebase", "--continue", str(work))
     error = one_error(err)
     assert code == EXIT_BAD_INPUT and error.reference == errors.WorkDirError.reference and "--abort" in error.hint, err
+    assert "is damaged" in error.message, err  # not another work-dir refusal (no conflict to continue, ...)
     code, _, err = run(project, capsys, "rebase", "--abort", str(work))
     assert code == EXIT_OK and not work.exists(), err
     assert snapshot(project) == before

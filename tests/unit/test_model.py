@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tag_facts
+from helpers import REPO, tag_facts
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError, UnknownTagError
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Entry, EntryKind, Series
 from release.model.train import Train
 
-REPO = Path(__file__).resolve().parents[2]
 PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
 
 

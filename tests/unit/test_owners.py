@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib
-import re
 from pathlib import Path
 
 import pytest
@@ -149,20 +147,3 @@ def test_every_file_that_names_a_patch_takes_the_same_names(tmp_path: Path, name
         with pytest.raises(TrainFileError, match="patch file names"):
             carried_by("train.toml [[release]]", {"patches": [name]})
     assert (number_of(name) is not None) is is_one
-
-
-def test_each_owner_the_architecture_page_names_defines_what_it_owns() -> None:
-    """docs/architecture.md, "Who owns what": each row's module exists and defines every name it lists."""
-    page = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = page.split("\n## Who owns what\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and "`release/" in line]
-    assert len(rows) >= 10
-    runtime = "release/overlay/runtime/"
-    for row in rows:
-        _fact, owner, names = (cell.strip() for cell in row.strip("|").split(" | "))
-        path = owner.strip("`")
-        assert (PROJECT_ROOT / path).is_file(), row
-        dotted = path.removeprefix(runtime) if path.startswith(runtime) else path
-        module = importlib.import_module(dotted.removesuffix(".py").replace("/", "."))
-        for name in re.findall(r"`([^`]+)`", names):
-            assert hasattr(module, name), f"{path} defines no {name}"

@@ -1,7 +1,8 @@
 """A patch's paths, read in this process: one that leaves the subtree, cannot be read or is a link is
 malformed (the file and the reason named), and a hunk line that looks like a header is a hunk line.
 
-`check` and `rebase` on the same patches, as processes: tests/cli/test_check_hardening.py.
+`check` and `rebase` refuse each such patch through `release.cli.main` here; as processes, one of them
+in tests/cli/test_check_hardening.py.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, snapshot
 from helpers.bad_patches import ESCAPES, spoiled
+from helpers.failure import failed
 from helpers.synthetic import SUBTREE, patch_message
-from release.core.errors import MalformedPatchError
+from release.cli import main
+from release.core.errors import EXIT_BAD_INPUT, MalformedPatchError
 from release.model.patch import Patch
+from release.model.pin import Pin
 
 PATCH_0001 = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
 
@@ -60,3 +64,21 @@ def test_a_removed_line_that_starts_like_a_header_is_not_a_path(tmp_path: Path) 
     assert patch.files == [f"{SUBTREE}/batched.py"]
     [hunk] = patch.hunks
     assert hunk.removed == ["-- not a path"] and hunk.added == []
+
+
+@pytest.mark.parametrize(("old", "new", "message"), ESCAPES)
+def test_check_and_rebase_refuse_such_a_patch_as_bad_input_and_change_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, message: str
+) -> None:
+    """The commands as `release.cli.main` runs them: the queue is refused as it loads, before git or a source."""
+    patch = project / "patches" / PATCH_0001.name
+    patch.write_text(spoiled(patch.read_text(), old, new))
+    before = snapshot(project)
+    head = Pin.load(project / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml").tag
+    for command in (["check"], ["rebase", head, "--from", "pypi"]):
+        assert main(["--root", str(project), *command]) == EXIT_BAD_INPUT, command
+        said = capsys.readouterr()
+        error = failed(said.err)
+        assert error.reference == MalformedPatchError.reference and message in error.message, said.err
+        assert len(said.err.splitlines()) == 1 + bool(error.hint) and said.out == "", said  # no traceback
+    assert snapshot(project) == before

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from tests.unit.conftest import GUARDED
 
 GUARD = Path(__file__).with_name("conftest.py")
+HYGIENE_GUARD = REPO / "tests" / "hygiene" / "conftest.py"
 
 SUITE = """
 import os
@@ -131,3 +133,18 @@ def test_the_guard_fails_each_way_out_and_passes_pure_logic(pytester: pytest.Pyt
     assert "subprocess (a child process) was called; " in failed["test_at_import.py"]
     swallowed = failed["test_swallowed_at_import.py"]
     assert "subprocess (a child process) was called while collecting test_swallowed_at_import.py" in swallowed
+
+
+def test_the_hygiene_tier_has_the_same_guard(pytester: pytest.Pytester) -> None:
+    """tests/hygiene/conftest.py, as it stands, refuses a process and passes a pure check."""
+    pytester.makeconftest(HYGIENE_GUARD.read_text(encoding="utf-8"))
+    pytester.makepyfile(
+        test_hygiene="import subprocess\n\ndef test_spawns():\n    subprocess.run(['true'])\n\n"
+        "def test_reads_a_file():\n    assert open(__file__, encoding='utf-8').read()\n"
+    )
+    run = pytester.inline_run("-p", "no:cacheprovider")
+    run.assertoutcome(passed=1, failed=1)
+    (failed,) = run.getfailures()
+    assert failed.nodeid.endswith("::test_spawns")
+    assert "subprocess (a child process) was called" in str(failed.longrepr)
+    assert "tests/hygiene run no process" in str(failed.longrepr)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import ast
 import sys
-from pathlib import Path
 
-NOXFILE = Path(__file__).resolve().parents[2] / "noxfile.py"
+from helpers import REPO
+
+NOXFILE = REPO / "noxfile.py"
 
 
 def imported_roots(source: str) -> set[str]:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
 
 
 def test_the_torch_pin_of_hand_made_venvs_is_the_one_nox_installs() -> None:

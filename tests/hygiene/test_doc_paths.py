@@ -40,17 +40,42 @@ def files(suffix: str) -> Iterator[Path]:
         yield from (Path(top, name) for name in sorted(names) if name.endswith(suffix))
 
 
+# The fields that hold statements: a docstring's owner (a module, class or function) is a statement
+# or the module, so the walk never enters an expression, most of a file's nodes.
+STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+Owner = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def docstring_owners(tree: ast.Module) -> Iterator[Owner]:
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Owner):
+            yield node
+        for field in STATEMENT_LISTS:
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                stack.extend(child for child in children if isinstance(child, ast.AST))
+
+
+def may_comment_on_a_path(text: str) -> bool:
+    """Whether some line names a path after its first `#`: a comment is a line's tail from a `#` on."""
+    return any(PATH_RE.search(line, line.index("#")) for line in text.splitlines() if "#" in line)
+
+
 def python_prose(path: Path) -> Iterator[str]:
-    """The docstrings and comments of one Python file."""
+    """The docstrings and comments of one Python file (the comments only where one may name a path)."""
     text = path.read_text(encoding="utf-8")
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            docstring = ast.get_docstring(node, clean=False)
-            if docstring:
-                yield docstring
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            yield token.string
+    for node in docstring_owners(ast.parse(text)):
+        docstring = ast.get_docstring(node, clean=False)
+        if docstring:
+            yield docstring
+    if may_comment_on_a_path(text):
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                yield token.string
 
 
 def toml_comments(path: Path) -> Iterator[str]:
@@ -81,6 +106,26 @@ def named_paths(text: str) -> Iterator[str]:
 def test_the_reader_finds_paths_and_leaves_patterns_alone() -> None:
     text = "see tests/helpers/synthetic.py, `benchmarks/NAME.py`, docs/a_*.md and (release/core/)."
     assert list(named_paths(text)) == ["tests/helpers/synthetic.py", "release/core/"]
+
+
+def test_the_python_reader_finds_every_docstring_and_each_comment_that_may_name_a_path(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        '"""docs/a.md"""\n'
+        "class A:\n"
+        "    if True:\n"
+        "        try:\n"
+        "            pass\n"
+        "        finally:\n"
+        "            def f():\n"
+        '                """docs/b.md"""  \n'
+        "x = 1  # docs/c.md\n"
+        "y = '#'  # no path here\n",
+        encoding="utf-8",
+    )
+    found = [path for text in python_prose(source) for path in named_paths(text)]
+    assert found == ["docs/a.md", "docs/b.md", "docs/c.md"]
+    assert not may_comment_on_a_path("y = '#'  # no path here\n")
 
 
 def test_every_path_the_docs_docstrings_and_comments_name_exists() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 from typing import Any
 
 import grimp
@@ -21,7 +20,8 @@ from importlinter.contracts.layers import LayersContract
 from importlinter.contracts.protected import ProtectedContract
 from importlinter.domain.contract import Contract
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 TYPES: dict[str, type[Contract]] = {
     "layers": LayersContract,
