@@ -196,7 +196,11 @@ def _run(
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(argv, cwd=cwd, input=stdin, capture_output=True, check=False, env=env, timeout=timeout)
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        # The same exception for a working directory that vanished (a scratch dir removed under us) as for
+        # a missing program: saying "git is not installed" there sent people to reinstall git.
+        if cwd is not None and exc.filename is not None and Path(exc.filename) == Path(cwd):
+            raise GitError(f"`git {_shown(args)}` cannot run in {cwd}: the directory is gone") from None
         raise ToolMissingError("git is not installed") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"`git {_shown(args)}` did not answer within {timeout:.0f} s") from None
