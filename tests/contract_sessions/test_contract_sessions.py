@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, tag_facts
 
 # What this run's own processes set, which would make the session's pytest take itself for part of it.
 NOT_PASSED = (
@@ -45,6 +45,12 @@ def contract_sessions() -> list[str]:
 
 
 SESSIONS = contract_sessions()
+
+
+def test_the_test_sessions_vllm_is_the_tag_vendor_was_built_from() -> None:
+    # Only here does tests/contract run vendor/ itself (moe_contract/paths.py, `release_line`): a
+    # `contract` session builds ours from its own release's files, so the head's group is this one's.
+    assert tag_facts.installed_vllm() == tag_facts.head().version
 
 
 def test_every_group_but_the_heads_has_a_session() -> None:

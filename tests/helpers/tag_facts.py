@@ -6,8 +6,7 @@
 - tests/releases.toml: real releases the tooling tests take as input (rebase scenarios);
 - the scan's document (release/overlay/runtime/vllm_fused_moe/affected-releases.json): every release and its line.
 
-`VLLM_FUSED_MOE_ROOT` points these at another checkout (the `contract` nox session runs the
-contract suite in a scratch copy rebased onto another train tag).
+`VLLM_FUSED_MOE_ROOT` points these at another checkout.
 """
 
 from __future__ import annotations
