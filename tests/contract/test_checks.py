@@ -6,7 +6,7 @@ from moe_contract import checks
 from moe_contract.cases import LAYOUTS
 from moe_contract.problem import MoEProblem
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.any_release]
 
 
 def test_each_problems_references_and_shared_partials_are_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
