@@ -5,15 +5,12 @@
 - the installed vLLM and what its wheel's METADATA pins;
 - tests/releases.toml: real releases the tooling tests take as input (rebase scenarios);
 - the scan's document (release/overlay/runtime/vllm_fused_moe/affected-releases.json): every release and its line.
-
-`VLLM_FUSED_MOE_ROOT` points these at another checkout.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -29,8 +26,7 @@ RELEASES_TOML = Path(__file__).resolve().parents[1] / "releases.toml"
 
 
 def layout() -> Layout:
-    root = os.environ.get("VLLM_FUSED_MOE_ROOT")
-    return Layout(Path(root).resolve()) if root else Layout.default()
+    return Layout.default()
 
 
 def head() -> Pin:

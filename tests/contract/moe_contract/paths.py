@@ -1,20 +1,16 @@
-"""Where the repository keeps the files the contract is about.
-
-`VLLM_FUSED_MOE_ROOT` points the suite at another checkout's vendor/ and patches/.
-"""
+"""Where the repository keeps the files the contract is about."""
 
 import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from release.model.pin import Pin
 
 CONTRACT_DIR = Path(__file__).resolve().parents[1]
-REPO_ROOT = Path(os.environ.get("VLLM_FUSED_MOE_ROOT") or CONTRACT_DIR.parents[1]).resolve()
+REPO_ROOT = CONTRACT_DIR.parents[1]
 VENDORED_PREPARE_FINALIZE = REPO_ROOT / "vendor" / "vllm_fused_moe" / "prepare_finalize"
 PATCH_0001 = REPO_ROOT / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
 VERIFIED_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
