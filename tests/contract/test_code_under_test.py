@@ -33,6 +33,7 @@ def _vllm_package() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@pytest.mark.any_release
 def test_every_train_tag_is_in_exactly_one_group() -> None:
     groups = load_groups()
     listed = [tag for group in groups for tag in group.tags]
@@ -72,6 +73,7 @@ def test_the_other_tags_of_this_group_have_the_same_code_under_test(contract_run
         assert tag_facts.flashinfer_requirement(wheel_metadata(wheel)) == our_flashinfer
 
 
+@pytest.mark.any_release
 def test_function_source_tells_a_changed_function_from_a_changed_neighbour() -> None:
     before = "import os\n\nclass A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n"
     neighbour_changed = before.replace("return 2", "return 3")
@@ -85,6 +87,7 @@ def test_function_source_tells_a_changed_function_from_a_changed_neighbour() -> 
     assert differing_functions({"m.py": before.encode()}, {}, [("m.py", "A.f")]) == ["m.py: only in one release"]
 
 
+@pytest.mark.any_release
 def test_a_module_level_lambda_is_compared_by_its_own_text() -> None:
     ours = 'import os\nA = {\n    "X": lambda: os.getenv("X"),\n    "Y": lambda: os.getenv("Y", "1"),\n}\n'
     moved = "# a new first line\n" + ours.replace('"Y", "1"', '"Y", "2"')  # Y changed, X moved a line

@@ -41,11 +41,13 @@ def test_installed_flashinfer_is_the_one_the_installed_vllm_pins_and_verified() 
     )
 
 
+@pytest.mark.any_release
 def test_the_heads_flashinfer_pin_is_verified() -> None:
     pinned = tag_facts.pinned_version(tag_facts.head().flashinfer)
     assert pinned in read_verified_flashinfer().versions
 
 
+@pytest.mark.any_release
 def test_every_verified_version_says_how_it_was_verified() -> None:
     from moe_contract.paths import VERIFIED_TOML
     from release.queue.verified import read_verified
@@ -103,12 +105,14 @@ def test_two_sided_combine_still_ends_in_a_sum_over_the_top_k_axis() -> None:
     assert {kw.arg: ast.unparse(kw.value) for kw in call.keywords}.get("dim") == "1"
 
 
+@pytest.mark.any_release
 @pytest.mark.parametrize("top_k", [3, 5, 32])
 def test_one_sided_model_refuses_top_k_the_kernel_is_not_built_for(top_k: int) -> None:
     with pytest.raises(ValueError, match=f"no kernel for top_k={top_k}"):
         one_sided_topk_sum(torch.zeros(1, top_k, 4, dtype=torch.bfloat16))
 
 
+@pytest.mark.any_release
 def test_one_sided_model_adds_pairwise_in_the_payload_dtype() -> None:
     # In bf16, 1 + 2^-8 rounds back to 1 (tie to even). Pairwise, the kernel first adds
     # 2^-8 + 2^-8 = 2^-7, which survives: 1 + 2^-7. Left to right would lose all three,

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, tag_facts
 
 # What this run's own processes set, which would make the session's pytest take itself for part of it.
 NOT_PASSED = (
@@ -47,6 +47,12 @@ def contract_sessions() -> list[str]:
 SESSIONS = contract_sessions()
 
 
+def test_the_test_sessions_vllm_is_the_tag_vendor_was_built_from() -> None:
+    # Only here does tests/contract run vendor/ itself (moe_contract/paths.py, `release_line`): a
+    # `contract` session builds ours from its own release's files, so the head's group is this one's.
+    assert tag_facts.installed_vllm() == tag_facts.head().version
+
+
 def test_every_group_but_the_heads_has_a_session() -> None:
     # An empty list would make the test below pass by running nothing.
     assert SESSIONS, "noxfile.py lists no contract(vllm=X) session"
@@ -64,3 +70,5 @@ def test_the_contract_session_of_each_group_passes(session: str) -> None:
     assert summary, log[-8000:]  # the suite ran and said so
     passed, _, rest = summary[-1]
     assert int(passed) > 0 and "failed" not in rest and "error" not in rest, log[-8000:]
+    # What reads neither the release nor its FlashInfer runs once, in `test` (the `any_release` mark).
+    assert "deselected" in rest, log[-8000:]

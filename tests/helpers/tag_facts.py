@@ -5,16 +5,12 @@
 - the installed vLLM and what its wheel's METADATA pins;
 - tests/releases.toml: real releases the tooling tests take as input (rebase scenarios);
 - the scan's document (release/overlay/runtime/vllm_fused_moe/affected-releases.json): every release and its line.
-
-`VLLM_FUSED_MOE_ROOT` points these at another checkout (the `contract` nox session runs the
-contract suite in a scratch copy rebased onto another train tag).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -31,8 +27,7 @@ RELEASES_TOML = REPO / "tests" / "releases.toml"
 
 
 def layout() -> Layout:
-    root = os.environ.get("VLLM_FUSED_MOE_ROOT")
-    return Layout(Path(root).resolve()) if root else Layout.default()
+    return Layout.default()
 
 
 def head() -> Pin:

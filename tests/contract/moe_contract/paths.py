@@ -1,19 +1,20 @@
-"""Where the repository keeps the files the contract is about.
+"""Where the repository keeps the files the contract is about."""
 
-`VLLM_FUSED_MOE_ROOT` points the suite at another checkout's vendor/ and patches/ (the
-`contract` nox session rebases a scratch copy onto each train tag and runs there).
-"""
-
+import dataclasses
+import functools
+import importlib.metadata
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.model.pin import Pin
+
 CONTRACT_DIR = Path(__file__).resolve().parents[1]
-REPO_ROOT = Path(os.environ.get("VLLM_FUSED_MOE_ROOT") or CONTRACT_DIR.parents[1]).resolve()
+REPO_ROOT = CONTRACT_DIR.parents[1]
 VENDORED_PREPARE_FINALIZE = REPO_ROOT / "vendor" / "vllm_fused_moe" / "prepare_finalize"
 PATCH_0001 = REPO_ROOT / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
 VERIFIED_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
+UPSTREAM_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml"
 # Train tags grouped by identical code under test (moe_contract/code_under_test.py).
 CONTRACT_GROUPS = CONTRACT_DIR / "groups.toml"
 
@@ -52,9 +53,9 @@ class ReleaseLine:
     `upstream_file` maps a class's module key to the file the installed release has.
     `unchanged` are classes in the same modules that the fix must leave alone (an all-gather
     class sharing a base with a fixed one): (module key, class name). `vendored` is None for
-    an older line: vendor/ holds the head line only, so its patched files are made the way
-    the overlay build makes them, by applying the line's patch to the installed release's
-    files (prepare_finalize_sources.py).
+    an older line, and for the head line's other tags: vendor/ holds one tag of the head line
+    only, so their patched files are made the way the overlay build makes them, by applying the
+    line's patch to the installed release's files (prepare_finalize_sources.py).
     """
 
     name: str
@@ -164,11 +165,23 @@ def installed_vllm_root() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@functools.cache
 def release_line() -> ReleaseLine:
-    """The line of the installed vLLM, by which files it has (never by its version)."""
+    """The line of the installed vLLM, by which files it has (never by its version).
+
+    vendor/ is the head line's patched files of one tag (UPSTREAM.toml's): with any other tag of
+    the head line installed, ours are built from that release's files, as for an older line
+    (`vendored` None), and test_sources.py holds them to the train's hashes for the tag.
+    """
     root = installed_vllm_root()
     if root is not None:
         for line in LINES:
             if all((root.parent / line.upstream_file(module)).is_file() for module in line.modules):
+                if line.vendored is not None and not _vendor_is_of_installed_vllm():
+                    return dataclasses.replace(line, vendored=None)
                 return line
     return HEAD_LINE
+
+
+def _vendor_is_of_installed_vllm() -> bool:
+    return importlib.metadata.version("vllm") == Pin.load(UPSTREAM_TOML).version

@@ -1,13 +1,13 @@
 """The prepare/finalize sources a run can load: ours, pristine upstream, and mutants.
 
-Which files depend on the installed release's line (paths.py, `release_line`). Head line:
-pristine files come from reverse-applying patch 0001 to a copy of the vendored files
-(no network); they are the pinned tag's own (tests/contract/test_sources.py compares
-them with the installed vLLM). Older line: pristine is the installed release's files, ours
-that line's patch applied to them. A mutant is ours with the fix taken out of one class, found
-by AST so that a reformatted file still mutates cleanly: an `output_is_reduced()` that the fix
-turned to `return True` goes back to `return False`; one the fix added to a class that inherits
-the method (line flashinfer_cutlass) is removed again.
+Which files depend on the installed release's line (paths.py, `release_line`). vendor/'s own
+tag: pristine files come from reverse-applying patch 0001 to a copy of the vendored files (no
+network); they are the pinned tag's own (tests/contract/test_sources.py compares them with the
+installed vLLM). Any other tag (an older line, or another tag of the head line): pristine is the
+installed release's files, ours that line's patch applied to them. A mutant is ours with the fix
+taken out of one class, found by AST so that a reformatted file still mutates cleanly: an
+`output_is_reduced()` that the fix turned to `return True` goes back to `return False`; one the
+fix added to a class that inherits the method (line flashinfer_cutlass) is removed again.
 """
 
 import ast
@@ -36,7 +36,7 @@ class SourceVariant:
 
 
 def vendored_variant(workdir: Path | None = None) -> SourceVariant:
-    """Our patched files: vendor/ for the head line; for an older line, the line's patch
+    """Our patched files: vendor/ where it is the installed tag's; otherwise the line's patch
     applied to the installed release's files (what the overlay build ships), in `workdir`."""
     line = release_line()
     if line.vendored is not None:
@@ -87,8 +87,8 @@ def _copy_flashinfer_modules(source: Path, destination: Path) -> None:
 
 
 def pristine_variant(workdir: Path) -> SourceVariant:
-    """Patch 0001 reverse-applied to our files (head line); for an older line, the installed
-    release's own files."""
+    """Patch 0001 reverse-applied to vendor/ where it is the installed tag's; otherwise the
+    installed release's own files."""
     line = release_line()
     if line.vendored is not None:
         return SourceVariant(PRISTINE, _apply_line_patch(workdir / PRISTINE, reverse=True))
