@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
