@@ -30,15 +30,14 @@ from pathlib import Path
 import pytest
 
 from helpers import tag_facts
+from helpers.build import train_wheels, version_of
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages, uv_binary
 from release.core.layout import Layout
 from release.model.lines import HEAD_LINE, read_lines
 from release.model.train import Train
-from release.overlay.build import BuildPlan, build_train
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
-from release.queue.verified import read_verified
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -93,14 +92,14 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def train_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """Our index with the overlay of every train tag that has a verified FlashInfer; {tag: version}."""
-    layout = Layout.default()
-    verified = read_verified(layout.verified_toml)
-    tags = [e.tag for e in Train.load(layout.train).entries if verified.range_for(e.flashinfer) is not None]
-    results = build_train(BuildPlan(layout, tmp_path_factory.mktemp("dist"), allow_dirty=True), tags)
+    """Our index with the overlay of every train tag that has a verified FlashInfer; {tag: version}.
+
+    The wheels are the run's one build of the train (helpers.build.train_wheels), which
+    tests/overlay/test_build_train.py also reads."""
+    wheels = train_wheels(tmp_path_factory)
     index = tmp_path_factory.mktemp("index")
-    publish([r.wheel for r in results], index)
-    return index, {r.tag: r.version for r in results}
+    publish(list(wheels.values()), index)
+    return index, {tag: version_of(wheel) for tag, wheel in wheels.items()}
 
 
 def resolve(venv: Path, index: Path, excludes: Path) -> subprocess.CompletedProcess[str]:
