@@ -1,9 +1,9 @@
 """The doctor's verdicts in fresh venvs with real vLLM release wheels, as a user would meet them.
 
-Venvs are made the way tests/overlay/test_activation.py makes them (tests/helpers/freshvenv.py:
-`pip install --no-deps` from a PEP 503 index directory holding our wheel and the real vLLM release
-wheels; torch and vLLM's import-time dependencies come from the test environment). One venv per vLLM
-release, shared by every run on it:
+Venvs are made the way tests/overlay/test_activation.py makes them (tests/helpers/freshvenv.py: the
+real vLLM release wheel linked in by uv, `pip install --no-deps` of our wheel from a PEP 503 index
+directory that holds it, as the doctor's fix command reads it; torch and vLLM's import-time
+dependencies come from the test environment). One venv per vLLM release, shared by every run on it:
 
 - the pinned release (affected): first bare, asked from outside with `python -m release doctor`
   (exit 1 and the fix command); then the fix command it printed is run (the hash-pinned install of
@@ -175,7 +175,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     wheel = _overlay_wheel(tmp)
     wanted = (releases.pinned, releases.other, releases.fixed, releases.chunked)
     wheels = {v: pypi_wheel(f"v{v}") for v in wanted}
-    publish([wheel, *wheels.values()], index)
+    # Our wheel alone: the venvs take vLLM from the release wheels themselves, and the doctor's fix
+    # installs from our project's page and requirements file. (The four vLLM wheels, 1.2 GB, were read
+    # three times and copied, for nothing that reads them.)
+    publish([wheel], index)
     url = index.as_uri()  # the directory publish wrote: simple/ and requirements/
     with ThreadPoolExecutor(3) as pool:
         made = {

@@ -1,4 +1,4 @@
-"""Shared, session-scoped artefacts: one built wheel, one index with it and real vLLM wheels."""
+"""Shared, session-scoped artefacts: one built wheel, one index with it, the real vLLM wheels."""
 
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ def vllm_wheels() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def index(tmp_path_factory: pytest.TempPathFactory, built: BuildResult, vllm_wheels: dict[str, Path]) -> Path:
+def index(tmp_path_factory: pytest.TempPathFactory, built: BuildResult) -> Path:
+    """Our index with the built wheel: the venvs install our overlay from it, and vLLM from its release
+    wheel (vllm_wheels), as freshvenv.create does. (A real vLLM wheel in an index of ours:
+    test_index.py's own, not every worker's copy of ~0.6 GB.)"""
     directory = tmp_path_factory.mktemp("index")
-    publish([built.wheel, *vllm_wheels.values()], directory)
+    publish([built.wheel], directory)
     return directory

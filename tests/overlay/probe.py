@@ -1,7 +1,7 @@
 """Run by a fresh venv's python: which classes does vLLM resolve, here and in its workers?
 
 Prints one JSON object on the last line of stdout. Not a test module (no test_ prefix):
-tests/overlay/test_activation.py runs it as a real process.
+tests/overlay/test_activation.py and test_pick_wheel.py run it as a real process.
 """
 
 from __future__ import annotations
@@ -130,15 +130,35 @@ def in_worker(method: str) -> dict:
     return result
 
 
+def doctor_live() -> dict:
+    """`vllm-fused-moe doctor --live --json` in this process, after resolve() and overlaid(): its exit
+    code and report. The doctor imports the line's module as vLLM does; here vLLM has already imported
+    it, through the same hook, so the doctor reads the very classes the probe read (one vLLM import
+    for both, not one per process)."""
+    import contextlib
+    import io
+
+    from vllm_fused_moe import doctor
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = doctor.main(["--live", "--json"])
+    return {"returncode": code, "report": json.loads(printed.getvalue())}
+
+
 if __name__ == "__main__":
     report: dict = {}
+    # Arguments: the start methods of the workers to resolve in ("spawn", "fork"), and `--doctor-live`.
+    methods = [arg for arg in sys.argv[1:] if arg != "--doctor-live"]
     try:
         report["main"] = resolve()
         try:  # after resolve(), which records whether vLLM was imported before it
             report["overlaid"] = overlaid()
         except Exception as exc:
             report["overlaid"] = {"error": f"{type(exc).__name__}: {exc}"}
-        for method in sys.argv[1:]:
+        if "--doctor-live" in sys.argv[1:]:
+            report["doctor_live"] = doctor_live()
+        for method in methods:
             report[method] = in_worker(method)
     except BaseException as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"

@@ -20,6 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from helpers import REPO, run_release, snapshot
+from helpers.build import buildable_tags, train_wheels
 from helpers.failure import failed
 from helpers.reads import count_reads
 from release.cli import main
@@ -37,11 +38,8 @@ pytestmark = pytest.mark.slow
 
 def buildable(root: Path) -> tuple[list[str], list[str]]:
     """The train's tags whose pin admits a verified FlashInfer, and the others (from the data)."""
-    layout = Layout(root)
-    verified = read_verified(layout.verified_toml)
-    train = Train.load(layout.train)
-    ok = [e.tag for e in train.entries if verified.range_for(e.flashinfer) is not None]
-    return ok, [t for t in train.tags if t not in ok]
+    ok = buildable_tags(Layout(root))
+    return ok, [t for t in Train.load(Layout(root).train).tags if t not in ok]
 
 
 def build(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,27 +51,28 @@ def wheels(out: Path) -> dict[str, str]:
     return {p.name: file_sha256(p) for p in sorted(out.glob("*.whl"))} if out.is_dir() else {}
 
 
-# What each build of built_twice said on stderr, by its output directory.
+# What built_twice's build by the CLI said on stderr, by its output directory.
 PROGRESS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
 def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
-    """Every buildable train tag built twice, into two directories, by two processes: by `--tag`
-    each, then by `--all` (where every train tag is verified; `--all` refuses otherwise, and
-    test_build_all_builds_every_tag_it_can_and_names_each_it_cannot shows it)."""
+    """Every buildable train tag built twice, into two directories: once by `build --all` in a process
+    of its own (by `--tag` each where a train tag is not verified; `--all` refuses then, and
+    test_build_all_builds_every_tag_it_can_and_names_each_it_cannot shows it), once by the build
+    the run's other files read (helpers.build.train_wheels: the same build_train, in the test's process).
+
+    Returns the directory of the process's build, which the tests read, and both builds' {name: sha256}."""
     ok, refused = buildable(REPO)
     assert ok, "no train tag has a verified FlashInfer: nothing to build"
-    tags = [arg for tag in ok for arg in ("--tag", tag)]
-    first, second = tmp_path_factory.mktemp("dist1"), tmp_path_factory.mktemp("dist2")
+    out = tmp_path_factory.mktemp("dist")
     before = snapshot(REPO)
-    for out, args in ((first, tags), (second, tags if refused else ["--all"])):
-        result = build(REPO, out, *args)
-        assert result.returncode == 0, result.stdout + result.stderr
-        PROGRESS[str(out)] = result.stderr
-        print("\n" + result.stdout)
+    result = build(REPO, out, *([arg for tag in ok for arg in ("--tag", tag)] if refused else ["--all"]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    PROGRESS[str(out)] = result.stderr
+    print("\n" + result.stdout)
     assert snapshot(REPO) == before  # vendor/ and patches/ are only ever read
-    return first, wheels(first), wheels(second)
+    return out, wheels(out), {wheel.name: file_sha256(wheel) for wheel in train_wheels(tmp_path_factory).values()}
 
 
 def test_two_builds_give_one_wheel_per_tag_with_the_same_sha256(built_twice) -> None:

@@ -78,7 +78,11 @@ def test_rerun_changes_nothing_and_a_new_release_keeps_the_old(
     assert list(listed) == [built.wheel.name, second.wheel.name]  # oldest first, by version
 
 
-def test_real_vllm_wheel_with_a_build_tag_goes_in_next_to_ours(index: Path, vllm_wheels: dict[str, Path]) -> None:
+def test_real_vllm_wheel_with_a_build_tag_goes_in_next_to_ours(
+    tmp_path: Path, built: BuildResult, vllm_wheels: dict[str, Path]
+) -> None:
+    index = tmp_path / "index"
+    publish([built.wheel, *vllm_wheels.values()], index)
     listed = links(index / "simple" / "vllm" / "index.html")
     assert set(listed) == {w.name for w in vllm_wheels.values()}
     assert all(requires.startswith(">=3.10") or "3.10" in requires for _sha, requires in listed.values())

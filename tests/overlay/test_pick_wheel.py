@@ -30,15 +30,14 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, tag_facts
+from helpers.build import train_wheels, version_of
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages, uv_binary
 from release.core.layout import Layout
 from release.model.lines import HEAD_LINE, read_lines
 from release.model.train import Train
-from release.overlay.build import BuildPlan, build_train
 from release.overlay.index import publish
 from release.pristine.wheel import pypi_wheel
-from release.queue.verified import read_verified
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -93,14 +92,14 @@ def clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def train_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """Our index with the overlay of every train tag that has a verified FlashInfer; {tag: version}."""
-    layout = Layout.default()
-    verified = read_verified(layout.verified_toml)
-    tags = [e.tag for e in Train.load(layout.train).entries if verified.range_for(e.flashinfer) is not None]
-    results = build_train(BuildPlan(layout, tmp_path_factory.mktemp("dist"), allow_dirty=True), tags)
+    """Our index with the overlay of every train tag that has a verified FlashInfer; {tag: version}.
+
+    The wheels are the run's one build of the train (helpers.build.train_wheels), which
+    tests/overlay/test_build_train.py also reads."""
+    wheels = train_wheels(tmp_path_factory)
     index = tmp_path_factory.mktemp("index")
-    publish([r.wheel for r in results], index)
-    return index, {r.tag: r.version for r in results}
+    publish(list(wheels.values()), index)
+    return index, {tag: version_of(wheel) for tag, wheel in wheels.items()}
 
 
 def resolve(venv: Path, index: Path, excludes: Path) -> subprocess.CompletedProcess[str]:
@@ -152,25 +151,28 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
         excludes.write_text("\n".join(vllm_requirement_names(wheel)) + "\n")
         resolved = resolve(root / tag, index, excludes)
         info = run(python, "-m", "vllm_fused_moe", "info", "--json")
-        probe = run(python, str(PROBE))
+        older = lines.get(tag, HEAD_LINE) != HEAD_LINE  # the head line's doctor runs: tests/doctor/test_doctor_venvs.py
+        # On an older line, `doctor --live` with the overlay on runs in the probe's process, after it (one
+        # vLLM import for both); with VLLM_FUSED_MOE=off in a process of its own (the switch is read at start-up).
+        probe = run(python, str(PROBE), *(["--doctor-live"] if older else []))
         last = [line for line in probe.stdout.splitlines() if line.startswith("{")]
+        report = json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]}
         doctor: dict[str, object] = {}
-        if lines.get(tag, HEAD_LINE) != HEAD_LINE:  # the head line's doctor runs: tests/doctor/test_doctor_venvs.py
-            for mode in ("on", "off"):
-                asked = run(
-                    python, "-m", "vllm_fused_moe", "doctor", "--live", "--json", mode=None if mode == "on" else mode
-                )
-                doctor[mode] = (
-                    asked.returncode,
-                    json.loads(asked.stdout) if asked.stdout.startswith("{") else asked.stderr[-2000:],
-                )
+        if older:
+            live = report.get("doctor_live") or {}
+            doctor["on"] = (live.get("returncode"), live.get("report", report.get("error")))
+            asked = run(python, "-m", "vllm_fused_moe", "doctor", "--live", "--json", mode="off")
+            doctor["off"] = (
+                asked.returncode,
+                json.loads(asked.stdout) if asked.stdout.startswith("{") else asked.stderr[-2000:],
+            )
         return {
             "doctor": doctor,
             "resolved": resolved,
             "vllm": installed(python, "vllm"),
             "overlay": installed(python, "vllm-fused-moe"),
             "info": json.loads(info.stdout) if info.returncode == 0 else {"error": info.stderr[-2000:]},
-            "probe": json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]},
+            "probe": report,
             "site": str(site_packages(python)),
         }
 
@@ -225,7 +227,8 @@ def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_an
     tag: str, train_index, picked
 ) -> None:
     """`doctor --live` on an older line imports that line's module and classes (scan data `lines.*.live`):
-    with the overlay on, ours say True (exit 0, fixed-live); with VLLM_FUSED_MOE=off, vLLM's own say False."""
+    with the overlay on, ours say True (exit 0, fixed-live; run in the probe's process, probe.doctor_live);
+    with VLLM_FUSED_MOE=off, in a process of its own, vLLM's own say False."""
     _, built = train_index
     if tag not in built:
         pytest.skip(f"{tag}'s FlashInfer is not verified yet, so its overlay is not built (VERIFIED.toml)")

@@ -30,6 +30,7 @@ Three venvs in all, built concurrently, shared by every test of the module.
 from __future__ import annotations
 
 import contextlib
+import ensurepip
 import json
 import os
 import re
@@ -207,18 +208,28 @@ def fresh_venv(kind: str, home: Path, vllm_wheel: Path) -> Path:
     """A venv as the doc's first line leaves it, by the shortcut of the module docstring; returns it."""
     home.mkdir(parents=True)
     env_dir = home / "venv"
+    pip: list[str] = []
     if kind == "pip":
-        venv.EnvBuilder(with_pip=True).create(env_dir)  # a user's venv has pip; uv's has not
-        # Python 3.11's ensurepip adds setuptools 65, which would hide the borrowed torch's newer one
-        # from `pip check`; a venv made by Python 3.12+ has none.
-        subprocess.run([env_dir / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y", "setuptools"], check=True)
+        # A user's venv has pip; uv's has not. The pip `python -m venv` puts there is the one ensurepip
+        # bundles: linked here from that very wheel by uv (ensurepip unpacks and compiles it again, with
+        # setuptools 65, which would hide the borrowed torch's newer one from `pip check`: a venv made
+        # by Python 3.12+ has no setuptools either).
+        venv.EnvBuilder(with_pip=False).create(env_dir)
+        pip = [str(bundled_pip())]
     else:
         subprocess.run([uv_binary(), "venv", "--quiet", "--python", sys.executable, str(env_dir)], check=True)
     python = env_dir / "bin" / "python"
-    install_no_deps(python, str(vllm_wheel), tag_facts.head().flashinfer)
+    install_no_deps(python, str(vllm_wheel), tag_facts.head().flashinfer, *pip)
     requirements_met(python, INSTALLED_BY_THE_FIRST_LINE)
     lend_test_env(python)
     return env_dir
+
+
+def bundled_pip() -> Path:
+    """The pip wheel this Python's ensurepip installs into a new venv."""
+    found = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    assert len(found) == 1, f"ensurepip bundles {found}"
+    return found[0]
 
 
 @dataclass
