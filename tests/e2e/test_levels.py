@@ -11,9 +11,10 @@ are named by the level patches/train.toml records, which went up exactly for the
 `publish` exits 0 and each requirements file pins that level where the step changes what the index must
 prove: the previous train; the rebase (the new release's first proof, and the head's level that the add,
 edit and drop made); the other checkout's level and the hint's; the last `build --all` (the other tag's
-level; a rebuild of the same files writes nothing); one head-line tag after the retirement. The add, edit
-and drop change no bug a wheel fixes: publishing each would run the same proofs again on new bytes (a
-torch and vLLM import each). Every command runs under a HOME whose
+level; a rebuild of the same files writes nothing); one head-line tag after the retirement, beside the other
+tag's wheel, which publish leaves as it is. The add, edit and drop change no bug a wheel fixes: publishing
+each would run the same proofs again on new bytes (a torch and vLLM import each). Every command runs under
+a HOME whose
 ~/.gitconfig sets diff.noprefix and format.signOff. No release is named here: the tags come from the pin,
 the train and tests/releases.toml.
 """
@@ -76,21 +77,22 @@ def build(project: Path, env: dict[str, str], name: str, tags: list[str] | None 
 
 
 def ship(
-    project: Path, index: Path, env: dict[str, str], name: str, tags: list[str] | None = None, only: str = ""
+    project: Path, index: Path, env: dict[str, str], name: str, tags: list[str] | None = None, added: str = ""
 ) -> dict[str, int]:
-    """`build` then `publish` of its wheels (or of `only`'s) onto the index: exits 0, and each published tag's
-    requirements file pins the level patches/train.toml records; returns the levels it records."""
+    """`build` then `publish` of its wheels onto the index: exits 0, and each built tag's requirements file pins
+    the level patches/train.toml records; returns the levels it records. `added`: the one tag whose wheel publish
+    adds, the others' being in the index already (the same bytes)."""
     dist, levels = build(project, env, name, tags)
-    if only:  # publish takes a directory or one wheel
-        [dist] = dist.glob(f"vllm_fused_moe-{version_of_tag(only)}+fm.{levels[only]}-*.whl")
     published = run_release(project, "publish", str(dist), str(index), env=env)
     assert published.returncode == 0, published.stdout + published.stderr
-    for tag in [only] if only else tags or levels:
+    for tag in tags or levels:
+        version = f"{version_of_tag(tag)}+fm.{levels[tag]}"
         pinned = (index / "requirements" / f"vllm-{version_of_tag(tag)}.txt").read_text()
-        assert re.search(rf"(?m)^vllm-fused-moe=={re.escape(version_of_tag(tag))}\+fm\.{levels[tag]} ", pinned), (
-            tag,
-            pinned,
-        )
+        assert re.search(rf"(?m)^vllm-fused-moe=={re.escape(version)} ", pinned), (tag, pinned)
+        if added:
+            [wheel] = dist.glob(f"vllm_fused_moe-{version}-*.whl")
+            said = "published" if tag == added else "already published (same bytes)"
+            assert f"{said} {wheel.name}" in published.stdout.splitlines(), published.stdout
     return levels
 
 
@@ -184,7 +186,10 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     run_ok(project, env, "rebase", fixed, "--from", "pypi", "--report", str(project.parent / "report-retire"))
     run_ok(project, env, "train", "add", "--all")
     # (Its own wheel waits for a FlashInfer pin VERIFIED.toml holds: issue 36's part 2; the rest are built.)
-    # One head-line tag older than `fixed` is published: it replays 0001 from patches/retired/, as the other does.
-    retired = ship(project, index, env, "retire", [t for t in Train.load(layout.train).tags if t != fixed], target)
+    # One head-line tag older than `fixed` is published: it replays 0001 from patches/retired/, as the other does;
+    # publish adds its new level and leaves the other tag's, which the retirement did not change.
+    assert sorted(Train.load(layout.train).tags) == sorted([other, head, target, fixed])
+    build(project, env, "retire-head", [head])
+    retired = ship(project, index, env, "retire", [other, target], added=target)
     assert retired == {other: asked, head: rebased[head] + 1, target: rebased[target] + 1, fixed: 1}
     assert Train.load(layout.train).get(fixed).patches == (STACKED,)  # type: ignore[union-attr]
