@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_release
+from helpers import run_release, tag_facts
 from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from release.core.errors import UnprovenWheelError
 from release.core.layout import Layout
 from release.evidence.runner import source_tree
-from release.model.lines import HEAD_LINE, read_lines
+from release.model.lines import read_lines
 from release.model.train import Train, TrainEntry
 
 pytestmark = pytest.mark.network  # the tag's release wheel: the cache, or the package index once
@@ -35,8 +35,9 @@ BUILD_INFO = "vllm_fused_moe/_build_info.json"
 
 
 def older_line_tag(layout: Layout) -> TrainEntry:
-    """The newest train tag of an older release line (both tests take it: its pristine run is made once)."""
-    return [e for e in Train.load(layout.train).entries if e.line != HEAD_LINE and e.bugs][-1]
+    """The newest train tag of an older release line (every test here and test_levels.py take it: its pristine
+    run is made once)."""
+    return tag_facts.older_line_tag(Train.load(layout.train))
 
 
 def pristine_files(layout: Layout, entry: TrainEntry) -> dict[str, bytes]:

@@ -1,14 +1,20 @@
 """A tag's patch level follows the bytes its wheel ships, through every documented flow, onto one published index.
 
-One copy of the checkout (its train cut to the head and the newest tag of the oldest release line, real
-release wheels, cached) and one index that already holds the train's wheels (not a fresh one), walked in
+One copy of the checkout (its train cut to the head and the newest tag of an older release line that carries
+a bug, real release wheels, cached) and one index that already holds the train's wheels (not a fresh one), walked in
 order, as a maintainer would: add two patches (three in all, two on 0001's file), each older line
 `pq skip`ping them; edit one; `pq import --line` then `pq export --dir` with no change; `pq drop`; the
 README's rebase onto the next release (it refreshes the patches the older head's wheel ships); the hint's
 `--patch-level`; a rebase that retires 0001 at the head while the older tags keep it. After each:
-`train add --all` where the docs say so, `build --all`, `publish` exits 0, and
-each requirements file pins the level patches/train.toml records, which went up exactly for the tags
-whose wheels changed. A rebuild of the same files writes nothing. Every command runs under a HOME whose
+`train add --all` where the docs say so, then `build` (`--all`, or the tags the step changes), whose wheels
+are named by the level patches/train.toml records, which went up exactly for the tags whose wheels changed.
+`publish` exits 0 and each requirements file pins that level where the step changes what the index must
+prove: the previous train; the rebase (the new release's first proof, and the head's level that the add,
+edit and drop made); the other checkout's level and the hint's; the last `build --all` (the other tag's
+level; a rebuild of the same files writes nothing); one head-line tag after the retirement, beside the other
+tag's wheel, which publish leaves as it is. The add, edit and drop change no bug a wheel fixes: publishing
+each would run the same proofs again on new bytes (a torch and vLLM import each). Every command runs under
+a HOME whose
 ~/.gitconfig sets diff.noprefix and format.signOff. No release is named here: the tags come from the pin,
 the train and tests/releases.toml.
 """
@@ -46,8 +52,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str
         moved = run_release(project, "rebase", tag_facts.rebase_from(), "--from", "pypi", "--allow-older")
         assert moved.returncode == 0, moved.stdout + moved.stderr
     train = Train.load(layout.train)
-    oldest = train.entries[0].line
-    other = [e for e in train.entries if e.line == oldest][-1]
+    other = tag_facts.older_line_tag(train)  # test_evidence.py's too: the pristine release's proof is made once
     head = train.get(Pin.load(layout.upstream_toml).tag)
     assert head is not None and other.line != head.line
     layout.train.write_text(Train((other, head)).dumps())
@@ -58,21 +63,36 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str
     return project, root / "index", env
 
 
-def ship(project: Path, index: Path, env: dict[str, str], name: str, tags: list[str] | None = None) -> dict[str, int]:
-    """`build --all` (or `--tag` each of `tags`) then `publish` onto the index: both exit 0, and each built tag's
-    requirements file pins the level patches/train.toml records; returns the levels it records."""
+def build(project: Path, env: dict[str, str], name: str, tags: list[str] | None = None) -> tuple[Path, dict[str, int]]:
+    """`build --all` (or `--tag` each of `tags`) exits 0 and names each wheel by the level patches/train.toml
+    records; returns the dist directory and the levels it records."""
     dist = project.parent / f"dist-{name}"
     which = ["--all"] if tags is None else [arg for tag in tags for arg in ("--tag", tag)]
     built = run_release(project, "build", *which, "--out", str(dist), env=env)
     assert built.returncode == 0, built.stdout + built.stderr
+    levels = {e.tag: e.patch_level for e in Train.load(Layout(project).train).entries}
+    versions = sorted(wheel.name.split("-")[1] for wheel in dist.glob("vllm_fused_moe-*.whl"))
+    assert versions == sorted(f"{version_of_tag(tag)}+fm.{levels[tag]}" for tag in tags or levels), versions
+    return dist, levels
+
+
+def ship(
+    project: Path, index: Path, env: dict[str, str], name: str, tags: list[str] | None = None, added: str = ""
+) -> dict[str, int]:
+    """`build` then `publish` of its wheels onto the index: exits 0, and each built tag's requirements file pins
+    the level patches/train.toml records; returns the levels it records. `added`: the one tag whose wheel publish
+    adds, the others' being in the index already (the same bytes)."""
+    dist, levels = build(project, env, name, tags)
     published = run_release(project, "publish", str(dist), str(index), env=env)
     assert published.returncode == 0, published.stdout + published.stderr
-    levels = {e.tag: e.patch_level for e in Train.load(Layout(project).train).entries}
-    for tag, level in levels.items():
-        if tags is not None and tag not in tags:
-            continue
+    for tag in tags or levels:
+        version = f"{version_of_tag(tag)}+fm.{levels[tag]}"
         pinned = (index / "requirements" / f"vllm-{version_of_tag(tag)}.txt").read_text()
-        assert re.search(rf"(?m)^vllm-fused-moe=={re.escape(version_of_tag(tag))}\+fm\.{level} ", pinned), (tag, pinned)
+        assert re.search(rf"(?m)^vllm-fused-moe=={re.escape(version)} ", pinned), (tag, pinned)
+        if added:
+            [wheel] = dist.glob(f"vllm_fused_moe-{version}-*.whl")
+            said = "published" if tag == added else "already published (same bytes)"
+            assert f"{said} {wheel.name}" in published.stdout.splitlines(), published.stdout
     return levels
 
 
@@ -103,7 +123,7 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
         for line in others:
             run_ok(project, env, "pq", "skip", name, "--line", line, "--reason", "not on this line's classes")
     run_ok(project, env, "train", "add", "--all")
-    added = ship(project, index, env, "add")
+    _, added = build(project, env, "add")
     # The head carries two more patches; the other tag carries the same, but its line's series gained `skip`s.
     assert added == {head: before[head] + 1, other: before[other] + 1}
 
@@ -111,7 +131,7 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     patch = project / "patches" / SHAPE_CHECK_PATCH
     patch.write_text(patch.read_text().replace("Why: a test needs a patch here.", "Why: a test needs it here."))
     run_ok(project, env, "train", "add", "--all")
-    edited = ship(project, index, env, "edit")
+    _, edited = build(project, env, "edit")
     assert edited == {head: added[head] + 1, other: added[other]}
 
     # The other line's variant through the tool with no change: nothing written, nothing to ship.
@@ -125,13 +145,16 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     # Drop 0002: the head's wheel loses it, the other line's series its `skip`.
     run_ok(project, env, "pq", "drop", SHAPE_CHECK_PATCH)
     run_ok(project, env, "train", "add", "--all")
-    dropped = ship(project, index, env, "drop")
+    _, dropped = build(project, env, "drop")
     assert dropped == {head: edited[head] + 1, other: edited[other] + 1}
 
     # The README's rebase onto the next release: it refreshes 0001 and 0003, which the old head's wheel ships.
+    # The head line's wheels are built and published: the new release's first proof, and the head's level that the
+    # add, edit and drop made. The other tag's wheel, which the rebase leaves as the drop built it, is published by
+    # the last build --all below, after the other checkout's level of it.
     target = tag_facts.rebase_to()
     run_ok(project, env, "rebase", target, "--from", "pypi", "--report", str(project.parent / "report"))
-    rebased = ship(project, index, env, "rebase")
+    rebased = ship(project, index, env, "rebase", [head, target])
     assert rebased == {other: dropped[other], head: dropped[head] + 1, target: 1}
 
     # Another checkout published a level of the other tag this one never recorded; this one's own change at the
@@ -162,7 +185,11 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     fixed = tag_facts.first_fixed()
     run_ok(project, env, "rebase", fixed, "--from", "pypi", "--report", str(project.parent / "report-retire"))
     run_ok(project, env, "train", "add", "--all")
-    # (Its own wheel waits for a FlashInfer pin VERIFIED.toml holds: issue 36's part 2; the rest ship.)
-    retired = ship(project, index, env, "retire", [t for t in Train.load(layout.train).tags if t != fixed])
+    # (Its own wheel waits for a FlashInfer pin VERIFIED.toml holds: issue 36's part 2; the rest are built.)
+    # One head-line tag older than `fixed` is published: it replays 0001 from patches/retired/, as the other does;
+    # publish adds its new level and leaves the other tag's, which the retirement did not change.
+    assert sorted(Train.load(layout.train).tags) == sorted([other, head, target, fixed])
+    build(project, env, "retire-head", [head])
+    retired = ship(project, index, env, "retire", [other, target], added=target)
     assert retired == {other: asked, head: rebased[head] + 1, target: rebased[target] + 1, fixed: 1}
     assert Train.load(layout.train).get(fixed).patches == (STACKED,)  # type: ignore[union-attr]

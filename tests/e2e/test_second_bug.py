@@ -3,8 +3,10 @@
 As a maintainer would, with real processes on a copy of the checkout and the real release wheels (cached):
 0002 (the shape check, made here) fixes a bug no upstream release fixes; `scan` of the releases from the head
 through the one after 0001's first fixed release marks them affected by it; `train add` records those two
-releases carrying 0002 alone (0001 is upstream there); `build --tag` of both and `publish` exit 0 (before,
-build refused: their FlashInfer pin is outside VERIFIED.toml, which is 0001's contract, not 0002's); and the
+releases carrying 0002 alone (0001 is upstream there); `build --tag` of both exits 0 (before, build refused: their
+FlashInfer pin is outside VERIFIED.toml, which is 0001's contract, not 0002's), and `publish` of the first
+fixed release's wheel, which proves both bugs on that release (the next release's wheel is the same case, so it
+is built and read but not proven again: each proof is a torch and vLLM import per bug, twice); and the
 doctor, fed the scan the fork wrote, names each release's bugs by the bug table: the head release both, the
 first fixed release the second only, a release with neither none; installed beside that release with its
 overlay, it says fixed-live. No release is named here: each comes from the pin and the scan data.
@@ -77,7 +79,8 @@ def fork(tmp_path_factory: pytest.TempPathFactory) -> Fork:
     dist, index = root.parent / "dist", root.parent / "index"
     built = run_release(root, "build", "--tag", f"v{fixed}", "--tag", f"v{after}", "--out", str(dist))
     assert built.returncode == 0, built.stdout + built.stderr
-    published = run_release(root, "publish", str(dist), str(index))
+    [first_fixed] = dist.glob(f"vllm_fused_moe-{fixed}+fm.*.whl")
+    published = run_release(root, "publish", str(first_fixed), str(index))
     assert published.returncode == 0, published.stdout + published.stderr
     assert first in json.loads(layout.affected_json.read_text())["bugs"]
     return Fork(root, dist, index, fixed, after, head)
@@ -93,7 +96,7 @@ def test_the_overlays_past_0001s_fix_carry_only_the_second_fix_and_ask_nothing_o
         requires = [Requirement(r) for r in HeaderParser().parsestr(metadata.decode()).get_all("Requires-Dist")]
         assert [(r.name, str(r.specifier)) for r in requires] == [("vllm", f"=={version}")]
         assert info["flashinfer_specifier"] == ""
-        assert (fork.index / "requirements" / f"vllm-{version}.txt").is_file()
+    assert (fork.index / "requirements" / f"vllm-{fork.fixed}.txt").is_file()
 
 
 def test_the_doctor_names_each_releases_bugs_by_the_bug_table(fork: Fork) -> None:

@@ -25,6 +25,7 @@ from release.core.faults import FAULT_ENV
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.train import Train
+from release.pristine.wheel import cache_dir
 from release.queue.load import is_head
 
 pytestmark = pytest.mark.network  # every train tag: the cached release wheels, or range reads
@@ -35,12 +36,15 @@ EP_SIZE = "        ep_size = self.all2all_manager.world_size\n"
 
 
 def hostile_home(tmp_path: Path) -> dict[str, str]:
+    """A HOME whose ~/.gitconfig differs from git's defaults; the release wheel cache stays the user's (it lives
+    under the real HOME): without it `train add --all` reads every train tag from the package index again."""
     home = tmp_path / "home"
     home.mkdir()
     (home / ".gitconfig").write_text(
         "[diff]\n\tnoprefix = true\n\tcontext = 5\n[format]\n\tsignOff = true\n[am]\n\tthreeWay = false\n"
     )
-    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    cache = str(cache_dir().parent)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "VLLM_FUSED_MOE_CACHE": cache}
 
 
 def test_a_patch_stacked_on_0001s_file_reaches_every_train_tag_in_one_pass(project: Path, tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ from packaging.version import Version
 
 from helpers import REPO
 from release.core.layout import Layout
+from release.model.lines import HEAD_LINE
 from release.model.pin import Pin
-from release.model.train import Train
+from release.model.train import Train, TrainEntry
 
 FLASHINFER = "flashinfer-python"
 RELEASES_TOML = REPO / "tests" / "releases.toml"
@@ -104,3 +105,9 @@ def on_no_line() -> str:
     """A real release that no release line covers (older than every line, so in no train): the newest such."""
     releases = json.loads(layout().affected_json.read_text(encoding="utf-8"))["releases"]
     return "v" + max((v for v, entry in releases.items() if entry["line"] is None), key=Version)
+
+
+def older_line_tag(train: Train) -> TrainEntry:
+    """The newest tag of `train` on an older release line that carries a bug: the tag the e2e tests prove an
+    older line on (test_evidence.py, test_levels.py), so its pristine evidence run is made once per run."""
+    return [e for e in train.entries if e.line != HEAD_LINE and e.bugs][-1]
