@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from release.overlay.doctor_cli import report_in
+from release.overlay.doctor_run import report_in
 
 REPORT = json.dumps({"exit_code": 0, "verdict": "fixed-live", "summary": "{ not a report }"}, indent=2)
 

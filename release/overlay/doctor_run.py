@@ -1,0 +1,174 @@
+"""`doctor --python PYTHON`: run this checkout's doctor script under another interpreter, print its report.
+
+The script (release/overlay/runtime/vllm_fused_moe/doctor.py, standard library only) runs as a
+process in its own session, bounded by the timeout; its JSON report is read back from stdout past
+whatever that environment's start-up printed, and printed as JSON or as the doctor's text.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from release.core import flags, log
+from release.core.errors import DoctorError
+from release.core.files import TEXT_LIMIT, read_regular
+from release.core.layout import Layout
+
+SCRIPT = "doctor.py"
+# A plain run takes well under a second and --live 8-20 s, a minute or more the first time after an install
+# (vLLM's import compiles its bytecode; docs/doctor.md "Cost");
+# anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
+# Where a virtual environment keeps its interpreter (venv: bin/ on POSIX, Scripts\ on Windows).
+VENV_INTERPRETERS = ("bin/python", "bin/python3", "Scripts/python.exe")
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What `doctor` was asked (its options, one field each)."""
+
+    python: Path  # the interpreter, or its virtual environment's directory
+    timeout: float = DEFAULT_TIMEOUT  # seconds before the interpreter and its process group are stopped
+    json: bool = False  # print the report as JSON
+    live: bool = False  # import vLLM's classes there and read output_is_reduced()
+    scan: Path | None = None  # scan data (default: this checkout's affected-releases.json)
+    index_url: str | None = None  # our package index, for the fix command
+    env: tuple[str, ...] = ()  # NAME=VALUE pairs `vllm serve` runs with
+    serve: tuple[str, ...] = ()  # a `vllm serve` command line
+
+
+def interpreter(given: Path) -> Path:
+    """`given` itself, or the interpreter of the virtual environment `given` is the directory of."""
+    if given.is_dir():
+        found = next((given / name for name in VENV_INTERPRETERS if (given / name).is_file()), None)
+        if found is None:
+            raise DoctorError(
+                f"--python {given} is a directory without {' or '.join(VENV_INTERPRETERS)}: not a virtual environment"
+            )
+        given = found
+    if not given.is_file() or not os.access(given, os.X_OK):
+        raise DoctorError(f"--python {given} is not an executable file")
+    return given
+
+
+def command(options: DoctorOptions, layout: Layout, python: Path | None = None) -> list[str]:
+    script = layout.runtime_package / SCRIPT
+    scan = options.scan if options.scan is not None else layout.affected_json
+    argv = [str(python or options.python), str(script), flags.JSON]
+    if options.scan is not None or scan.is_file():
+        argv += ["--scan", str(scan.resolve())]
+    if options.live:
+        argv.append("--live")
+    if options.index_url:
+        argv += ["--index-url", options.index_url]
+    for pair in options.env:
+        argv += ["--env", pair]
+    if options.serve:
+        argv += ["--", *options.serve]
+    return argv
+
+
+def doctor(layout: Layout, options: DoctorOptions) -> int:
+    if not 0 < options.timeout <= MAX_TIMEOUT:  # inf, 1e300: no wait the process machinery can take
+        raise DoctorError(f"--timeout {options.timeout:g} is not a number of seconds in (0, {MAX_TIMEOUT:g}]")
+    bad = [pair for pair in options.env if not pair.partition("=")[0] or "=" not in pair]
+    if bad:
+        raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
+    if options.scan is not None:  # a FIFO or /dev/zero is refused here, before the doctor's process reads it
+        read_regular(options.scan, TEXT_LIMIT, error=DoctorError, what="--scan: ")
+    python = interpreter(options.python)
+    returncode, stdout = _run_bounded(command(options, layout, python), options.timeout, python)
+    found = report_in(stdout)
+    if found is None:
+        raise DoctorError(f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}")
+    data, text, noise = found
+    code = int(data["exit_code"])
+    if noise.strip():
+        log.warn(
+            f"warning: {python} printed on stdout beside the doctor's report (a .pth or sitecustomize of that "
+            f"environment?), left out of it: {noise.strip()[-500:]}"
+        )
+    if options.json:
+        log.out(text, end="")
+    else:
+        script = _doctor_module(layout)
+        log.out(script.format_report(script.report_from_json(data)))
+    return code
+
+
+def report_in(stdout: str) -> tuple[dict[str, Any], str, str] | None:
+    """(the report, its text, what else was printed) from the doctor's stdout, or None without a report.
+
+    The doctor prints one JSON object (`--json`, indented, so it starts on a line of its own); whatever
+    that interpreter's start-up printed to stdout (a .pth, a sitecustomize) is around it, not in it."""
+    decoder = json.JSONDecoder()
+    starts = [0] if stdout.startswith("{") else []
+    starts += [i + 1 for i, c in enumerate(stdout) if c == "\n" and stdout.startswith("{", i + 1)]
+    for start in reversed(starts):  # the report is printed last: the last object that is one
+        try:
+            data, end = decoder.raw_decode(stdout, start)
+        except (ValueError, RecursionError):  # a hostile interpreter's deeply nested output
+            continue
+        if isinstance(data, dict) and isinstance(data.get("exit_code"), int) and "verdict" in data:
+            text = stdout[start:end] + "\n"
+            return data, text, stdout[:start] + stdout[end:].lstrip("\n")
+    return None
+
+
+def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str]:
+    """Run the doctor script; past `timeout`, kill it and whatever it started (its own session), exit 2.
+
+    subprocess.run(timeout=...) kills only the child and then waits for the pipe to close, which a
+    grandchild holding it open never does: the process group goes, then the pipe closes.
+    """
+    # stderr passes through: with --live it carries vLLM's own import-time log lines.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        _reap(proc)
+        raise DoctorError(
+            f"{python} gave no doctor report within {timeout:g} s (--timeout): stopped it",
+            hint="an interpreter that hangs at start-up (a sitecustomize or .pth waiting on something?); "
+            "run it with release/overlay/runtime/vllm_fused_moe/doctor.py by hand, or give a longer --timeout",
+        ) from None
+    except BaseException:
+        _kill_group(proc)
+        _reap(proc)
+        raise
+    return proc.returncode, stdout
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):  # gone already; no killpg (Windows)
+        proc.kill()
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Wait for the killed child; a grandchild that left the group could hold the pipe open: not forever."""
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _doctor_module(layout: Layout) -> Any:
+    """The same doctor.py, loaded by path here only to format its report (it is standard library only,
+    and loads its parts, _doctor/ beside it, by path too)."""
+    spec = importlib.util.spec_from_file_location("vllm_fused_moe_doctor_script", layout.runtime_package / SCRIPT)
+    if spec is None or spec.loader is None:
+        raise DoctorError(f"cannot load {layout.runtime_package / SCRIPT}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
