@@ -1,4 +1,5 @@
-"""`python -m release gsm8k` / `nox -s gsm8k -- ...`: configure(parser) adds the options, run(args) runs them."""
+"""`python -m release gsm8k` / `nox -s gsm8k -- ...`: configure(parser) adds the options; run(args) checks them,
+builds the SmokeConfig and calls the stage, release/gsm8k/gate.py's `run_gate`."""
 
 from __future__ import annotations
 
@@ -6,21 +7,17 @@ import argparse
 import datetime as dt
 import re
 import shlex
-import signal
-import threading
-import time
 from pathlib import Path
-from types import FrameType
 
 from release.core import flags
-from release.core.errors import EXIT_BELOW_THRESHOLD, EXIT_INTERRUPTED, BadInputError, ReleaseError
+from release.core.errors import BadInputError
 from release.core.layout import Layout
 from release.gsm8k import dataset
+from release.gsm8k.gate import GateOptions, run_gate
 from release.gsm8k.progress import note
-from release.gsm8k.results import SmokeReport, write_report
 from release.gsm8k.scoring import FLEXIBLE, METRICS, STRICT
 from release.gsm8k.server import BACKENDS, UPSTREAM_REPORT_SERVE_ARGS
-from release.gsm8k.smoke import SCORERS, SmokeConfig, judge, run_once
+from release.gsm8k.smoke import SCORERS, SmokeConfig
 from release.gsm8k.venvs import pinned_vllm_version, require_gpu
 
 DEFAULT_THRESHOLD = 0.90
@@ -252,55 +249,13 @@ def config_from_args(args: argparse.Namespace, report_dir: Path, layout: Layout 
     )
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (CI cancelling the job) unwinds like Ctrl-C, so the server is stopped."""
-
-
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated()
-
-
 def run(args: argparse.Namespace, layout: Layout) -> int:
     started_at = dt.datetime.now(dt.UTC)
     args = with_defaults(args, layout, started_at)
     _validate(args)
-    variants = [False, True] if args.compare else [not args.without_patches]
+    variants = (False, True) if args.compare else (not args.without_patches,)
     if any((args.venv if with_patches else args.upstream_venv) is None for with_patches in variants):
         # Before anything is installed or written: vLLM serves on NVIDIA GPUs only, and a vLLM
         # install takes minutes that a machine without one would spend for nothing.
         note(f"GPUs: {require_gpu()}")
-    report_dir: Path = args.report
-    config = config_from_args(args, report_dir, layout)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    report = SmokeReport(
-        model=args.model,
-        backend=args.backend,
-        tensor_parallel_size=args.tp,
-        data_parallel_size=args.dp,
-        enable_expert_parallel=not args.no_expert_parallel,
-        limit=args.limit,
-        threshold=args.threshold,
-        gate_metric=args.gate_metric,
-        started_at=started_at.isoformat(timespec="seconds"),
-    )
-    clock = time.monotonic()
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
-    try:
-        for with_patches in variants:
-            report.runs.append(run_once(config, with_patches))
-    except KeyboardInterrupt:
-        note(f"interrupted; servers stopped; logs in {report_dir}")
-        return EXIT_INTERRUPTED
-    except ReleaseError:
-        note(f"no report written; logs in {report_dir}")
-        raise
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
-    report.duration_s = time.monotonic() - clock
-    judge(report)
-    json_path, markdown_path = write_report(report, report_dir)
-    note(f"{'PASS' if report.passed else 'FAIL'}: {report.verdict}")
-    note(f"report: {markdown_path} and {json_path}")
-    return 0 if report.passed else EXIT_BELOW_THRESHOLD
+    return run_gate(GateOptions(config_from_args(args, args.report, layout), variants, started_at))

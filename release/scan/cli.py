@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from release.core import flags, log
-from release.core.errors import EXIT_OK, OutputNotWritableError
-from release.core.journal import write_atomic
-from release.core.layout import Layout, writable_dir_problem
+from release.core import flags
+from release.core.layout import Layout
 from release.core.versions import release_version
-from release.model.outcome import ReleaseStatus
 from release.pristine.index import DEFAULT_INDEX_URL, INDEX_ENV
-from release.scan.document import build_document, dumps, load_document, to_markdown
-from release.scan.run import ScanOptions, human_bytes, scan, train_versions
+from release.scan.run import ScanOptions
+from release.scan.update import update
 
 EPILOG = f"""what it prints: a few lines, how many releases of each status (oldest … newest) and the
 affected ones the train does not ship; --markdown prints the whole table instead, --json the
@@ -64,56 +60,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    options = ScanOptions(
-        layout,
-        since=release_version(args.since) if args.since else None,
-        until=release_version(args.until) if args.until else None,
-    )
-    if not args.dry_run:  # checked before the scan, which may take minutes, not after it
-        for output in (layout.affected_json, layout.affected_md):
-            problem = writable_dir_problem(output.parent)
-            if problem:
-                raise OutputNotWritableError(f"cannot write {output}: {problem}; nothing was scanned")
-    previous = load_document(layout.affected_json)
-    train = train_versions(layout)
-    result = scan(options)
-    document, dropped = build_document(result, options, previous, train)
-    if dropped:
-        log.note(
-            f"dropped {len(dropped)} release(s) classified for other patches before: {', '.join(dropped)}; rescan them"
+    return update(
+        ScanOptions(
+            layout,
+            since=release_version(args.since) if args.since else None,
+            until=release_version(args.until) if args.until else None,
+            dry_run=args.dry_run,
+            shown="json" if args.json else "markdown" if args.markdown else "summary",
         )
-    moved = result.transfer
-    log.note(
-        f"scanned {len(result.results)} release(s) in {result.seconds:.1f} s: "
-        f"{human_bytes(moved.bytes)} downloaded in {moved.requests} request(s)"
     )
-    markdown = to_markdown(document)
-    if not args.dry_run:
-        write_atomic(layout.affected_json, dumps(document).encode("utf-8"))
-        layout.affected_md.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(layout.affected_md, markdown.encode("utf-8"))
-        log.note(f"wrote {layout.affected_md} and {layout.affected_json}")
-    if args.json or args.markdown:
-        log.out(dumps(document) if args.json else markdown, end="")
-    else:
-        log.out(summary(document, [r.version for r in result.results]))
-    return EXIT_OK
-
-
-def summary(document: dict[str, Any], scanned: list[str]) -> str:
-    """What a scan found, in a few lines: how many releases of each status, from the oldest to the newest,
-    and the affected ones that the train does not ship yet (what to act on)."""
-    releases = document["releases"]
-    out = [f"scanned {len(scanned)} release(s); the document holds {len(releases)}"]
-    for status in ReleaseStatus:
-        these = [v for v in scanned if releases[v]["status"] == status]
-        if these:
-            span = ", ".join(these) if len(these) <= 3 else f"{these[0]} … {these[-1]}"
-            out.append(f"  {status.value:<13} {len(these):>3}  {span}")
-    missing = [v for v in scanned if releases[v]["status"] == ReleaseStatus.AFFECTED and not releases[v]["in_train"]]
-    if missing:
-        out.append(f"affected and not in the train: {', '.join(missing)}")
-    if document.get("fixed_in"):
-        out.append(f"fixed upstream in {document['fixed_in']}")
-    out.append("the whole table: --markdown (docs/affected-releases.md); the JSON document: --json")
-    return "\n".join(out)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from release.core import log
 from release.core.errors import ReleaseError
@@ -45,11 +46,16 @@ from release.queue.upstreamed import classify
 from release.train.replay import line_made_on
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScanOptions:
+    """What `scan` reads (the releases from `since` to `until` on the index) and what it does with the
+    document (update.py): write it unless `dry_run`, and print a summary, the `markdown` table or the `json`."""
+
     layout: Layout
     since: Pep440Version | None = None
     until: Pep440Version | None = None
+    dry_run: bool = False
+    shown: Literal["summary", "markdown", "json"] = "summary"
 
 
 @dataclass

@@ -131,7 +131,7 @@ def test_status_is_per_bug_and_a_downstream_patch_never_makes_a_release_affected
 
 def test_the_summary_is_a_few_lines_counting_each_scanned_release_once() -> None:
     """`scan` prints this by default; the whole table is --markdown's (docs/affected-releases.md)."""
-    from release.scan.cli import summary
+    from release.scan.update import summary
 
     document = load_document(Layout(REPO).affected_json)
     assert document is not None
