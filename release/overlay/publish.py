@@ -24,7 +24,7 @@ from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
 
 # Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
 EVIDENCE = "evidence"
-EVIDENCE_LIMIT = 1 << 20
+EVIDENCE_LIMIT = 1 << 20  # the doctor reads these with the same bound (the runtime's _doctor/evidence.py)
 
 
 @dataclass(frozen=True)
