@@ -15,6 +15,7 @@ import _posixsubprocess
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,8 +29,13 @@ MOVE_IT = (
 )
 
 
-def _refuse(what: str, seen: list[str]) -> Callable[..., Any]:
+def _refuse(what: str, seen: list[str], original: Callable[..., Any], bystanders: set[int]) -> Callable[..., Any]:
     def refused(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() in bystanders:
+            # A thread that ran before this test began: a server or pool that a test of another tier left on
+            # this xdist worker. The guard is process-wide, so refusing it would fail whichever unit or hygiene
+            # test ran then (a hygiene test that reads one file failed so). A thread the test starts is refused.
+            return original(*args, **kwargs)
         seen.append(what)
         # pytest.fail raises a BaseException: `except Exception` in the code under test cannot swallow it.
         pytest.fail(f"{what} was called; {MOVE_IT}")
@@ -59,10 +65,12 @@ GUARDED: list[tuple[Any, str, str]] = [
 @contextmanager
 def _guarded() -> Iterator[list[str]]:
     seen: list[str] = []
+    bystanders = {thread.ident for thread in threading.enumerate() if thread.ident is not None}
+    bystanders.discard(threading.get_ident())
     with pytest.MonkeyPatch.context() as patch:
         for owner, name, what in GUARDED:
             if hasattr(owner, name):
-                patch.setattr(owner, name, _refuse(what, seen))
+                patch.setattr(owner, name, _refuse(what, seen, getattr(owner, name), bystanders))
         yield seen
 
 

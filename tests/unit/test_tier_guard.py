@@ -6,6 +6,9 @@ child process): each way out is tried for real, so a guard that stopped guarding
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +23,13 @@ SUITE = """
 import os
 import socket
 import subprocess
+import threading
 from subprocess import run
 
 import pytest
 
 import conftest
+
 
 
 def test_pure_logic_passes():
@@ -68,6 +73,12 @@ def test_a_socket_that_reaches_nothing_is_no_network():
 
 def test_a_dns_lookup():
     socket.getaddrinfo("localhost", 80)
+
+
+def test_a_thread_the_test_starts_is_refused():
+    thread = threading.Thread(target=socket.getaddrinfo, args=("localhost", 80))
+    thread.start()
+    thread.join(30)
 
 
 def test_every_other_way_out_is_the_refusal_while_a_test_runs():
@@ -123,6 +134,10 @@ def test_the_guard_fails_each_way_out_and_passes_pure_logic(pytester: pytest.Pyt
         "test_a_loopback_connection": ("call", "socket.connect (a network connection) was called"),
         "test_a_loopback_server": ("call", "socket.listen (a server) was called"),
         "test_a_dns_lookup": ("call", "socket.getaddrinfo (a DNS lookup) was called"),
+        "test_a_thread_the_test_starts_is_refused": (
+            "call",
+            "socket.getaddrinfo (a DNS lookup) was called in the test",
+        ),
         "test_a_fixture_that_spawns": ("setup", "subprocess (a child process) was called"),
     }
     for name, (when, message) in expected.items():
@@ -148,3 +163,33 @@ def test_the_hygiene_tier_has_the_same_guard(pytester: pytest.Pytester) -> None:
     assert failed.nodeid.endswith("::test_spawns")
     assert "subprocess (a child process) was called" in str(failed.longrepr)
     assert "tests/hygiene run no process" in str(failed.longrepr)
+
+
+@pytest.fixture
+def bystander() -> Iterator[tuple[threading.Event, list[str], threading.Thread]]:
+    """A thread that runs before the test begins, as a server or pool another tier's test left on an xdist
+    worker does; it looks a name up when told to."""
+    look_up, said = threading.Event(), []
+
+    def run() -> None:
+        look_up.wait(30)
+        try:
+            socket.getaddrinfo("localhost", 80)
+            said.append("ok")
+        except BaseException as exc:  # the guard's refusal is pytest's Failed, a BaseException
+            said.append(repr(exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield look_up, said, thread
+    look_up.set()
+
+
+def test_a_thread_that_ran_before_the_test_is_not_the_tests_doing(
+    bystander: tuple[threading.Event, list[str], threading.Thread],
+) -> None:
+    # This test runs under the unit tier's guard itself: the lookup must go through, and the test pass.
+    look_up, said, thread = bystander
+    look_up.set()
+    thread.join(30)
+    assert said == ["ok"]
