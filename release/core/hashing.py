@@ -17,3 +17,10 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def code_digest(root: Path, files: list[Path]) -> str:
+    """sha256 over the given files of our own code, each named by its path below `root`: a cache key's part that
+    changes with the code that made the entry (the evidence stage's runs and proofs, a tag's kept replay)."""
+    rows = [f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}" for path in sorted(files)]
+    return sha256_hex("\n".join(rows).encode())

@@ -36,7 +36,7 @@ from filelock import FileLock
 
 from release.core.errors import BadInputError
 from release.core.git import WorkRepo, git_version
-from release.core.hashing import sha256_hex
+from release.core.hashing import code_digest, sha256_hex
 from release.core.journal import write_atomic
 from release.core.parse import load_json
 from release.model.outcome import PatchOutcome, PatchStatus
@@ -71,14 +71,13 @@ def replays_dir() -> Path:
 
 @functools.cache
 def tool_digest() -> str:
-    """The sha256 of every Python file of the tool (path and bytes), read once per process."""
-    parts = []
-    for path in sorted(TOOL.rglob("*.py")):
-        relative = path.relative_to(TOOL).as_posix()
-        if relative.startswith(NOT_REPLAYED) or "__pycache__" in relative:
-            continue
-        parts.append(f"{relative}\0{sha256_hex(path.read_bytes())}")
-    return sha256_hex("\n".join(parts).encode())
+    """The digest of every Python file of the tool, read once per process."""
+    files = [
+        path
+        for path in TOOL.rglob("*.py")
+        if not path.relative_to(TOOL).as_posix().startswith(NOT_REPLAYED) and "__pycache__" not in path.parts
+    ]
+    return code_digest(TOOL, files)
 
 
 def _tree_digest(files: dict[str, bytes] | None) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from release.core.errors import BadInputError, UnprovenSkipError
 from release.core.files import read_regular
-from release.core.hashing import file_sha256, sha256_hex
+from release.core.hashing import code_digest, sha256_hex
 from release.core.layout import Layout
 from release.core.parse import parse_json
 from release.core.versions import version_of_tag
@@ -36,8 +36,7 @@ EVIDENCE_CODE = Path(__file__).resolve().parent.parent / "evidence"
 def tool_digest() -> str:
     """sha256 over the evidence stage's own code (release/evidence/*.py): a change in how evidence is
     gathered makes every run, and every skip's proof, stale."""
-    rows = [f"{p.name} {file_sha256(p)}" for p in sorted(EVIDENCE_CODE.glob("*.py"))]
-    return "sha256:" + sha256_hex("\n".join(rows).encode())
+    return "sha256:" + code_digest(EVIDENCE_CODE, list(EVIDENCE_CODE.glob("*.py")))
 
 
 def proofs_dir() -> Path:
