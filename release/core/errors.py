@@ -143,7 +143,9 @@ class MissingFixError(BadInputError):
 
     default_hint = (
         "a tag older than a retired patch's Applied-Upstream replays it (patches/series `retired NAME`); a line "
-        "that skips a bug's patch needs a variant of it (`python -m release pq carry NAME`); nothing was changed"
+        "that skips a bug's patch needs a variant of it (`python -m release pq carry NAME`), or the skip proven "
+        "(`python -m release evidence`) and, where the scan data says it, that release scanned again after the proof "
+        "(`python -m release scan --since TAG --until TAG`); nothing was changed"
     )
 
     def __init__(

@@ -70,12 +70,14 @@ def build_document(
             "wheel_sha256": r.wheel_sha256,
             "flashinfer": r.flashinfer,
         }
+        if r.proven:
+            releases[r.version]["proven_skips"] = list(r.proven)
     skipped |= result.skipped
     ordered = sorted(releases, key=Pep440Version)
     bug_of = bug_map(result.patches)
     for version in ordered:
         entry = releases[version]
-        entry["bugs"] = bug_statuses(entry["patches"], bug_of)
+        entry["bugs"] = bug_statuses(entry["patches"], bug_of, entry.get("proven_skips") or ())
         entry["status"] = release_status(entry["bugs"])
         entry["in_train"] = Pep440Version(version) in train
         releases[version] = {key: entry[key] for key in RELEASE_KEYS if key in entry}
@@ -119,7 +121,7 @@ def build_document(
 
 
 # The order of a release's keys in the document (the schema's `release`).
-RELEASE_KEYS = ("status", "bugs", "line", "patches", "in_train", "wheel", "wheel_sha256", "flashinfer")
+RELEASE_KEYS = ("status", "bugs", "line", "patches", "proven_skips", "in_train", "wheel", "wheel_sha256", "flashinfer")
 
 
 def first_upstream(patch: Patch, ordered: list[str], releases: dict[str, dict[str, Any]]) -> str | None:
@@ -207,7 +209,8 @@ def to_markdown(document: dict[str, Any]) -> str:
         "  change is in the release; **not affected**: the code it changes is not there (`absent`). A release's",
         "  status is its worst bug's. A downstream patch (no bug behind it) is listed, never makes a release",
         "  affected; `skipped`: the release's line does without that patch (its series says why). A skipped",
-        "  bug patch leaves the release **affected**: only the bug's test proves a skip (publish runs it).",
+        "  bug patch leaves the release **affected** unless the bug's test proves the skip, passing cleanly on",
+        "  that release (`python -m release evidence`): `skipped, proven`, and the release is **not affected** by it.",
         "- **train**: we ship an overlay for it (`patches/train.toml`): for a bug, or with downstream changes",
         "  only (optional for its users).",
         "- **read**: " + str(document.get("read") or READ).replace("wheel_sha256", "`wheel_sha256`") + ".",
@@ -239,7 +242,8 @@ def to_markdown(document: dict[str, Any]) -> str:
     ]
     for version in reversed(document["scanned"]):
         e = releases[version]
-        cells = " | ".join(e["patches"].get(name, "-") for name in numbers)
+        proven = set(e.get("proven_skips") or ())
+        cells = " | ".join(e["patches"].get(name, "-") + (", proven" if name in proven else "") for name in numbers)
         train = "-" if not e["in_train"] else "yes" if e["status"] == ReleaseStatus.AFFECTED else "downstream only"
         out.append(
             f"| {version} | {STATUS_TEXT[e['status']]} | {e['line'] or '-'} | {cells} | "

@@ -10,9 +10,12 @@ result into the document we ship (release/overlay/runtime/vllm_fused_moe/affecte
 beside the doctor) and its human form (docs/affected-releases.md).
 
 Status is per bug: a release is affected by a bug where that bug's patch (the `Bug:` of its message;
-on an older line, the line's variant in its place) applies or conflicts, fixed where it is upstream;
-a downstream patch (`Downstream:`, no bug behind it) is classified like any other and never makes
-a release affected.
+on an older line, the line's variant in its place) applies or conflicts, or where its line skips it
+with no proof; fixed where it is upstream; a downstream patch (`Downstream:`, no bug behind it) is
+classified like any other and never makes a release affected. A line's skip of a bug's patch is
+proven on a release by a clean pass of the bug's test there (`python -m release evidence`, kept where
+release/queue/skip_proof.py reads it for `check` and `train add`): the scan reads the same proof, so
+a proven skip leaves the release not affected by that bug, as `check` and `build --all` hold it.
 """
 
 from __future__ import annotations
@@ -20,17 +23,17 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from release.core import log
-from release.core.errors import ReleaseError
+from release.core.errors import MissingUpstreamTestError, ReleaseError, UnknownTagError
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.core.versions import Pep440Version, version_of_tag
+from release.core.versions import Pep440Version, canonical_tag, version_of_tag
 from release.model.lines import Line, Lines, load_lines, read_lines
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
@@ -42,6 +45,8 @@ from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
 from release.queue.load import Queue, entry_patch, is_head, line_series
 from release.queue.replay import start, unapply
+from release.queue.skip_proof import skipped_bug_tests, unproven_skips
+from release.queue.snapshot import Checkout
 from release.queue.upstreamed import classify
 from release.train.replay import line_made_on
 
@@ -70,6 +75,7 @@ class ReleaseResult:
     transfer: Transfer = field(default_factory=Transfer)
     seconds: float = 0.0
     bugs: dict[str, ReleaseStatus] = field(default_factory=dict)  # per bug id, from its patches' statuses
+    proven: list[str] = field(default_factory=list)  # the skipped bug patches whose skip a proof stands for here
 
     @property
     def status(self) -> ReleaseStatus:
@@ -95,8 +101,9 @@ class ScanResult:
 def bug_status(states: list[str]) -> ReleaseStatus:
     """One bug on one release, from the statuses of its patches there: affected where one applies (or would,
     once a variant resolves its conflict), and where the release's line skips it: a skip is a claim that
-    only the bug's test can prove (publish runs it, release/evidence), never a finding of the scan; fixed
-    where upstream has it; not-affected: its code is not there."""
+    only the bug's test can prove (`evidence`, release/evidence), never a finding of the scan (a proven
+    skip is left out of `states`: bug_statuses); fixed where upstream has it; not-affected: its code is
+    not there."""
     found = {PatchStatus(state) for state in states}
     if found & {PatchStatus.APPLIES, PatchStatus.CONFLICT, PatchStatus.SKIPPED}:
         return ReleaseStatus.AFFECTED
@@ -105,11 +112,16 @@ def bug_status(states: list[str]) -> ReleaseStatus:
     return ReleaseStatus.NOT_AFFECTED
 
 
-def bug_statuses(patches: Mapping[str, str], bug_of: Mapping[str, str]) -> dict[str, ReleaseStatus]:
+def bug_statuses(
+    patches: Mapping[str, str], bug_of: Mapping[str, str], proven: Collection[str] = ()
+) -> dict[str, ReleaseStatus]:
     """{bug id: status} of one release, from `patches` ({name: status}, maybe from a previous document)
-    and `bug_of` ({patch name: its bug id}; a downstream patch is not in it)."""
+    and `bug_of` ({patch name: its bug id}; a downstream patch is not in it). `proven`: the patches whose
+    skip a clean pass of the bug's test on this release proves (proven_skips): the release does without
+    that bug there, so the skip counts as the bug's code not being there."""
     bugs = dict.fromkeys(bug_of.values())
-    return {bug: bug_status([s for n, s in patches.items() if bug_of.get(n) == bug]) for bug in bugs}
+    kept = {n: s for n, s in patches.items() if not (s == PatchStatus.SKIPPED and n in proven)}
+    return {bug: bug_status([s for n, s in kept.items() if bug_of.get(n) == bug]) for bug in bugs}
 
 
 def release_status(bugs: Mapping[str, str]) -> ReleaseStatus:
@@ -153,6 +165,8 @@ def scan(options: ScanOptions) -> ScanResult:
     # `git am --3way` finds each patch's pre-image blobs.
     pinned_pristine, _ = unapply(layout.vendor_files(), queue.patches)
     made_on = lines_made_on(layout, lines)
+    # The queue as read above, and each line's series as first asked for: what every release's proofs read.
+    checkout = Checkout(layout, queue, read_lines(layout.lines), None)
     base = index_url()
     listed = [r for r in releases(base) if in_range(r.version, options)]
     skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Pep440Version(v), options)}
@@ -162,10 +176,10 @@ def scan(options: ScanOptions) -> ScanResult:
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
-            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants, made_on)
+            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants, made_on, checkout)
             results.append(result)
             log.note(progress_line(number, len(todo), result))
-    return ScanResult(results, skipped, patches, time.monotonic() - started, read_lines(layout.lines))
+    return ScanResult(results, skipped, patches, time.monotonic() - started, checkout.lines)
 
 
 def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str, Patch | None]:
@@ -211,6 +225,7 @@ def scan_release(
     tmp: Path,
     variants: dict[str, dict[str, Patch | None]] | None = None,
     made_on: dict[str, dict[str, bytes]] | None = None,
+    checkout: Checkout | None = None,
 ) -> ReleaseResult:
     started = time.monotonic()
     version = str(release.version)
@@ -232,6 +247,8 @@ def scan_release(
         for p in patches:
             variant = own.get(p.name, p)
             states[p.name] = PatchStatus.SKIPPED if variant is None else found.get(variant.name, PatchStatus.ABSENT)
+    skips = [name for name, state in states.items() if state == PatchStatus.SKIPPED]
+    proven = proven_skips(checkout, line.name, version, content.wheel_sha256) if checkout and line and skips else []
     return ReleaseResult(
         version=version,
         line=line.name if line else None,
@@ -242,8 +259,24 @@ def scan_release(
         how=content.how,
         transfer=content.transfer,
         seconds=time.monotonic() - started,
-        bugs=bug_statuses(states, bug_map(patches)),
+        bugs=bug_statuses(states, bug_map(patches), proven),
+        proven=proven,
     )
+
+
+def proven_skips(checkout: Checkout, line: str, version: str, wheel_sha256: str) -> list[str]:
+    """The bug patches `line` skips whose skip a clean pass of the bug's test proves on release `version`, read
+    from the wheel with the index's `wheel_sha256` (release/queue/skip_proof.py: the proof `check` and `train add`
+    read, which `python -m release evidence` writes). A release no tag names (a four-part version), or a skipped
+    bug patch that names no test, has no proof: its skip stays a claim and the release affected (`check` names
+    the missing test)."""
+    try:
+        tag = canonical_tag(version)
+        tests = skipped_bug_tests(checkout.layout, line, checkout)
+    except (UnknownTagError, MissingUpstreamTestError):
+        return []
+    unproven = {u.test.patch for u in unproven_skips(checkout.layout, tag, line, wheel_sha256, checkout)}
+    return sorted({test.patch for test in tests} - unproven)
 
 
 def existing_files(patch: Patch, root: str = UPSTREAM_SUBTREE) -> list[str]:

@@ -151,3 +151,23 @@ def test_a_line_that_skips_a_bugs_patch_leaves_the_release_affected_never_not_af
     bug_of = bug_map([_patch()])
     assert bug_statuses({PATCH_0001: "skipped"}, bug_of) == {BUG: "affected"}
     assert bug_statuses({PATCH_0001: "absent"}, bug_of) == {BUG: "not-affected"}
+
+
+def test_a_ranged_scan_keeps_a_proven_skip_of_a_release_it_does_not_read_again(tmp_path: Path) -> None:
+    """A skip proven on a release (`evidence`; the scan reads the proof: tests/cli/test_scan.py) leaves it not
+    affected by that bug, and a later scan of another range keeps that from the document, in both outputs."""
+    proven = _result("0.1.0", "skipped")
+    proven.proven = [PATCH_0001]
+    proven.bugs = bug_statuses(proven.patches, bug_map([_patch()]), proven.proven)
+    earlier = ScanResult([proven, _result("0.2.0", "skipped")], {}, [_patch()], 0.0)
+    previous, _ = build_document(earlier, ScanOptions(Layout(REPO)), None, set())
+    now = ScanResult([_result("0.3.0", "applies")], {}, [_patch()], 0.0)
+    options = ScanOptions(Layout(REPO), since=Version("0.3.0"))
+    document, _ = build_document(now, options, json.loads(dumps(previous)), set())
+    releases = document["releases"]
+    assert [releases[v]["bugs"][BUG] for v in document["scanned"]] == ["not-affected", "affected", "affected"]
+    assert releases["0.1.0"]["proven_skips"] == [PATCH_0001] and "proven_skips" not in releases["0.2.0"]
+    assert "| 0.1.0 | not affected | prepare_finalize | skipped, proven |" in to_markdown(document)
+    written = tmp_path / "affected-releases.json"
+    written.write_text(dumps(document))
+    assert schema_errors(written) == []
