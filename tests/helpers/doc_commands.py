@@ -301,3 +301,19 @@ def install_shape(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         word = re.sub(r"\d+\.\d+\.\d+(?:\.post\d+)?|(?<=vllm-)(?:X|<[^>]*>)(?=\.txt)", "V", word)
         shape.append(word)
     return tuple(shape)
+
+
+def commands_under(root: Path, doc: Path, heading: str) -> list[DocCommand]:
+    """The commands of the first command block after the line `heading` of `doc` (a test that runs one
+    documented procedure as written)."""
+    text = doc.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert heading in lines, f"{doc.name} has no heading {heading!r}"
+    after = lines.index(heading) + 1
+    name = doc.relative_to(root).as_posix()
+    for info, fence, body in fenced_blocks(text):
+        if fence > after and is_command_block(info, body):
+            console = info.lower().startswith("console")
+            return [DocCommand(name, n, line, tuple(w)) for n, line in _logical_lines(body, console)
+                    for w in split_commands(line)]  # fmt: skip
+    raise AssertionError(f"{doc.name} has no command block under {heading!r}")
