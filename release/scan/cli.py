@@ -28,6 +28,9 @@ per patch and release:
   upstream  its change is already in the release (status: fixed, when none applies)
   absent    the files it changes are not in the release (status: not-affected)
   conflict  neither: the code moved; the release needs a variant of the patch (affected)
+  skipped   the release's line does without it: a claim (affected), unless the bug's test
+            passing on the release proves it (`evidence`, the proof check reads): then
+            not-affected, and the release lists the patch under `proven_skips`
 
 the index: ${INDEX_ENV} (default {DEFAULT_INDEX_URL}), a PEP 691/503 simple index.
 Each wheel is read with HTTP range requests (central directory + the line's modules + METADATA
