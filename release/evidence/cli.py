@@ -18,7 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Prove a release line's `skip` of a bug's patch: the bug's regression test (patches/upstream-tests/) "
         "runs on each of the line's pristine vLLM releases under --python, and where it passes cleanly the "
         "release does without the bug; the proof is kept in the evidence cache, where `check` and `train add` "
-        "read it (they refuse a skip without it), and `scan` (a release it proves is not affected by the bug). Where the test fails, the release has the bug: exit 2, "
+        "read it (they refuse a skip without it), and `scan` (a release it proves is not affected by the bug). "
+        "Where the test fails, the release has the bug: exit 2, "
         "carry the fix to the line (`pq carry NAME`); an error proves nothing (exit 2). A `Downstream:` "
         "patch's skip needs no proof."
     )
