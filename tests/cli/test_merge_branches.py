@@ -16,10 +16,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO, run_release
 from helpers.doc_commands import commands_under, program
 from helpers.synthetic import NEXT_TAG, add_patch, make_wheel, pristine
 from helpers.unsafe_sources import VERSION
+from release.cli import main
 from release.core.layout import Layout
 from release.model.train import Train
 from release.queue.load import Queue
@@ -40,7 +43,9 @@ def committed(root: Path, env: dict[str, str], *args: str) -> None:
         assert done.returncode == 0, (argv, done.stdout, done.stderr)
 
 
-def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(project: Path, tmp_path: Path) -> None:
+def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "gitconfig").write_text("")
     env = {
         "GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig"),
@@ -49,12 +54,12 @@ def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(project: Path,
            for what, value in (("NAME", "A Maintainer"), ("EMAIL", "maintainer@example.com"))},
         "VLLM_FUSED_MOE_CACHE": str(tmp_path / "cache"),
     }  # fmt: skip
+    monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", env["VLLM_FUSED_MOE_CACHE"])  # the set-up's commands run in process
     shutil.copy(REPO / ".gitattributes", project / ".gitattributes")
     layout = Layout(project)
     wheel = make_wheel(tmp_path / f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl", pristine(project), VERSION)
     layout.train.write_text(Train(()).dumps())
-    added = run_release(project, "train", "add", NEXT_TAG, "--from", f"wheel:{wheel}", env=env)
-    assert added.returncode == 0, added.stdout + added.stderr
+    assert main(["--root", str(project), "train", "add", NEXT_TAG, "--from", f"wheel:{wheel}"]) == 0
     assert git(project, env, "init", "-q", "-b", "main").returncode == 0
     committed(project, env, "-m", "the queue")
     # Two files no patch of the queue changes, one for each branch's patch.
@@ -66,8 +71,7 @@ def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(project: Path,
         assert git(project, env, "switch", "-q", "-c", branch, "main").returncode == 0
         top = (vendor / file).read_text().splitlines(keepends=True)[0]
         names[branch] = add_patch(project, f"0002-note-{branch}.patch", file, top, top + f"# {branch}\n", branch)
-        recorded = run_release(project, "train", "add", "--all", env=env)
-        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+        assert main(["--root", str(project), "train", "add", "--all"]) == 0
         committed(project, env, "-m", f"patches: add {names[branch]}")
     levels = {b: Train.load(layout.train).entries[0].level for b in names}
     assert git(project, env, "switch", "-q", "one").returncode == 0

@@ -18,6 +18,7 @@ from helpers.scan import PATCH_0001
 from helpers.skip_proofs import record_proof
 from helpers.synthetic import NEXT_TAG, SHAPE_CHECK_PATCH, add_shape_check, make_wheel, pristine
 from helpers.unsafe_sources import VERSION
+from release.cli import main
 from release.core.errors import ConfigError, ReleaseError
 from release.core.hashing import file_sha256
 from release.core.layout import Layout
@@ -85,10 +86,9 @@ def test_a_proven_skip_leaves_the_release_not_affected_and_check_agrees(
     for entry in Train.load(layout.train).entries:
         for skipped in skipped_bug_tests(layout, entry.line):
             record_proof(entry.tag, skipped, entry.wheel_sha256)
+    assert main(["--root", str(project), "train", "add", NEXT_TAG, "--line", SPLIT, "--from", f"wheel:{wheel}"]) == 0
     with LoopbackIndex([wheel]) as index:
         env = {"VLLM_FUSED_MOE_CACHE": str(cache), INDEX_ENV: index.url}
-        added = run_release(project, "train", "add", NEXT_TAG, "--line", SPLIT, "--from", f"wheel:{wheel}", env=env)
-        assert added.returncode == 0, added.stdout + added.stderr
         scanned = run_release(project, "scan", "--since", VERSION, "--until", VERSION, env=env)
         assert scanned.returncode == 0, scanned.stdout + scanned.stderr
         entry = json.loads(layout.affected_json.read_text())["releases"][VERSION]
