@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import CryptoSigner
 
+from release.core import log
 from release.core.errors import AttestationError, BadInputError, SigningKeyError
 from release.core.files import read_regular
 from release.core.hashing import sha256_hex
@@ -184,6 +185,18 @@ def attest(evidence_dir: Path, wheels: dict[str, str], signer: CryptoSigner) -> 
             write_atomic(target, line)
             written.append(target.name)
     return written
+
+
+def sign_published(evidence_dir: Path, wheels: dict[str, str], signer: CryptoSigner | None) -> list[str]:
+    """`attest` where a key was given; without one, a note that the evidence stays unsigned."""
+    if signer is None:
+        if wheels:
+            log.note(
+                f"note: no signing key (--signing-key FILE or ${SIGNING_KEY_ENV}): the evidence is not signed, and a "
+                "doctor that pins a key reports it missing"
+            )
+        return []
+    return attest(evidence_dir, wheels, signer)
 
 
 def payload_of(line: bytes) -> dict[str, Any]:
