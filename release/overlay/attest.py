@@ -36,7 +36,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.dsse import Envelope
-from securesystemslib.signer import CryptoSigner
+# The package's documented name; its __init__ imports it without re-exporting it, which mypy --strict flags.
+from securesystemslib.signer import CryptoSigner  # type: ignore[attr-defined]
 
 from release.core import log
 from release.core.errors import AttestationError, BadInputError, SigningKeyError
@@ -149,7 +150,9 @@ def runs(bugs: list[dict[str, Any]], tag: str) -> tuple[list[str], list[str]]:
         for name in names:
             result = bug[name].get("result")
             label = f"{bug.get('bug')} {bug.get('test')} [{name} on vLLM {tag}]"
-            (passed if result == PASSED else failed).append(label if result in (PASSED, FAILED) else f"{label}: {result}")
+            (passed if result == PASSED else failed).append(
+                label if result in (PASSED, FAILED) else f"{label}: {result}"
+            )
     return passed, failed
 
 

@@ -15,9 +15,9 @@ from typing import Any
 from release.core import log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
+from release.core.hashing import file_sha256
 from release.core.journal import write_atomic
 from release.core.layout import Layout
-from release.core.hashing import file_sha256
 from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.attest import load_signer, sign_published
 from release.overlay.build import PROJECT

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from release.core import flags
-from release.core.layout import Layout
-from release.overlay.build import PROJECT
 from release.core.errors import BadInputError
+from release.core.layout import Layout
 from release.overlay.attest import SIGNING_KEY_ENV, SUFFIX
+from release.overlay.build import PROJECT
 from release.overlay.publish import PublishOptions, publish_wheels
 from release.overlay.upload import ServerTarget, publish_to_server
 

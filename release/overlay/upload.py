@@ -80,7 +80,11 @@ def server_files(project_url: str) -> dict[str, str | None]:
             raise PackageIndexError(f"the index server answered HTTP {answer.status} for {shown}")
 
     answer, body = transport.get(
-        project_url, f"the index server's page {shown}", headers={"Accept": JSON_ACCEPT}, expect=expect, limit=PAGE_LIMIT
+        project_url,
+        f"the index server's page {shown}",
+        headers={"Accept": JSON_ACCEPT},
+        expect=expect,
+        limit=PAGE_LIMIT,
     )
     if answer.status == 404:
         return found  # the server holds nothing of ours yet
@@ -145,7 +149,9 @@ def publish_to_server(layout: Layout, options: PublishOptions, target: ServerTar
         elif held[wheel.name] == wheel.sha256:
             already.append(wheel)
         else:
-            other = "lists it without a sha256" if held[wheel.name] is None else f"holds it with sha256 {held[wheel.name]}"
+            other = (
+                "lists it without a sha256" if held[wheel.name] is None else f"holds it with sha256 {held[wheel.name]}"
+            )
             raise ServerClashError(
                 f"the index server {redact(page)} {other}, not {wheel.sha256} ({wheel.name}); nothing was uploaded"
             )

@@ -27,8 +27,9 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .records import AttestationRead
 from .verdict import index_base
@@ -83,7 +84,9 @@ def pinned_key(given: str | None) -> tuple[str | None, str | None, str | None]:
             return (found, where, None) if found else (None, where, "the pinned key is not an ed25519 public key")
     if config.is_file():
         found = parse_key(config.read_bytes()[:KEY_LIMIT].decode("utf-8", "replace"))
-        return (found, str(config), None) if found else (None, str(config), "the pinned key is not an ed25519 public key")
+        return (
+            (found, str(config), None) if found else (None, str(config), "the pinned key is not an ed25519 public key")
+        )
     return None, None, None
 
 
@@ -105,7 +108,9 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
-def verify_attestation(index_url: str, wheel: str, given_key: str | None = None, timeout: float = TIMEOUT_S) -> AttestationRead:
+def verify_attestation(
+    index_url: str, wheel: str, given_key: str | None = None, timeout: float = TIMEOUT_S
+) -> AttestationRead:
     """The installed wheel's attestation, judged against the pinned key (see the module's docstring)."""
     base = index_base(index_url)
     url = f"{base}/evidence/{wheel}{SUFFIX}"
@@ -130,7 +135,11 @@ def verify_attestation(index_url: str, wheel: str, given_key: str | None = None,
     except (ValueError, KeyError, IndexError, TypeError, binascii.Error):
         return finding("malformed", "not a DSSE envelope of an in-toto statement")
     signed_by = tuple(str(s.get("keyid") or "") for s in signatures)
-    if kind != PAYLOAD_TYPE or statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
+    if (
+        kind != PAYLOAD_TYPE
+        or statement.get("_type") != STATEMENT_TYPE
+        or statement.get("predicateType") != PREDICATE_TYPE
+    ):
         return finding("malformed", f"not an in-toto test-result statement ({kind})", signed_by=signed_by)
     if not signatures:
         return finding("unsigned", "the envelope carries no signature", signed_by=signed_by)
@@ -159,11 +168,11 @@ def verify_attestation(index_url: str, wheel: str, given_key: str | None = None,
             continue
     if not verified:
         if pinned in signed_by:
-            return finding("bad-signature", "the signature does not verify with the pinned key: the envelope was changed",
-                           signed_by=signed_by)  # fmt: skip
+            changed = "the signature does not verify with the pinned key: the envelope was changed"
+            return finding("bad-signature", changed, signed_by=signed_by)
         shown = ", ".join(k[:16] for k in signed_by) or "no key id"
-        return finding("foreign-key", f"signed by {shown}, not by the pinned key {pinned[:16] if pinned else ''}",
-                       signed_by=signed_by)  # fmt: skip
+        foreign = f"signed by {shown}, not by the pinned key {pinned[:16] if pinned else ''}"
+        return finding("foreign-key", foreign, signed_by=signed_by)
     name = str(subject.get("name"))
     sha256 = str((subject.get("digest") or {}).get("sha256"))
     found: dict[str, Any] = {"signed_by": signed_by, "verified_by": pinned, "subject": name, "subject_sha256": sha256,
@@ -174,19 +183,25 @@ def verify_attestation(index_url: str, wheel: str, given_key: str | None = None,
 
 
 def check_evidence(
-    finding: Finding, base: str, wheel: str, sha256: str, predicate: dict[str, Any], timeout: float, found: dict[str, Any]
+    finding: Finding,
+    base: str,
+    wheel: str,
+    sha256: str,
+    predicate: dict[str, Any],
+    timeout: float,
+    found: dict[str, Any],
 ) -> AttestationRead:
     """The signed statement names the evidence JSON the index serves (its sha256) and that JSON's wheel sha256."""
     evidence_name = f"evidence/{wheel}.json"
-    signed = [
-        c for c in predicate.get("configuration") or [] if isinstance(c, dict) and c.get("name") == evidence_name
-    ]
+    signed = [c for c in predicate.get("configuration") or [] if isinstance(c, dict) and c.get("name") == evidence_name]
     data, why = fetch(f"{base}/{evidence_name}", timeout)
     if data is None:
         return finding("other-evidence", f"the evidence JSON it signs is {why}", **found)
     digest = hashlib.sha256(data).hexdigest()
     if not signed or (signed[0].get("digest") or {}).get("sha256") != digest:
-        return finding("other-evidence", f"{evidence_name} (sha256 {digest[:16]}) is not the evidence it signs", **found)
+        return finding(
+            "other-evidence", f"{evidence_name} (sha256 {digest[:16]}) is not the evidence it signs", **found
+        )
     try:
         named = json.loads(data)["wheel"]["sha256"]
     except (ValueError, KeyError, TypeError):
