@@ -41,15 +41,15 @@ def _parts_beside() -> None:
 
 
 if TYPE_CHECKING or __package__:  # vllm_fused_moe.doctor, in the installed package
-    from vllm_fused_moe._doctor import evidence, installed, live, records, serve, verdict, words
+    from vllm_fused_moe._doctor import attestation, evidence, installed, live, records, serve, verdict, words
     from vllm_fused_moe._doctor.report import format_report, report
 else:  # a file: run by a path, or loaded by one (release doctor, the tests)
     import importlib
 
     _parts_beside()
-    evidence, installed, live, records, serve, verdict, words = (
+    attestation, evidence, installed, live, records, serve, verdict, words = (
         importlib.import_module(f"_vllm_fused_moe_doctor.{n}")
-        for n in ("evidence", "installed", "live", "records", "serve", "verdict", "words")
+        for n in ("attestation", "evidence", "installed", "live", "records", "serve", "verdict", "words")
     )
     format_report = importlib.import_module("_vllm_fused_moe_doctor.report").format_report
     report = importlib.import_module("_vllm_fused_moe_doctor.report").report

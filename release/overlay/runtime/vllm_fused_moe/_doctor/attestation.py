@@ -12,9 +12,10 @@ The pinned key: --evidence-key, else $KEY_ENV, else the file CONFIG_NAME under $
 `ed25519:<64 hex>` (what `python -m release signing-key` prints), or a file holding that or a PEM public key.
 Its fingerprint is securesystemslib's keyid: the sha256 of the key's canonical JSON, computed here.
 
-Verifying ed25519 needs `cryptography`, imported only here and only then: vLLM does not depend on it (its
-dependency tree has no cryptography; docs/doctor.md), and the doctor adds no dependency to a user's
-environment. Without it the finding is `cannot-verify` ("install cryptography"), never a silent pass.
+Verifying ed25519 needs `cryptography`, imported only here and only then. vLLM's dependency tree has it
+(vllm 0.20.0 -> mcp -> pyjwt[crypto] -> cryptography; docs/doctor.md, "Signed evidence"), and the doctor
+adds no dependency of its own: where it is missing the finding is `cannot-verify` ("install
+cryptography"), never a silent pass.
 Stdlib otherwise, Python 3.10+.
 """
 
