@@ -36,6 +36,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.dsse import Envelope
+
 # The package's documented name; its __init__ imports it without re-exporting it, which mypy --strict flags.
 from securesystemslib.signer import CryptoSigner  # type: ignore[attr-defined]
 
