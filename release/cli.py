@@ -118,6 +118,12 @@ def _publish() -> CommandModule:
     return publish_cli
 
 
+def _signing_key() -> CommandModule:
+    from release.overlay import signing_key_cli
+
+    return signing_key_cli
+
+
 def _evidence() -> CommandModule:
     from release.evidence import cli
 
@@ -219,12 +225,21 @@ COMMANDS: tuple[Command, ...] = (
     Command("build", _build, "build the overlay wheel into dist/", _COMMON,
             examples=(("build", "the head's overlay wheel into dist/"),
                       ("build --all", "one wheel per train tag"))),
-    Command("publish", _publish, "add wheels to a PEP 503 index directory", _COMMON,
+    Command("publish", _publish, "add wheels to a PEP 503 index directory, or upload them to an index server",
+            _NETWORK,
             exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
-                         "device, a directory), not ours, dirty or missing a fix; a clash or an index no publish "
-                         "leaves; the index was not changed"),),
+                         "device, a directory), not ours, dirty or missing a fix; a clash (in the index, or on the "
+                         "server: other bytes under that name) or an index no publish leaves; an unusable "
+                         "--signing-key; the index was not changed, nothing was uploaded"),
+                        (EXIT_TRANSPORT, "--to: the server's page could not be read, the upload was refused "
+                         "(credentials, HTTP), or the server lists other bytes than those uploaded")),
             examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
-                      ("publish dist/ONE.whl index", "add one wheel"))),
+                      ("publish dist/ONE.whl index", "add one wheel"),
+                      ("publish dist site --to URL --signing-key key.pem",
+                       "upload to the server at URL; requirements/ and signed evidence/ into site/"))),
+    Command("signing-key", _signing_key, "print the fingerprint of the key that signs the evidence", _COMMON,
+            examples=(("signing-key --key key.pem", "its public key and fingerprint, what operators pin"),
+                      ("signing-key --generate key.pem", "make a new ed25519 key, then print the same"))),
     Command("evidence", _evidence, "prove a release line's skip of a bug's patch (under torch)", _NETWORK,
             exit_texts=((EXIT_BAD_INPUT, "a skip is not proven (nothing was changed): the bug's test fails on a "
                          "release of the line (it has the bug: carry the fix) or errors (no evidence)"),),

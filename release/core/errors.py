@@ -527,6 +527,40 @@ class PublishError(ReleaseError):
     default_hint = "the index was restored to what it was before; check the disk and publish again"
 
 
+class ServerClashError(BadInputError):
+    """`publish --to`: the index server already holds a file of that name with other bytes (or lists no sha256)."""
+
+    default_hint = (
+        "a file an index server holds is never replaced (pip caches it under its name): build the tag at a "
+        "higher patch level (`python -m release build --tag TAG --patch-level N`) and publish that; nothing "
+        "was uploaded"
+    )
+
+
+class UploadError(TransportError):
+    """`publish --to`: the index server refused an upload, or holds other bytes than those uploaded."""
+
+    default_hint = (
+        "check the URL and the credentials (TWINE_USERNAME/TWINE_PASSWORD, keyring or ~/.pypirc; never "
+        "printed); what the server holds now is what its simple page lists, and a rerun uploads only the rest"
+    )
+
+
+class SigningKeyError(BadInputError):
+    """The ed25519 key given to sign the evidence (`--signing-key`, VLLM_FUSED_MOE_SIGNING_KEY) is unusable."""
+
+    default_hint = (
+        "give an unencrypted PEM (PKCS#8) ed25519 private key: `python -m release signing-key --generate FILE` "
+        "writes one, `openssl genpkey -algorithm ed25519` too"
+    )
+
+
+class AttestationError(BadInputError):
+    """An evidence file that publish would sign is not the evidence of its wheel."""
+
+    default_hint = "remove INDEX_DIR/evidence/<wheel>.json and publish again: the evidence is computed anew"
+
+
 class WheelIntegrityError(BadInputError):
     """A release wheel (from the index or a local file) is not what its RECORD or the index says."""
 

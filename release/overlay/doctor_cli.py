@@ -58,6 +58,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="our package index (where publish's simple/ and requirements/ are), for the fix command",
     )
     parser.add_argument(
+        "--evidence-key",
+        default=None,
+        metavar="KEY",
+        help="the key that signs our evidence (ed25519:HEX, or a file with it or a PEM public key): the doctor "
+        "verifies the installed wheel's signed evidence at --index-url with it (default: there, "
+        "$VLLM_FUSED_MOE_EVIDENCE_KEY, else ~/.config/vllm-fused-moe/evidence-key)",
+    )
+    parser.add_argument(
         "--env",
         action="append",
         default=[],
@@ -77,6 +85,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
             live=args.live,
             scan=args.scan,
             index_url=args.index_url,
+            evidence_key=args.evidence_key,
             env=tuple(args.env),
             serve=tuple(args.serve),
         ),

@@ -41,6 +41,7 @@ class DoctorOptions:
     live: bool = False  # import vLLM's classes there and read output_is_reduced()
     scan: Path | None = None  # scan data (default: this checkout's affected-releases.json)
     index_url: str | None = None  # our package index, for the fix command
+    evidence_key: str | None = None  # the pinned key that verifies the signed evidence (issue 47)
     env: tuple[str, ...] = ()  # NAME=VALUE pairs `vllm serve` runs with
     serve: tuple[str, ...] = ()  # a `vllm serve` command line
 
@@ -69,6 +70,8 @@ def command(options: DoctorOptions, layout: Layout, python: Path | None = None) 
         argv.append("--live")
     if options.index_url:
         argv += ["--index-url", options.index_url]
+    if options.evidence_key:
+        argv += ["--evidence-key", options.evidence_key]
     for pair in options.env:
         argv += ["--env", pair]
     if options.serve:

@@ -185,7 +185,7 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None, allo
     The command also refuses a dirty build (`build --allow-dirty`) unless `allow_dirty`: its version
     sorts above the clean build of the same patch level, so the requirements file would pin it.
     """
-    candidates = _candidates(wheels, project, allow_dirty)
+    candidates = checked_candidates(wheels, project, allow_dirty)
     _plan(candidates, index / "simple", project)  # a clash is refused before anything is made
     created = _make_index_dir(index)
     try:
@@ -205,11 +205,11 @@ def preflight(wheels: list[Path], index: Path, *, project: str, allow_dirty: boo
     The command gathers evidence for these alone: a wheel the index already holds (the same bytes, or
     the same files) adds nothing, and a wheel that would be refused anyway is refused first, cheaply.
     """
-    candidates = _candidates(wheels, project, allow_dirty)
+    candidates = checked_candidates(wheels, project, allow_dirty)
     return [w.path for w in _plan(candidates, index / "simple", project).added]
 
 
-def _candidates(wheels: list[Path], project: str | None, allow_dirty: bool) -> list[Wheel]:
+def checked_candidates(wheels: list[Path], project: str | None, allow_dirty: bool) -> list[Wheel]:
     candidates = [inspect_wheel(path) for path in wheels]
     if project is not None:
         for wheel in candidates:

@@ -15,9 +15,11 @@ from typing import Any
 from release.core import log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
+from release.core.hashing import file_sha256
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.overlay.attest import load_signer, sign_published
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
@@ -35,6 +37,7 @@ class PublishOptions:
     index: Path  # the index directory (holds simple/)
     python: str  # the interpreter the evidence runs under
     allow_dirty: bool = False  # publish a dirty build (`build --allow-dirty`) too
+    signing_key: Path | None = None  # the ed25519 key that signs the evidence (else $VLLM_FUSED_MOE_SIGNING_KEY)
 
 
 def held_evidence(index: Path) -> list[dict[str, Any]]:
@@ -58,6 +61,7 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
     for wheel in wheels:
         open_wheel(wheel).close()  # a FIFO, a device, a directory or a huge file: refused before any read
     index = options.index.resolve()
+    signer = load_signer(options.signing_key)  # issue 47: an unusable key is refused before anything is done
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
     # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
@@ -80,6 +84,9 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
     for evidence in proofs:
         if evidence.wheel in outcome.added or evidence.wheel in outcome.already:
             write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
+    # issue 47: each evidence file's signed in-toto attestation (release/overlay/attest.py), from the file as written.
+    done = set(outcome.added) | set(outcome.already)
+    signed = sign_published(index / EVIDENCE, {w.name: file_sha256(w) for w in wheels if w.name in done}, signer)
     for line in outcome.repaired:
         log.note(f"note: {line}")
     for name in outcome.added:
@@ -88,6 +95,8 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
         log.out(f"already published (same bytes) {name}")
     for skipped in outcome.skipped:
         log.out(f"skipped {skipped.name}: {skipped.reason()}")
+    for name in signed:
+        log.out(f"signed {EVIDENCE}/{name}")
     for path in outcome.requirements:
         log.out(f"wrote {path}")
     log.out(f"index: file://{(index / 'simple').as_posix()}")

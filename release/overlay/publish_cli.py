@@ -1,6 +1,6 @@
 """`python -m release publish DIST INDEX_DIR`: add our wheels to a PEP 503 index directory.
 
-The stage is release/overlay/publish.py."""
+The stage is release/overlay/publish.py; `--to URL` (an index server) is release/overlay/upload.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 from release.core import flags
+from release.core.errors import BadInputError
 from release.core.layout import Layout
+from release.overlay.attest import SIGNING_KEY_ENV, SUFFIX
 from release.overlay.build import PROJECT
 from release.overlay.publish import PublishOptions, publish_wheels
+from release.overlay.upload import ServerTarget, publish_to_server
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +36,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
         "pytest and pip (`nox -s publish` makes one); default: this one",
     )
+    # issue 47: an index server (release/overlay/upload.py), and the key that signs the evidence (attest.py).
+    parser.add_argument(
+        "--to",
+        metavar="URL",
+        help="upload the wheels to the index server whose legacy upload API (what `twine upload` speaks) is at URL "
+        "(or a repository name of ~/.pypirc), refusing a file it holds with other bytes; INDEX_DIR then gets "
+        "only requirements/ and evidence/, served statically (or committed) for operators. Credentials as twine "
+        "finds them: TWINE_USERNAME/TWINE_PASSWORD, keyring, ~/.pypirc (never printed). Without --to, INDEX_DIR "
+        "is the whole index",
+    )
+    parser.add_argument(
+        "--simple-url",
+        metavar="URL",
+        help="with --to: the server's simple index, whose page of our project is read before and after the "
+        "upload (default: TO/simple/, as pypiserver serves it; devpi: https://HOST/USER/INDEX/+simple/)",
+    )
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        metavar="FILE",
+        help="an ed25519 private key (PEM) that signs each wheel's evidence as an in-toto attestation "
+        f"(INDEX_DIR/evidence/<wheel>{SUFFIX}; docs/overlay.md, 'Signed evidence'); default: the PEM text in "
+        f"${SIGNING_KEY_ENV}, else the evidence is not signed. `python -m release signing-key` prints its fingerprint",
+    )
     flags.add_allow_dirty(
         parser,
         help="publish a dirty build (`build --allow-dirty`, version X+fm.N.dirty) too; refused without it "
@@ -41,7 +68,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    return publish_wheels(
-        layout,
-        PublishOptions(dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty),
+    options = PublishOptions(
+        dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty, signing_key=args.signing_key
     )
+    if args.to:
+        return publish_to_server(layout, options, ServerTarget(args.to, args.simple_url))
+    if args.simple_url:
+        raise BadInputError("--simple-url is the page of the server --to uploads to: give --to too")
+    return publish_wheels(layout, options)

@@ -273,9 +273,11 @@ def nox_call(args: list[str]) -> NoxCall:
 USER_INSTALL_RE = re.compile(r"^<!-- user-install: ([\w-]+) -->\n```\w*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
-def user_install_blocks(text: str) -> dict[str, list[str]]:
-    """kind (pip, uv) -> the non-blank lines of that `<!-- user-install: kind -->` block."""
-    return {kind: [line for line in body.splitlines() if line.strip()] for kind, body in USER_INSTALL_RE.findall(text)}
+def user_install_blocks(text: str, marker: str = "user-install") -> dict[str, list[str]]:
+    """kind (pip, uv) -> the non-blank lines of that `<!-- user-install: kind -->` block (or of another `marker`:
+    `server-install`, the install from an index server, tests/e2e/test_index_server.py)."""
+    found = re.compile(USER_INSTALL_RE.pattern.replace("user-install", re.escape(marker)), re.MULTILINE | re.DOTALL)
+    return {kind: [line for line in body.splitlines() if line.strip()] for kind, body in found.findall(text)}
 
 
 def installs_our_wheel(words: tuple[str, ...] | list[str]) -> bool:

@@ -20,8 +20,9 @@ LAYOUT = Layout.default()
 # Ours, importable under these names wherever the wheel is installed.
 OWN = {"vllm_fused_moe", "_vllm_fused_moe_pth", "_vllm_fused_moe_cli"}
 # What the runtime may import besides the standard library, and only when a function runs (never at
-# interpreter start-up, never needed): the vLLM it serves and what vLLM depends on.
-LAZY = {"vllm", "packaging"}
+# interpreter start-up, never needed): the vLLM it serves and what vLLM depends on; cryptography, which
+# the doctor verifies signed evidence with where it is importable (its absence is a named finding, issue 47).
+LAZY = {"vllm", "packaging", "cryptography"}
 
 
 def _files(top: Path) -> list[Path]:

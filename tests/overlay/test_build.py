@@ -158,7 +158,10 @@ def test_version_scheme_orders_patch_levels_and_vllm_releases() -> None:
 def test_pip_picks_the_newest_patch_level_from_the_index(built: BuildResult, layout: Layout, tmp_path: Path) -> None:
     from release.overlay.index import publish
 
-    newer = build(plan(layout, tmp_path / "fm2", patch_level=2))
+    # One above the built level (the recorded one, or one more where the runtime changed since `build` recorded it).
+    newer = build(
+        plan(layout, tmp_path / "fm-next", patch_level=int(str(Version(built.version).local).split(".")[1]) + 1)
+    )
     index = tmp_path / "index"
     publish([built.wheel], index)
     publish([newer.wheel], index)

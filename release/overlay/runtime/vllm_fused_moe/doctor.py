@@ -41,15 +41,15 @@ def _parts_beside() -> None:
 
 
 if TYPE_CHECKING or __package__:  # vllm_fused_moe.doctor, in the installed package
-    from vllm_fused_moe._doctor import evidence, installed, live, records, serve, verdict, words
+    from vllm_fused_moe._doctor import attestation, evidence, installed, live, records, serve, verdict, words
     from vllm_fused_moe._doctor.report import format_report, report
 else:  # a file: run by a path, or loaded by one (release doctor, the tests)
     import importlib
 
     _parts_beside()
-    evidence, installed, live, records, serve, verdict, words = (
+    attestation, evidence, installed, live, records, serve, verdict, words = (
         importlib.import_module(f"_vllm_fused_moe_doctor.{n}")
-        for n in ("evidence", "installed", "live", "records", "serve", "verdict", "words")
+        for n in ("attestation", "evidence", "installed", "live", "records", "serve", "verdict", "words")
     )
     format_report = importlib.import_module("_vllm_fused_moe_doctor.report").format_report
     report = importlib.import_module("_vllm_fused_moe_doctor.report").report
@@ -89,7 +89,8 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
         "and is the fix live? Exit 0: not affected, or fixed and live, or the command line after -- does "
         "not meet the bug; 1: affected and not fixed, or fixed but not live; 2: cannot tell, or vLLM "
         "would refuse the command line (the report says why).",
-        usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [--env NAME=VALUE]... [-- VLLM_SERVE_ARGS...]",
+        usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [--evidence-key KEY] [--env NAME=VALUE]... "
+        "[-- VLLM_SERVE_ARGS...]",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
     p.add_argument(
@@ -104,6 +105,15 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
         default=None,
         help="our package index (where `publish`'s simple/ and requirements/ are served), for the fix command "
         f"(default: ${INDEX_ENV}, else a placeholder)",
+    )
+    p.add_argument(
+        "--evidence-key",
+        default=None,
+        metavar="KEY",
+        help="the key that signs our evidence, to verify the installed wheel's evidence/<wheel>.intoto.jsonl "
+        "at --index-url with: ed25519:HEX (what `python -m release signing-key` prints) or a file holding it or "
+        "a PEM public key (default: $VLLM_FUSED_MOE_EVIDENCE_KEY, else ~/.config/vllm-fused-moe/evidence-key); "
+        "verifying needs the cryptography package (docs/doctor.md, 'Signed evidence')",
     )
     p.add_argument(
         "--env",
@@ -128,7 +138,15 @@ def main(argv: list[str] | None = None, prog: str = "vllm-fused-moe doctor") -> 
     # The serve environment is the one every fact is read in: the overlay's switch (VLLM_FUSED_MOE)
     # and, with --live, vLLM's own import see it too. This process exits right after.
     os.environ.update(given)
-    done = report(str(Path(__file__).resolve()), options.scan, options.live, serve_argv, options.index_url, given)
+    done = report(
+        str(Path(__file__).resolve()),
+        options.scan,
+        options.live,
+        serve_argv,
+        options.index_url,
+        given,
+        evidence_key=options.evidence_key,
+    )
     print(json.dumps(done.to_json(), indent=2, sort_keys=True) if options.json else format_report(done))
     return done.exit_code
 

@@ -267,6 +267,24 @@ class EvidenceRead:
 
 
 @dataclass(frozen=True)
+class AttestationRead:
+    """`attestation` of the report: the installed wheel's signed evidence (INDEX_DIR/evidence/<wheel>.intoto.jsonl),
+    judged against the pinned key (_doctor/attestation.py; issue 47)."""
+
+    url: str
+    wheel: str
+    status: str  # "verified", else the finding's name (docs/doctor.md, "Signed evidence")
+    problem: str | None = None
+    pinned_key: str | None = None  # the pinned key's fingerprint (keyid)
+    pinned_from: str | None = None  # --evidence-key, $VLLM_FUSED_MOE_EVIDENCE_KEY or the config file
+    signed_by: tuple[str, ...] = ()  # the key ids the envelope's signatures name
+    verified_by: str | None = None  # the key whose signature verified (the pinned one)
+    subject: str | None = None
+    subject_sha256: str | None = None
+    result: str | None = None  # the statement's PASSED / FAILED
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything the doctor found, before it judges."""
 
@@ -280,6 +298,7 @@ class Facts:
     live: Live | None = None
     serve: Serve | None = None
     evidence: EvidenceRead | None = None
+    attestation: AttestationRead | None = None
 
 
 @dataclass(frozen=True)
@@ -309,6 +328,7 @@ class Report:
             "live": None if facts.live is None else live_json(facts.live),
             "serve": to_json(facts.serve),
             "evidence": to_json(facts.evidence),
+            "attestation": to_json(facts.attestation),
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
             "summary": self.summary,
@@ -336,7 +356,7 @@ def record(cls: type[Any], data: Json, **given: Any) -> Any:
 def report_from_json(data: Json) -> Report:
     """A report read back from its JSON (the schema's shape: `release doctor` checked it is a report)."""
     release, live, serve, fix = data["release"], data["live"], data["serve"], data["fix"]
-    evidence = data.get("evidence")
+    evidence, attestation = data.get("evidence"), data.get("attestation")
     facts = Facts(
         doctor=str(data["doctor"]),
         python=str(data["python"]),
@@ -364,5 +384,6 @@ def report_from_json(data: Json) -> Report:
         evidence=None
         if evidence is None
         else record(EvidenceRead, evidence, bugs=tuple(EvidenceBug(**b) for b in evidence["bugs"])),
+        attestation=None if attestation is None else record(AttestationRead, attestation),
     )
     return Report(facts, Verdict(data["verdict"]), str(data["summary"]), None if fix is None else record(Fix, fix))

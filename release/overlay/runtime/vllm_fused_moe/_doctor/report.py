@@ -7,10 +7,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .attestation import verify_attestation
 from .evidence import read_evidence, wheel_name
 from .installed import compare_fixes, dist_version, find_scan, load_scan, overlay_state, public_version, release_facts
 from .live import live_classes, live_target
-from .records import EvidenceRead, Facts, Live, Overlay, Report, ScanRead, Serve
+from .records import AttestationRead, EvidenceRead, Facts, Live, Overlay, Report, ScanRead, Serve
 from .serve import serve_facts, serve_layout
 from .verdict import conclude
 from .words import INDEX_ENV, MODE_ENV, PROJECT, Status
@@ -23,6 +24,7 @@ def report(
     serve: list[str] | None = None,
     index_url: str | None = None,
     env: Mapping[str, str] | None = None,
+    evidence_key: str | None = None,
 ) -> Report:
     """The whole report. `doctor`: the doctor.py that writes it; `env`: the variables `vllm serve` would
     have beyond this process's own (--env)."""
@@ -60,6 +62,10 @@ def report(
         evidence=read_evidence(index_url, wheel_name(overlay.version))
         if index_url and overlay.installed and overlay.version
         else None,
+        # Issue 47: its signed evidence, verified against the key the operator pins.
+        attestation=verify_attestation(index_url, wheel_name(overlay.version), evidence_key)
+        if index_url and overlay.installed and overlay.version
+        else None,
     )
     return conclude(facts, index_url)
 
@@ -76,6 +82,8 @@ def format_report(report: Report) -> str:
         rows += serve_rows(facts.serve)
     if facts.evidence is not None:
         rows += evidence_rows(facts.evidence)
+    if facts.attestation is not None:
+        rows += attestation_rows(facts.attestation)
     lines = ["vllm-fused-moe doctor", *(f"  {label:<18}{text}" for label, text in rows)]
     lines.append(f"verdict: {report.verdict.value} (exit {report.exit_code}): {report.summary}")
     if fix:
@@ -149,3 +157,10 @@ def evidence_rows(evidence: EvidenceRead) -> Rows:
         return [("evidence", f"{evidence.url}: {evidence.problem}")]
     bugs = "; ".join(f"{b.bug}: {b.verdict}" for b in evidence.bugs) or "no bug to prove"
     return [("evidence", f"{evidence.wheel} on vLLM {evidence.vllm_tag} (line {evidence.line}): {bugs}")]
+
+
+def attestation_rows(read: AttestationRead) -> Rows:
+    if read.status == "verified":
+        return [("signed evidence", f"verified: {read.subject} sha256 {read.subject_sha256} {read.result}, "
+                 f"signed by {read.verified_by} (pinned by {read.pinned_from})")]  # fmt: skip
+    return [("signed evidence", f"{read.status}: {read.problem} ({read.url})")]
