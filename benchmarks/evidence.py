@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 from release.core.layout import Layout  # noqa: E402
 from release.evidence.gather import gather_all, refuse  # noqa: E402
 from release.pristine.wheel import cache_dir  # noqa: E402
+from release.queue.snapshot import Checkout  # noqa: E402
 
 
 def load() -> str:
@@ -67,7 +68,7 @@ def main() -> int:
         for label in ("cold", "warm"):
             before = load()
             start = time.perf_counter()
-            proofs = gather_all(layout, wheels, sys.executable, args.workers)
+            proofs = gather_all(Checkout.load(layout), wheels, sys.executable, args.workers)
             seconds = time.perf_counter() - start
             refused = []
             for evidence in proofs:

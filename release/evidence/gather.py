@@ -34,15 +34,15 @@ from release.core.errors import BadInputError, UnprovenWheelError
 from release.core.files import read_member
 from release.core.git import head_commit
 from release.core.hashing import file_sha256
-from release.core.layout import BUILD_INFO_MEMBER, Layout
+from release.core.layout import BUILD_INFO_MEMBER
 from release.core.parse import parse_json
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
-from release.model.train import Train
 from release.pristine.wheel import lookup
-from release.queue.bugs import recorded_bugs, required_bugs, scan_data
-from release.queue.regression import BugTest, bug_tests
+from release.queue.bugs import required_bugs
+from release.queue.regression import BugTest
 from release.queue.skip_proof import tool_digest
+from release.queue.snapshot import Checkout
 
 SCHEMA = 1
 FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
@@ -90,9 +90,10 @@ def _build_line(path: Path) -> str:
     return line if isinstance(line, str) else ""
 
 
-def release_line(layout: Layout, version: str, wheel: Path, data: dict[str, Any] | None) -> str:
+def release_line(checkout: Checkout, version: str, wheel: Path) -> str:
     tag = f"v{version}"
-    entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+    entry = checkout.train_entry(tag)
+    data = checkout.scan
     if entry is not None:
         return entry.line
     scanned = (data or {}).get("releases", {}).get(version)
@@ -101,12 +102,12 @@ def release_line(layout: Layout, version: str, wheel: Path, data: dict[str, Any]
     return _build_line(wheel)
 
 
-def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
+def gather(checkout: Checkout, wheel: Path, python: str) -> Evidence:
     """The evidence of `wheel` (each run cached); `refuse` judges it."""
+    layout = checkout.layout
     version = wheel_release(wheel)
     tag = f"v{version}"
-    data = scan_data(layout)
-    line = release_line(layout, version, wheel, data)
+    line = release_line(checkout, version, wheel)
     wheel_sha = file_sha256(wheel)
     tool = tool_digest()
     record: dict[str, Any] = {
@@ -121,12 +122,12 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     if not line:
         record["note"] = f"vLLM {version} is on no release line the train, the scan data or the wheel names"
         return Evidence(wheel.name, record)
-    records = {bug.id for bug, _ in required_bugs(layout, tag, data)} | set(recorded_bugs(layout, tag))
+    records = {bug.id for bug, _ in required_bugs(checkout, tag)} | set(checkout.recorded_bugs(tag))
     record["tool"]["commit"] = head_commit(layout.root)
     release = lookup(version)
     record["vllm"].update(wheel=release.filename, sha256=release.sha256)
     identity = str(Path(python).absolute())
-    for test in bug_tests(layout, line):
+    for test in checkout.bug_tests(line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
         pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
         installed = cached_run(
@@ -148,14 +149,14 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     return Evidence(wheel.name, record)
 
 
-def gather_all(layout: Layout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
+def gather_all(checkout: Checkout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
     """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
     run is a process of its own that spends its time importing torch and vLLM."""
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(wheels) < 2:
-        return [gather(layout, wheel, python) for wheel in wheels]
+        return [gather(checkout, wheel, python) for wheel in wheels]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda wheel: gather(layout, wheel, python), wheels))
+        return list(pool.map(lambda wheel: gather(checkout, wheel, python), wheels))
 
 
 def _clean(result: dict[str, Any]) -> bool:

@@ -58,16 +58,13 @@ from release.core.lock import repo_lock
 from release.model.lines import HEAD_LINE, Line, read_lines
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.series import Series
 from release.model.train import Train, TrainEntry
 from release.overlay.backend import BACKEND, BACKEND_MODULE, BACKEND_VERSION, Backend, Isolation, use_isolation
 from release.overlay.shipped import shipped_digest
-from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes
-from release.queue.drift import drift
+from release.queue.bugs import missing_fixes, refuse_missing_fixes
 from release.queue.gates import refuse_stale, refuse_unrecorded, stale_variants
-from release.queue.load import Queue
 from release.queue.snapshot import Checkout
-from release.queue.verified import flashinfer_range, read_verified, unverified_reason, wheel_range
+from release.queue.verified import flashinfer_range, unverified_reason, wheel_range
 
 if TYPE_CHECKING:
     # The overlay package owns the format of the _build_info.json it reads; the tooling only writes it.
@@ -106,10 +103,18 @@ class BuildTarget:
     pin: Pin
     # The PEP 440 range the wheel requires: the pin ∩ VERIFIED.toml; "" where no patch relies on FlashInfer.
     flashinfer: str
+    line: Line  # the tag's release line; its modules are what the wheel serves
+    patches: tuple[Patch, ...]  # what the tag carries, in series order
+    series: str  # the text of the line's series file, which the wheel ships
     subtree: dict[str, bytes] | None = None  # None: vendor/ as it is (the head)
-    line: Line | None = None  # the tag's release line (None: the head's); its modules are what the wheel serves
-    patches: tuple[Patch, ...] | None = None  # the line's series (None: patches/series)
     entry: TrainEntry | None = None  # its entry in patches/train.toml (None: none): its level, what that shipped
+
+
+def head_target(checkout: Checkout, flashinfer: str, entry: TrainEntry | None = None) -> BuildTarget:
+    """The head's wheel, from vendor/ and patches/series as the command read them."""
+    line = checkout.line(entry.line if entry is not None else HEAD_LINE)
+    patches = tuple(checkout.queue.patches)
+    return BuildTarget(checkout.queue.pin, flashinfer, line, patches, checkout.series_text(line), None, entry)
 
 
 @dataclass(frozen=True)
@@ -140,42 +145,40 @@ def overlay_version(vllm_version: str, patch_level: int, dirty: bool = False) ->
 def build(plan: BuildPlan) -> BuildResult:
     """The head's wheel, from vendor/ (what `python -m release build` makes)."""
     with repo_lock(plan.layout, "build"):
-        dirty = _checked_inputs(plan)
-        pin = Pin.load(plan.layout.upstream_toml)
-        patches = active_patches(plan.layout)
+        _refuse_unwritable_or_missing(plan)
+        checkout = Checkout.load(plan.layout)  # under the lock: every stage below reads the checkout from it
+        dirty = _checked_inputs(plan, checkout)
+        pin = checkout.queue.pin
+        patches = checkout.queue.patches
         if not patches:
             raise BadInputError(
                 f"not building {pin.tag}: patches/series applies nothing at the head (every patch retired); "
                 "an overlay would ship vLLM's own files",
                 hint="build the tags that carry something: `python -m release build --all`",
             )
-        entry = Train.load(plan.layout.train).get(pin.tag) if present(plan.layout.train) else None
+        entry = checkout.train_entry(pin.tag)
         line = entry.line if entry is not None else HEAD_LINE
         what = f"not building {pin.tag}"
-        refuse_missing_fixes(
-            what, pin.tag, missing_fixes(plan.layout, pin.tag, patches), [p.name for p in patches], line
-        )
+        refuse_missing_fixes(what, pin.tag, missing_fixes(checkout, pin.tag, patches), [p.name for p in patches], line)
         if entry is not None and not dirty:  # a dirty build says so in its version; publish refuses it
             refuse_unrecorded(what, entry, patches)
             if plan.patch_level is not None:
                 entry.refuse_level(plan.patch_level)
-        flashinfer = flashinfer_range(plan.layout, pin.tag, pin.flashinfer, patches)
-        target = BuildTarget(pin, flashinfer, entry=entry)
+        flashinfer = flashinfer_range(checkout.verified, pin.tag, pin.flashinfer, patches)
+        target = head_target(checkout, flashinfer, entry)
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-build-") as scratch, backend_for(plan) as backend:
             result = build_target(plan, target, Path(scratch), dirty, backend)
             delivered = _deliver(result, plan.out)
-            record_levels(plan, [result])
+            record_levels(plan, [result], checkout.train)
             return delivered
 
 
-def _checked_inputs(plan: BuildPlan, checkout: Checkout | None = None) -> list[str]:
-    """Refuse an unwritable --out, a missing part and a dirty tree (unless --allow-dirty) before anything is built.
+def _checked_inputs(plan: BuildPlan, checkout: Checkout) -> list[str]:
+    """Refuse a dirty tree (unless --allow-dirty) before anything is built (after _refuse_unwritable_or_missing).
 
-    Returns what is dirty (empty for a clean tree); the version and build info say so. `checkout`: the queue
-    read once (None: read here).
+    Returns what is dirty (empty for a clean tree); the version and build info say so.
     """
-    _refuse_unwritable_or_missing(plan)
-    dirty = dirty_reasons(plan.layout, checkout)
+    dirty = dirty_reasons(checkout)
     if dirty and not plan.allow_dirty:
         shown = "; ".join(dirty[:5]) + (f"; and {len(dirty) - 5} more" if len(dirty) > 5 else "")
         # The commonest dirt after a first build: the patch levels it recorded (docs/maintainers.md, step 4).
@@ -230,15 +233,13 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     series = {e.tag: checkout.tag_patches(lines.get(e.line), e.tag) for e in entries}
     # A tag the scan data calls affected by a bug whose series carries no patch for it is refused before
     # anything is replayed: its wheel would tell users the fix is there.
-    data = checkout.scan
-    known = known_bugs(layout)
     for e in entries:
-        missing = missing_fixes(layout, e.tag, series[e.tag], data, known, list(e.bugs))
+        missing = missing_fixes(checkout, e.tag, series[e.tag], list(e.bugs))
         _settle(refused, e.tag, tags, refuse_missing_fixes, f"not building {e.tag}", e.tag, missing,
                 [p.name for p in series[e.tag]], e.line)  # fmt: skip
     # A line's variant carried from another version of its common patch would ship the old change.
     for e in entries:
-        stale = stale_variants(layout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]}, checkout)
+        stale = stale_variants(checkout, {f"patches/lines/{e.line}/{p.name}" for p in series[e.tag]})
         _settle(refused, e.tag, tags, refuse_stale, f"not building {e.tag}", stale)
     if plan.patch_level is not None and not dirty:
         for e in entries:  # a bad --patch-level is bad input for every tag: refused before anything is built
@@ -246,7 +247,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     entries = [e for e in entries if e.tag not in refused]
     log.note(f"build: reproducing {len(entries)} train tag(s) from their pristine sources (train check)")
     started = time.perf_counter()
-    checks = check_train(layout, [e.tag for e in entries], checkout=checkout) if entries else []
+    checks = check_train(checkout, [e.tag for e in entries]) if entries else []
     log.note(f"build: every tag reproduced its recorded hashes ({time.perf_counter() - started:.1f} s)")
     bad = [finding for c in checks for finding in c.findings]
     if bad and tags is not None:
@@ -273,7 +274,7 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
     # VERIFIED.toml is the contract of the patches that rely on FlashInfer (Depends-On): a tag whose wheel carries
     # one (what its replay applies, not what its series names: 0001 is upstream from v0.22.0 on) needs a verified
     # version inside its pin; a tag whose wheel carries none asks nothing of FlashInfer.
-    verified = read_verified(layout.verified_toml)
+    verified = checkout.verified
     shipped = {e.tag: carried.get(e.tag, series[e.tag]) for e in entries}
     ranges = {e.tag: wheel_range(verified, e.flashinfer, shipped[e.tag]) for e in entries}
     unverified = [e for e in entries if ranges[e.tag] is None and e.tag not in refused and e.tag not in empty]
@@ -294,17 +295,16 @@ def _build_train(plan: BuildPlan, tags: list[str] | None) -> list[BuildResult]:
                 continue
             flashinfer = str(ranges[entry.tag])
             if entry.tag == head:
-                # vendor/ is the head; check_train just proved it holds exactly the recorded files. Its line and
-                # patches/series as read once (what head_line and active_patches would read again).
-                head_patches = tuple(checkout.queue.patches)
-                target = BuildTarget(checkout.queue.pin, flashinfer, None, lines.get(entry.line), head_patches, entry)
+                # vendor/ is the head; check_train just proved it holds exactly the recorded files.
+                target = head_target(checkout, flashinfer, entry)
             else:
                 assert checked.replay is not None  # a check without findings made the tree
                 line = lines.get(entry.line)
                 pin = entry.pin(line.root)
                 # What the replay applied: a patch already upstream on this tag is not in its wheel.
                 applied = tuple(p for p in series[entry.tag] if p.name in checked.replay.applied)
-                target = BuildTarget(pin, flashinfer, checked.replay.files, line, applied, entry)
+                series_text = checkout.series_text(line)
+                target = BuildTarget(pin, flashinfer, line, applied, series_text, checked.replay.files, entry)
             results.append(build_target(plan, target, Path(scratch) / entry.tag, dirty, backend))
             built, total = results[-1], len(entries) - len(empty)
             log.note(f"build: {len(results)}/{total} vLLM {entry.tag}: {built.version} ({built.seconds:.1f} s)")
@@ -351,7 +351,7 @@ def build_target(
 ) -> BuildResult:
     """One wheel in `scratch`; `dirty` (from _checked_inputs) marks the version and the build info."""
     started = time.perf_counter()
-    patches = list(target.patches) if target.patches is not None else active_patches(plan.layout)
+    patches = list(target.patches)
     # --patch-level, else the tag's level in patches/train.toml, else (a tag the train does not hold) the
     # number of patches it carries.
     entry = target.entry
@@ -394,15 +394,14 @@ def _build_at(
     return version, backend.build(scratch / "src", scratch / "dist")
 
 
-def record_levels(plan: BuildPlan, results: list[BuildResult], train: Train | None = None) -> None:
+def record_levels(plan: BuildPlan, results: list[BuildResult], train: Train | None) -> None:
     """Record in patches/train.toml each built tag's level and what it ships, in one rename; nothing when every
     tag's record is already that (a rebuild of the same files writes nothing), nor for an --allow-dirty build
     (a build for a look, never for an index users install from: the checkout is only read). `train`: the train
-    as the command read it under its lock (None: read here)."""
+    as the command read it under its lock (None: the checkout has none)."""
     layout = plan.layout
-    if plan.allow_dirty or not layout.train.is_file():
+    if plan.allow_dirty or train is None:
         return
-    train = train if train is not None else Train.load(layout.train)
     changed = train
     for result in results:
         now = changed.get(result.tag)
@@ -453,7 +452,7 @@ def _remove_partial_wheels(out: Path) -> list[Path]:
     return removed
 
 
-def dirty_reasons(layout: Layout, checkout: Checkout | None = None) -> list[str]:
+def dirty_reasons(checkout: Checkout) -> list[str]:
     """Why the tree is not exactly its commit + pin + series (empty when it is).
 
     - vendor/'s subtree against pristine(UPSTREAM.toml) + series (`check`), in any tree;
@@ -462,6 +461,7 @@ def dirty_reasons(layout: Layout, checkout: Checkout | None = None) -> list[str]
       patches/ that is not committed: hand edits of the hook, a deleted file, an extra file
       (ignored ones too, since the build would ship them), so the commit in the build info is the truth.
     """
+    layout = checkout.layout
     tops = (layout.vendored, layout.runtime, layout.patches)
     links = [p for top in tops for p in _walk(top) if p.is_symlink()]
     if links:
@@ -469,7 +469,7 @@ def dirty_reasons(layout: Layout, checkout: Checkout | None = None) -> list[str]
             f"{links[0]} is a symbolic link; a build never follows or ships links (not even with --allow-dirty)",
             hint="replace the link by the file it stands for, or remove it",
         )
-    found = checkout.drift()[0] if checkout is not None else drift(layout, Queue.load(layout))[0]
+    found = checkout.drift()[0]
     reasons = [f"{d.path} ({d.kind})" for d in found]
     toplevel = git("rev-parse", "--show-toplevel", cwd=layout.root, check=False)
     if toplevel.ok and Path(toplevel.out.strip()).resolve() == layout.root.resolve():
@@ -496,11 +496,6 @@ def _walk(top: Path) -> list[Path]:
     return found
 
 
-def active_patches(layout: Layout) -> list[Patch]:
-    series = Series.load(layout.series)
-    return [Patch.load(layout.patches / name) for name in series.names]
-
-
 def source_date_epoch(root: Path) -> int:
     """SOURCE_DATE_EPOCH if the caller set it, else the commit time of HEAD."""
     configured = os.environ.get("SOURCE_DATE_EPOCH")
@@ -525,11 +520,11 @@ def stage_package(
     epoch: int,
     dirty: list[str],
 ) -> None:
-    line = target.line or head_line(layout)
+    line = target.line
     package = assemble(layout, stage, line, target.subtree, target.pin if target.subtree is not None else None)
     (package / "patches").mkdir()
     # The series this wheel's files carry: patches/series for the head line, the line's own otherwise.
-    shutil.copyfile(line.series_path(layout.root), package / "patches" / "series")
+    (package / "patches" / "series").write_text(target.series, encoding="utf-8")
     for patch in patches:
         (package / "patches" / patch.name).write_text(patch.text, encoding="utf-8")
     targets = line.targets(line.overlay_dir)

@@ -16,11 +16,11 @@ from release.core import log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
 from release.core.journal import write_atomic
-from release.core.layout import Layout
 from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
+from release.queue.snapshot import Checkout
 
 # Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
 EVIDENCE = "evidence"
@@ -50,7 +50,8 @@ def held_evidence(index: Path) -> list[dict[str, Any]]:
     return found
 
 
-def publish_wheels(layout: Layout, options: PublishOptions) -> int:
+def publish_wheels(checkout: Checkout, options: PublishOptions) -> int:
+    """`checkout`: read once, under the repository lock, by the command (release/overlay/publish_cli.py)."""
     dist = options.dist
     wheels = sorted(dist.glob("*.whl")) if dist.is_dir() else [dist]
     if not wheels or not wheels[0].exists():
@@ -59,12 +60,12 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
         open_wheel(wheel).close()  # a FIFO, a device, a directory or a huge file: refused before any read
     index = options.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
-    refuse_wheels_missing_fixes(layout, wheels)
+    refuse_wheels_missing_fixes(checkout, wheels)
     # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
     # gathered for the wheels the publish would add, after every cheaper refusal.
     held = held_evidence(index)
     proofs = gather_all(
-        layout, preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty), options.python
+        checkout, preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty), options.python
     )
     for evidence in proofs:
         refuse(evidence, f"not publishing {evidence.wheel}")
@@ -72,7 +73,7 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
     # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
     kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
-    for evidence in gather_all(layout, kept, options.python):
+    for evidence in gather_all(checkout, kept, options.python):
         refuse(evidence, f"{evidence.wheel} is in the index, but")
         proofs.append(evidence)
     if proofs:

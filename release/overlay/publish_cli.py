@@ -10,8 +10,10 @@ from pathlib import Path
 
 from release.core import flags
 from release.core.layout import Layout
+from release.core.lock import repo_lock
 from release.overlay.build import PROJECT
 from release.overlay.publish import PublishOptions, publish_wheels
+from release.queue.snapshot import Checkout
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
+    # A reader of the checkout, as `check` is: the records every wheel is held to are one read of it, under the lock.
+    with repo_lock(layout, "publish", shared=True):
+        checkout = Checkout.load(layout)
     return publish_wheels(
-        layout,
+        checkout,
         PublishOptions(dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty),
     )

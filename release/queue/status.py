@@ -5,7 +5,7 @@ from __future__ import annotations
 from release.core.files import present
 from release.core.layout import Layout
 from release.model.patch import APPLIED_UPSTREAM, Patch
-from release.queue.bugs import known_bugs, missing_fixes, refuse_missing_fixes
+from release.queue.bugs import missing_fixes, refuse_missing_fixes
 from release.queue.drift import Drift, drift
 from release.queue.gates import refuse_stale, stale_variants
 from release.queue.load import Queue, require_accounted
@@ -14,17 +14,15 @@ from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
 
 
-def check(layout: Layout, checkout: Checkout | None = None) -> list[Drift]:
+def check(checkout: Checkout) -> list[Drift]:
     """How vendor/ differs from pristine + series. First refused (exit 2): a release line silent about a
     common patch, a line's variant carried from another version of its common patch (stale), and a train
     tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data),
     or skips a bug's patch with no proof that the tag does without the bug (release/queue/skip_proof.py).
-    `checkout`: the checkout as the command read it (None: read here, once)."""
-    checkout = checkout if checkout is not None else Checkout.load(layout)
-    queue = checkout.queue
-    require_accounted(layout, queue, checkout)
-    refuse_untested(layout, queue.patches, "check")
-    refuse_stale("check", stale_variants(layout, checkout=checkout))
+    `checkout`: the checkout as the command read it under its lock."""
+    require_accounted(checkout)
+    refuse_untested(checkout.layout, checkout.queue.patches, "check")
+    refuse_stale("check", stale_variants(checkout))
     refuse_train_missing_fixes(checkout)
     return checkout.drift()[0]
 
@@ -34,13 +32,12 @@ def refuse_train_missing_fixes(checkout: Checkout) -> None:
     layout = checkout.layout
     if not present(layout.train):
         return
-    data, known = checkout.scan, known_bugs(layout)
     for entry in checkout.require_train().entries:
         patches = checkout.tag_patches(checkout.line(entry.line), entry.tag)
-        missing = missing_fixes(layout, entry.tag, patches, data, known, list(entry.bugs))
+        missing = missing_fixes(checkout, entry.tag, patches, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)
         # A line that skips a bug's patch claims its release has no such bug: proven by the bug's test passing there.
-        refuse_unproven_skips(layout, "check", entry.tag, entry.line, entry.wheel_sha256, checkout)
+        refuse_unproven_skips(checkout, "check", entry.tag, entry.line, entry.wheel_sha256)
 
 
 def status_lines(layout: Layout) -> list[str]:

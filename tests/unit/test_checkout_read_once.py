@@ -1,7 +1,8 @@
 """A command reads the checkout once (release.queue.snapshot.Checkout) and its stages share that read.
 
 In this process, on a copy of the project: `check` runs every gate over every line and train tag, and reads
-patches/series, patches/lines.toml and patches/train.toml once each. (`build --all` is counted the same way
+patches/series, patches/lines.toml and patches/train.toml once each, and every other file of patches/ and
+vendor/'s pins at most once. (`build --all` is counted the same way
 in tests/overlay/test_build_train.py, where its wheels are built.)
 """
 
@@ -22,6 +23,18 @@ from release.model.patch import Patch
 from release.model.series import Entry, EntryKind
 from release.model.train import Train
 from release.queue.load import is_head, line_series
+
+
+def checkout_files(layout: Layout) -> list[Path]:
+    """Every file of patches/ (each patch, series, lines.toml, train.toml, the regression tests) and vendor/'s pins."""
+    found = [p for p in layout.patches.rglob("*") if p.is_file()]
+    return [*found, layout.upstream_toml, layout.verified_toml]
+
+
+def over_once(reads: dict[Path, int], layout: Layout) -> dict[str, int]:
+    """The checkout's files a command read more than once, with how often."""
+    counted = {p.relative_to(layout.root).as_posix(): reads[p.resolve()] for p in checkout_files(layout)}
+    return {path: count for path, count in counted.items() if count > 1}
 
 
 def test_check_reads_the_series_lines_and_train_once(
@@ -52,3 +65,7 @@ def test_check_reads_the_series_lines_and_train_once(
     assert failed(err).reference == MissingFixError.reference, err
     once = {p.relative_to(project).as_posix(): reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
     assert once == dict.fromkeys(once, 1), once
+    # Every other file of patches/ (each patch: the queue's, each line's, the known bugs', a variant's common
+    # patch) and vendor/'s pins: at most once, whichever gate asked first.
+    assert reads[(layout.patches / common).resolve()] == 1
+    assert over_once(reads, layout) == {}
