@@ -11,7 +11,7 @@ from pathlib import Path
 from release.core import flags
 from release.core.layout import Layout
 from release.core.lock import repo_lock
-from release.overlay.build import PROJECT
+from release.overlay.project import PROJECT
 from release.overlay.publish import PublishOptions, publish_wheels
 from release.queue.snapshot import Checkout
 

@@ -18,7 +18,7 @@ import pytest
 from helpers import REPO, run_release, snapshot, work_leftovers
 from helpers.synthetic import NEXT_TAG, SUBTREE, add_patch, demo_wheel, make_dir, next_tree
 from release.core.faults import ATOMIC_STEPS, FAULT_ENV, PUBLISH_STEPS, REBASE_STEPS
-from release.overlay.index import check_consistent
+from release.overlay.repair import check_consistent
 
 # The swap has three outputs here (subtree, patches/, UPSTREAM.toml): each rename of each is a step.
 SWAP = [f"swap:{what}@{n}" for n in (1, 2, 3) for what in ("moved-old", "moved-new")]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from release.core.layout import Layout
-from release.overlay.build import assemble
+from release.overlay.stage import assemble
 
 # Our code of the wheel's top level: the .pth's module and the package (nox -s lint checks the same).
 RUNTIME = Layout.default().runtime
