@@ -41,12 +41,13 @@ from release.core.hashing import file_sha256
 from release.core.journal import sync_dir
 from release.core.layout import writable_dir_problem
 from release.core.lock import INDEX_LOCK, index_lock
+from release.model.wheel import OverlayWheel
 from release.overlay.index_plan import Skipped, plan_wheels, read_candidates
 from release.overlay.index_plan import preflight as preflight  # publish.py names it from here
 from release.overlay.pages import REQUIREMENTS as REQUIREMENTS  # publish.py names it from here
 from release.overlay.pages import TMP_PREFIX, project_page, read_page, requirements_files, root_page
 from release.overlay.repair import check_consistent, is_writable, repair
-from release.overlay.wheel import Wheel
+from release.overlay.wheel import WheelReads
 from release.overlay.wheel import open_wheel as open_wheel  # publish.py names it from here
 
 
@@ -59,7 +60,14 @@ class Outcome:
     requirements: list[str] = field(default_factory=list)  # requirements files written, relative to INDEX_DIR
 
 
-def publish(wheels: list[Path], index: Path, *, project: str | None = None, allow_dirty: bool = False) -> Outcome:
+def publish(
+    wheels: list[Path],
+    index: Path,
+    *,
+    project: str | None = None,
+    allow_dirty: bool = False,
+    reads: WheelReads | None = None,
+) -> Outcome:
     """Add `wheels` to the index in `index`, as the `publish` command does when given `project`.
 
     The command passes ours (`vllm-fused-moe`): a wheel of any other project is refused (users
@@ -70,21 +78,23 @@ def publish(wheels: list[Path], index: Path, *, project: str | None = None, allo
     hold real vLLM release wheels, or two patch levels of one tree to show which one pip picks.
     The command also refuses a dirty build (`build --allow-dirty`) unless `allow_dirty`: its version
     sorts above the clean build of the same patch level, so the requirements file would pin it.
+    `reads`: the wheels the command has read already (None: none), each read once however often it is asked for.
     """
-    candidates = read_candidates(wheels, project, allow_dirty)
-    plan_wheels(candidates, index / "simple", project)  # a clash is refused before anything is made
+    reads = reads if reads is not None else WheelReads()
+    candidates = read_candidates(wheels, project, allow_dirty, reads)
+    plan_wheels(candidates, index / "simple", project, reads)  # a clash is refused before anything is made
     created = _make_index_dir(index)
     try:
         # A read-only index cannot be written by anyone we could race with; it is read as it is.
         with index_lock(index) if is_writable(index) else nullcontext():
-            return _publish(candidates, index, project)
+            return _publish(candidates, index, project, reads)
     except BaseException:
         for directory in reversed(created):
             _remove_if_only_lock(directory)
         raise
 
 
-def _publish(candidates: list[Wheel], index: Path, project: str | None) -> Outcome:
+def _publish(candidates: list[OverlayWheel], index: Path, project: str | None, reads: WheelReads) -> Outcome:
     simple = index / "simple"
     if project is not None and simple.is_dir():
         others = sorted(p.name for p in simple.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -94,14 +104,14 @@ def _publish(candidates: list[Wheel], index: Path, project: str | None) -> Outco
                 f"{simple} holds {', '.join(others)} beside {project}, which no publish of ours puts there; "
                 "nothing was published"
             )
-    repaired = repair(simple)
+    repaired = repair(simple, reads)
     for name in sorted({w.project for w in candidates}):
-        check_consistent(simple / name)
-    plan = plan_wheels(candidates, simple, project)
+        check_consistent(simple / name, reads)
+    plan = plan_wheels(candidates, simple, project, reads)
     written: list[str] = []
     if plan.added:  # a rerun with nothing new writes nothing, so it also works on a read-only index
         _check_writable(index, simple, {w.project for w in plan.added})
-        written = _apply(plan.added, simple)
+        written = _apply(plan.added, simple, reads)
     return Outcome([w.name for w in plan.added], [w.name for w in plan.already], repaired, plan.skipped, written)
 
 
@@ -132,7 +142,7 @@ def _check_writable(index: Path, simple: Path, projects: set[str]) -> None:
             raise IndexNotWritableError(f"{directory} is read-only; nothing was published")
 
 
-def _apply(added: list[Wheel], simple: Path) -> list[str]:
+def _apply(added: list[OverlayWheel], simple: Path, reads: WheelReads) -> list[str]:
     created: list[Path] = []
     temporaries: list[Path] = []
     written: list[str] = []
@@ -153,7 +163,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
             renames.append((temporary, simple / wheel.project / wheel.name))
         projects = sorted({w.project for w in added})
         pages = {
-            simple / p / "index.html": project_page(simple / p, p, [w for w in added if w.project == p])
+            simple / p / "index.html": project_page(simple / p, p, [w for w in added if w.project == p], reads)
             for p in projects
         }
         pages[simple / "index.html"] = root_page(simple, set(projects))
@@ -164,7 +174,7 @@ def _apply(added: list[Wheel], simple: Path) -> list[str]:
             fault_point("publish:page-written")
             renames.append((temporary, page))
         # Renamed after the pages, so a requirements file never names a wheel that is not in place.
-        for path, text in requirements_files(simple.parent, added).items():
+        for path, text in requirements_files(simple.parent, added, reads).items():
             if read_page(path) == text:
                 continue
             if not path.parent.exists():

@@ -9,15 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import DirtyWheelError, ForeignProjectError, IndexClashError, PatchLevelNotAboveError
-from release.core.hashing import file_sha256
+from release.model.wheel import OverlayWheel
 from release.overlay.pages import TMP_PREFIX
-from release.overlay.shipped import shipped_digest
-from release.overlay.wheel import Wheel, inspect_wheel, is_dirty
-
-
-def contents_digest(wheel: Wheel) -> str:
-    """What the wheel installs, apart from its build information (release.overlay.shipped, which `build` records)."""
-    return shipped_digest(wheel.path, wheel.metadata_version)
+from release.overlay.wheel import WheelReads, is_dirty
 
 
 @dataclass(frozen=True)
@@ -36,24 +30,30 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Plan:
-    added: list[Wheel]
-    already: list[Wheel]
+    added: list[OverlayWheel]
+    already: list[OverlayWheel]
     skipped: list[Skipped]
 
 
-def preflight(wheels: list[Path], index: Path, *, project: str, allow_dirty: bool = False) -> list[Path]:
+def preflight(
+    wheels: list[Path], index: Path, *, project: str, allow_dirty: bool = False, reads: WheelReads | None = None
+) -> list[OverlayWheel]:
     """The wheels a publish would add, after every check it makes before writing (readable wheels of
     `project`, no dirty build unless `allow_dirty`, no clash, the patch level going up); nothing is written.
 
     The command gathers evidence for these alone: a wheel the index already holds (the same bytes, or
     the same files) adds nothing, and a wheel that would be refused anyway is refused first, cheaply.
+    `reads`: the wheels the command has read (None: none yet), which the publish that follows reads from.
     """
-    candidates = read_candidates(wheels, project, allow_dirty)
-    return [w.path for w in plan_wheels(candidates, index / "simple", project).added]
+    reads = reads if reads is not None else WheelReads()
+    candidates = read_candidates(wheels, project, allow_dirty, reads)
+    return plan_wheels(candidates, index / "simple", project, reads).added
 
 
-def read_candidates(wheels: list[Path], project: str | None, allow_dirty: bool) -> list[Wheel]:
-    candidates = [inspect_wheel(path) for path in wheels]
+def read_candidates(
+    wheels: list[Path], project: str | None, allow_dirty: bool, reads: WheelReads
+) -> list[OverlayWheel]:
+    candidates = [reads(path) for path in wheels]
     if project is not None:
         for wheel in candidates:
             if wheel.project != project:
@@ -68,21 +68,21 @@ def read_candidates(wheels: list[Path], project: str | None, allow_dirty: bool) 
     return candidates
 
 
-def plan_wheels(candidates: list[Wheel], simple: Path, project: str | None) -> Plan:
+def plan_wheels(candidates: list[OverlayWheel], simple: Path, project: str | None, reads: WheelReads) -> Plan:
     """What goes in: new wheels; what does not: the same bytes (already), the same files (skipped).
 
     Files are compared only for the command (`project` given, so every wheel is ours): the build
     information it leaves out is ours to read.
     """
-    added: dict[str, Wheel] = {}
-    already: list[Wheel] = []
+    added: dict[str, OverlayWheel] = {}
+    already: list[OverlayWheel] = []
     skipped: list[Skipped] = []
     for wheel in sorted(candidates, key=lambda w: (w.project, w.version, w.name)):
         existing = simple / wheel.project / wheel.name
         if existing.exists():
-            if file_sha256(existing) == wheel.sha256:
+            if reads(existing).sha256 == wheel.sha256:
                 already.append(wheel)
-            elif project is not None and contents_digest(wheel) == contents_digest(inspect_wheel(existing)):
+            elif project is not None and wheel.shipped == reads(existing).shipped:
                 skipped.append(Skipped(wheel.name, wheel.name, same_name=True))
             else:
                 raise IndexClashError(
@@ -92,8 +92,8 @@ def plan_wheels(candidates: list[Wheel], simple: Path, project: str | None) -> P
             if added[wheel.name].sha256 != wheel.sha256:
                 raise IndexClashError(f"two different wheels named {wheel.name} were given; nothing was published")
         else:
-            held = _newest_held(wheel, simple, list(added.values())) if project is not None else None
-            if held is not None and contents_digest(wheel) == contents_digest(held):
+            held = _newest_held(wheel, simple, list(added.values()), reads) if project is not None else None
+            if held is not None and wheel.shipped == held.shipped:
                 skipped.append(Skipped(wheel.name, held.name, same_name=False))
             elif held is not None and wheel.version <= held.version:
                 # Its requirements file would keep pinning the newest: users would never get this one.
@@ -106,7 +106,9 @@ def plan_wheels(candidates: list[Wheel], simple: Path, project: str | None) -> P
     return Plan(list(added.values()), already, skipped)
 
 
-def _newest_held(wheel: Wheel, simple: Path, planned: list[Wheel]) -> Wheel | None:
+def _newest_held(
+    wheel: OverlayWheel, simple: Path, planned: list[OverlayWheel], reads: WheelReads
+) -> OverlayWheel | None:
     """The newest wheel the index holds (or this publish adds) for the same vLLM release as `wheel`.
 
     Only the newest counts: a change that is reverted (fm.1 = fm.3 != fm.2) is a new release.
@@ -114,6 +116,6 @@ def _newest_held(wheel: Wheel, simple: Path, planned: list[Wheel]) -> Wheel | No
     project_dir = simple / wheel.project
     held = [w for w in planned if w.project == wheel.project]
     if project_dir.is_dir():
-        held += [inspect_wheel(p) for p in project_dir.glob("*.whl") if not p.name.startswith(TMP_PREFIX)]
+        held += [reads(p) for p in project_dir.glob("*.whl") if not p.name.startswith(TMP_PREFIX)]
     same = [w for w in held if w.vllm == wheel.vllm]
     return max(same, key=lambda w: (w.version, w.name)) if same else None

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from release.core.errors import BadInputError
 from release.core.git import commit_time
-from release.core.hashing import sha256_hex
 from release.model.patch import Patch
 from release.overlay.backend import Backend, use_isolation
 from release.overlay.project import ZIP_EPOCH
-from release.overlay.shipped import shipped_digest
 from release.overlay.stage import stage_package
 from release.overlay.target import BuildPlan, BuildResult, BuildTarget, overlay_version
+from release.overlay.wheel import read_wheel
 
 
 def backend_for(plan: BuildPlan) -> Backend:
@@ -50,18 +49,19 @@ def build_target(
     entry = target.entry
     level = plan.patch_level if plan.patch_level is not None else (entry.patch_level if entry else max(len(patches), 1))
     version, built = _build_at(plan, target, scratch, patches, level, backend, dirty)
+    wheel = read_wheel(built)  # once: its sha256 and what it ships
     if entry is not None and not dirty:
         # The level follows the bytes the wheel ships: files other than those its level shipped go one level
         # up (built again at it: the version is inside the wheel); a dirty build's version says .dirty instead.
-        entry = entry.shipped_at(shipped_digest(built, version), plan.patch_level)
+        entry = entry.shipped_at(wheel.shipped, plan.patch_level)
         if entry.patch_level != level:
             version, built = _build_at(plan, target, scratch, patches, entry.patch_level, backend, dirty)
-    data = built.read_bytes()
+            wheel = read_wheel(built)
     return BuildResult(
         target.pin.tag,
         built,
-        sha256_hex(data),
-        len(data),
+        wheel.sha256,
+        built.stat().st_size,
         time.perf_counter() - started,
         version,
         backend.epoch,

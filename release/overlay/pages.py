@@ -10,8 +10,9 @@ import urllib.parse
 from pathlib import Path
 
 from release.core.errors import PackageIndexError
+from release.model.wheel import OverlayWheel
 from release.overlay.project import PROJECT
-from release.overlay.wheel import Wheel, inspect_wheel
+from release.overlay.wheel import WheelReads
 from release.pristine.index import SHA256_RE, parse_project_page
 
 TMP_PREFIX = ".publish-"
@@ -19,15 +20,15 @@ TMP_PREFIX = ".publish-"
 REQUIREMENTS = "requirements"
 
 
-def requirements_files(index: Path, new: list[Wheel]) -> dict[Path, str]:
+def requirements_files(index: Path, new: list[OverlayWheel], reads: WheelReads) -> dict[Path, str]:
     """INDEX/requirements/vllm-<X>.txt for each vLLM release X the index holds our wheels for."""
     project_dir = index / "simple" / PROJECT
     known = {w.name: w for w in new if w.project == PROJECT}
     if project_dir.is_dir():
         for path in project_dir.glob("*.whl"):
             if path.name not in known and not path.name.startswith(TMP_PREFIX):
-                known[path.name] = inspect_wheel(path)
-    newest: dict[str, Wheel] = {}
+                known[path.name] = reads(path)
+    newest: dict[str, OverlayWheel] = {}
     for wheel in known.values():
         held = newest.get(wheel.vllm)
         if held is None or (wheel.version, wheel.name) > (held.version, held.name):
@@ -35,7 +36,7 @@ def requirements_files(index: Path, new: list[Wheel]) -> dict[Path, str]:
     return {index / REQUIREMENTS / f"vllm-{v}.txt": requirements_text(w) for v, w in sorted(newest.items())}
 
 
-def requirements_text(wheel: Wheel) -> str:
+def requirements_text(wheel: OverlayWheel) -> str:
     """One wheel pinned by version and sha256: pip's hash-checking mode then takes that file or nothing."""
     sources = f"--no-index --find-links <URL>/simple/{PROJECT}/ -r <URL>/{REQUIREMENTS}/vllm-{wheel.vllm}.txt"
     return "\n".join(
@@ -53,13 +54,13 @@ def requirements_text(wheel: Wheel) -> str:
     )
 
 
-def project_page(project_dir: Path, project: str, new: list[Wheel]) -> str:
+def project_page(project_dir: Path, project: str, new: list[OverlayWheel], reads: WheelReads) -> str:
     """The page of one project: earlier files (read back from disk) and the new ones, newest version last."""
     known = {w.name: w for w in new}
     if project_dir.is_dir():
         for path in project_dir.glob("*.whl"):
             if path.name not in known and not path.name.startswith(TMP_PREFIX):
-                known[path.name] = inspect_wheel(path)
+                known[path.name] = reads(path)
     rows = []
     for wheel in sorted(known.values(), key=lambda w: (w.version, w.name)):
         href = f"{urllib.parse.quote(wheel.name)}#sha256={wheel.sha256}"

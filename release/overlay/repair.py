@@ -19,7 +19,7 @@ from release.overlay.pages import (
     requirements_files,
     root_page,
 )
-from release.overlay.wheel import inspect_wheel
+from release.overlay.wheel import WheelReads
 
 
 def is_writable(directory: Path) -> bool:
@@ -27,7 +27,7 @@ def is_writable(directory: Path) -> bool:
     return os.access(directory, os.W_OK) and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def repair(simple: Path) -> list[str]:
+def repair(simple: Path, reads: WheelReads) -> list[str]:
     """Finish what an interrupted publish left, or refuse what no publish of ours can leave.
 
     Runs under the index lock, so every `.publish-*` file is a dead publish's: removed. A wheel
@@ -62,7 +62,7 @@ def repair(simple: Path) -> list[str]:
         if gone:
             raise IndexCorruptError(f"{page} lists {', '.join(gone)}, which is gone from {project_dir}")
         for name, sha in sorted(listed.items()):
-            if file_sha256(project_dir / name) != sha:
+            if _sha256(project_dir / name, reads) != sha:
                 raise IndexCorruptError(f"{project_dir / name} does not have the sha256 its index.html lists")
         wheels = []
         for name in sorted(on_disk):
@@ -70,13 +70,13 @@ def repair(simple: Path) -> list[str]:
             if not name.endswith(".whl") or not path.is_file():
                 raise IndexCorruptError(f"{path} is not a wheel; no publish puts it there")
             try:
-                wheel = inspect_wheel(path)
+                wheel = reads(path)
             except BadWheelError as exc:
                 raise IndexCorruptError(f"{path} is no wheel a publish puts there: {exc}") from None
             if wheel.project != project_dir.name:
                 raise IndexCorruptError(f"{path} is a wheel of {wheel.project}, not of {project_dir.name}")
             wheels.append(wheel)
-        expected = project_page(project_dir, project_dir.name, [])
+        expected = project_page(project_dir, project_dir.name, [], reads)
         if read_page(page) != expected:
             why = f"it did not list {', '.join(sorted(on_disk - set(listed)))}" if on_disk - set(listed) else "stale"
             _rewrite(page, expected, writable and is_writable(project_dir), why)
@@ -86,13 +86,13 @@ def repair(simple: Path) -> list[str]:
         if read_page(simple / "index.html") != expected:
             _rewrite(simple / "index.html", expected, writable, "it did not list every project")
             done.append(f"repaired {simple / 'index.html'} (it did not list every project)")
-    return done + _repair_requirements(simple.parent, writable)
+    return done + _repair_requirements(simple.parent, writable, reads)
 
 
-def _repair_requirements(index: Path, writable: bool) -> list[str]:
+def _repair_requirements(index: Path, writable: bool, reads: WheelReads) -> list[str]:
     """Write the requirements files that are missing or name another wheel than the newest; refuse strays."""
     directory = index / REQUIREMENTS
-    expected = requirements_files(index, [])
+    expected = requirements_files(index, [], reads)
     if directory.is_dir():
         strays = sorted(p.name for p in directory.iterdir() if directory / p.name not in expected)
         if strays:
@@ -118,7 +118,7 @@ def _rewrite(page: Path, text: str, writable: bool, why: str) -> None:
     write_atomic(page, text.encode("utf-8"))
 
 
-def check_consistent(project_dir: Path) -> None:
+def check_consistent(project_dir: Path, reads: WheelReads) -> None:
     """The project page lists exactly the wheels on disk, with their sha256; no leftovers."""
     if not project_dir.exists():
         return
@@ -139,5 +139,14 @@ def check_consistent(project_dir: Path) -> None:
             f"present but unlisted: {unlisted or 'none'})"
         )
     for name, sha in sorted(listed.items()):
-        if file_sha256(project_dir / name) != sha:
+        if _sha256(project_dir / name, reads) != sha:
             raise IndexCorruptError(f"{project_dir / name} does not have the sha256 its index.html lists")
+
+
+def _sha256(path: Path, reads: WheelReads) -> str:
+    """A listed file's sha256: from the one read of a wheel; a file that is no readable wheel, hashed as it is
+    (what it is, is refused below by its name and its contents)."""
+    try:
+        return reads(path).sha256
+    except BadWheelError:
+        return file_sha256(path)
