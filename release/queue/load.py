@@ -217,12 +217,13 @@ def require_accounted(checkout: Checkout) -> None:
         )
 
 
-def named_patch(layout: Layout, line: Line, name: str) -> Patch | None:
-    """A patch a train entry records by name: the line's variant, a common patch, or a retired one."""
+def named_patch(layout: Layout, line: Line, name: str, load: PatchLoader = Patch.load) -> Patch | None:
+    """A patch a train entry records by name: the line's variant, a common patch, or a retired one (`load`
+    reads it: a Checkout's reads each file once per command)."""
     places = [] if is_head(layout, line) else [line.patch_dir(layout.root)]
     for folder in [*places, layout.patches, layout.retired]:
         if (folder / name).is_file():
-            return Patch.load(folder / name, line.prefixes)
+            return load(folder / name, line.prefixes)
     return None
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from release.core.files import present
-from release.core.layout import Layout
-from release.model.patch import APPLIED_UPSTREAM, Patch
+from release.model.patch import APPLIED_UPSTREAM
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
-from release.queue.drift import Drift, drift
+from release.queue.drift import Drift
 from release.queue.gates import refuse_stale, stale_variants
-from release.queue.load import Queue, require_accounted
+from release.queue.load import require_accounted
 from release.queue.regression import refuse_untested
 from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
@@ -40,8 +39,8 @@ def refuse_train_missing_fixes(checkout: Checkout) -> None:
         refuse_unproven_skips(checkout, "check", entry.tag, entry.line, entry.wheel_sha256)
 
 
-def status_lines(layout: Layout) -> list[str]:
-    queue = Queue.load(layout)
+def status_lines(checkout: Checkout) -> list[str]:
+    layout, queue = checkout.layout, checkout.queue
     pin = queue.pin
     where = (
         (pin.wheel and f"wheel {pin.wheel} (sha256 {pin.wheel_sha256[:12]}…)")
@@ -53,7 +52,7 @@ def status_lines(layout: Layout) -> list[str]:
         f"upstream FlashInfer pin: {pin.flashinfer or 'unknown'}",
         f"patches in series ({len(queue.patches)}):",
     ]
-    found = {d.path for d in drift(layout, queue)[0]}
+    found = {d.path for d in checkout.drift()[0]}
     for patch in queue.patches:
         touched = [p.rsplit("/", 1)[-1] for p in patch.files]
         state = "drifted" if any(t in found for t in touched) else "applied"
@@ -64,7 +63,7 @@ def status_lines(layout: Layout) -> list[str]:
     retired = sorted(layout.retired.glob("*.patch")) if layout.retired.is_dir() else []
     lines.append(f"retired patches ({len(retired)}):")
     for path in retired:
-        patch = Patch.load(path)
+        patch = checkout.patch(path)
         lines.append(f"  {patch.name}: upstream since {patch.trailers.get(APPLIED_UPSTREAM, '?')}; {patch.subject}")
     lines.append(
         "vendor/: " + ("clean" if not found else f"{len(found)} file(s) drifted, run `python -m release check`")
