@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 
 import tomli_w
 
-from release.core.files import present
 from release.core.git import head_commit
 from release.core.hashing import file_sha256
 from release.core.layout import BESIDE_SUBTREE, BUILD_INFO_NAME, UPSTREAM_PACKAGE, Layout, write_files
-from release.model.lines import HEAD_LINE, Line, read_lines
+from release.model.lines import Line
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.train import Train
 from release.overlay.backend import BACKEND, BACKEND_MODULE, BACKEND_VERSION
 from release.overlay.project import CLI_MODULE, PACKAGE, PROJECT, PTH_LINE, PTH_MODULE, PTH_NAME
 from release.overlay.target import BuildTarget
@@ -55,7 +53,7 @@ def stage_package(
 def assemble(
     layout: Layout,
     stage: Path,
-    line: Line | None = None,
+    line: Line,
     subtree: dict[str, bytes] | None = None,
     pin: Pin | None = None,
 ) -> Path:
@@ -72,7 +70,6 @@ def assemble(
     shutil.copytree(layout.runtime_package, package, ignore=caches)
     for module in (PTH_MODULE, CLI_MODULE):
         shutil.copyfile(layout.runtime / f"{module}.py", stage / f"{module}.py")
-    line = line or head_line(layout)
     write_files(package / line.overlay_dir, subtree if subtree is not None else layout.vendor_files())
     for name in BESIDE_SUBTREE:
         shutil.copyfile(layout.vendored / name, package / name)
@@ -96,13 +93,6 @@ def served_files(package: Path, targets: dict[str, str]) -> dict[str, str]:
         for path in found:
             files[path.relative_to(package).as_posix()] = file_sha256(path)
     return files
-
-
-def head_line(layout: Layout) -> Line:
-    """The head's release line: the one its train entry names (the head line by default)."""
-    pin = Pin.load(layout.upstream_toml)
-    entry = Train.load(layout.train).get(pin.tag) if present(layout.train) else None
-    return read_lines(layout.lines).get(entry.line if entry else HEAD_LINE)
 
 
 def build_info(

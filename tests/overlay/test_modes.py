@@ -23,6 +23,8 @@ from helpers.build_facts import INFO
 from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
 from release.overlay import project, stage
+from release.overlay.target import head_target
+from release.queue.snapshot import Checkout
 from vllm_fused_moe import _activate, _finder
 
 OFF = ["off", "OFF", " Off ", "0", "false", "False", "no", "n", "disable", "disabled", "DISABLED", "none", "never"]
@@ -87,7 +89,7 @@ def test_an_unknown_word_warns_naming_the_values_and_means_on(
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel's top level as the build assembles it (no build facts: the package reads the pins beside it)."""
     directory = tmp_path_factory.mktemp("site")
-    stage.assemble(Layout.default(), directory)
+    stage.assemble(Layout.default(), directory, head_target(Checkout.load(Layout.default()), "").line)
     return directory
 
 
