@@ -34,8 +34,9 @@ from helpers.doctor import scan_file  # noqa: E402
 from helpers.freshvenv import create  # noqa: E402
 from release.core.layout import Layout  # noqa: E402
 from release.model.pin import Pin  # noqa: E402
-from release.overlay.build import BuildPlan, build  # noqa: E402
+from release.overlay.build import build  # noqa: E402
 from release.overlay.index import publish  # noqa: E402
+from release.overlay.target import BuildPlan  # noqa: E402
 from release.pristine.wheel import pypi_wheel  # noqa: E402
 
 ALL2ALL = "import vllm.model_executor.layers.fused_moe.all2all_utils"

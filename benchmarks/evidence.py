@@ -28,7 +28,9 @@ sys.path.insert(0, str(REPO))
 
 from release.core.layout import Layout  # noqa: E402
 from release.evidence.gather import gather_all, refuse  # noqa: E402
+from release.overlay.wheel import read_wheel  # noqa: E402
 from release.pristine.wheel import cache_dir  # noqa: E402
+from release.queue.snapshot import Checkout  # noqa: E402
 
 
 def load() -> str:
@@ -56,7 +58,7 @@ def main() -> int:
                 print(built.stderr, file=sys.stderr)
                 return 1
             print(f"build --all: {time.perf_counter() - start:.1f} s")
-        wheels = sorted(dist.glob("*.whl"))
+        wheels = [read_wheel(path) for path in sorted(dist.glob("*.whl"))]
         cache = Path(tmp) / "cache"
         (cache / "wheels").mkdir(parents=True)
         for version in wheels_cache.iterdir():
@@ -67,7 +69,7 @@ def main() -> int:
         for label in ("cold", "warm"):
             before = load()
             start = time.perf_counter()
-            proofs = gather_all(layout, wheels, sys.executable, args.workers)
+            proofs = gather_all(Checkout.load(layout), wheels, sys.executable, args.workers)
             seconds = time.perf_counter() - start
             refused = []
             for evidence in proofs:

@@ -24,8 +24,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from helpers.freshvenv import create, site_packages  # noqa: E402
 from release.core.layout import Layout  # noqa: E402
-from release.overlay.build import PTH_NAME, BuildPlan, build  # noqa: E402
+from release.overlay.build import build  # noqa: E402
 from release.overlay.index import publish  # noqa: E402
+from release.overlay.project import PTH_NAME  # noqa: E402
+from release.overlay.target import BuildPlan  # noqa: E402
 from release.pristine.wheel import pypi_wheel  # noqa: E402
 
 # One process: plain `import vllm`, then the import that makes vLLM load the subtree (where the

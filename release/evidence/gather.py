@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -30,19 +29,16 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.core.errors import BadInputError, UnprovenWheelError
-from release.core.files import read_member
+from release.core.errors import UnprovenWheelError
 from release.core.git import head_commit
-from release.core.hashing import file_sha256
-from release.core.layout import BUILD_INFO_MEMBER, Layout
-from release.core.parse import parse_json
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
-from release.model.train import Train
+from release.model.wheel import OverlayWheel
 from release.pristine.wheel import lookup
-from release.queue.bugs import recorded_bugs, required_bugs, scan_data
-from release.queue.regression import BugTest, bug_tests
+from release.queue.bugs import required_bugs
+from release.queue.regression import BugTest
 from release.queue.skip_proof import tool_digest
+from release.queue.snapshot import Checkout
 
 SCHEMA = 1
 FIXED, NOT_AFFECTED, UNPROVEN = "fixed", "not affected", "unproven"
@@ -80,34 +76,26 @@ def wheel_release(path: Path) -> str:
         raise UnprovenWheelError(what=path.name, problems=[f"not a wheel file name ({exc})"]) from None
 
 
-def _build_line(path: Path) -> str:
-    try:
-        with zipfile.ZipFile(path) as archive:
-            info = parse_json(read_member(archive, BUILD_INFO_MEMBER), where=BUILD_INFO_MEMBER)
-    except (KeyError, zipfile.BadZipFile, OSError, ValueError, BadInputError):  # no facts: the line is unknown
-        return ""
-    line = info.get("line") if isinstance(info, dict) else None
-    return line if isinstance(line, str) else ""
-
-
-def release_line(layout: Layout, version: str, wheel: Path, data: dict[str, Any] | None) -> str:
+def release_line(checkout: Checkout, version: str, wheel: OverlayWheel) -> str:
     tag = f"v{version}"
-    entry = Train.load(layout.train).get(tag) if layout.train.is_file() else None
+    entry = checkout.train_entry(tag)
+    data = checkout.scan
     if entry is not None:
         return entry.line
     scanned = (data or {}).get("releases", {}).get(version)
     if isinstance(scanned, dict) and isinstance(scanned.get("line"), str):
         return str(scanned["line"])
-    return _build_line(wheel)
+    line = (wheel.build_info or {}).get("line")  # no facts: the line is unknown
+    return line if isinstance(line, str) else ""
 
 
-def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
+def gather(checkout: Checkout, wheel: OverlayWheel, python: str) -> Evidence:
     """The evidence of `wheel` (each run cached); `refuse` judges it."""
-    version = wheel_release(wheel)
+    layout = checkout.layout
+    version = wheel_release(wheel.path)
     tag = f"v{version}"
-    data = scan_data(layout)
-    line = release_line(layout, version, wheel, data)
-    wheel_sha = file_sha256(wheel)
+    line = release_line(checkout, version, wheel)
+    wheel_sha = wheel.sha256
     tool = tool_digest()
     record: dict[str, Any] = {
         "schema": SCHEMA,
@@ -121,16 +109,16 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     if not line:
         record["note"] = f"vLLM {version} is on no release line the train, the scan data or the wheel names"
         return Evidence(wheel.name, record)
-    records = {bug.id for bug, _ in required_bugs(layout, tag, data)} | set(recorded_bugs(layout, tag))
+    records = {bug.id for bug, _ in required_bugs(checkout, tag)} | set(checkout.recorded_bugs(tag))
     record["tool"]["commit"] = head_commit(layout.root)
     release = lookup(version)
     record["vllm"].update(wheel=release.filename, sha256=release.sha256)
     identity = str(Path(python).absolute())
-    for test in bug_tests(layout, line):
+    for test in checkout.bug_tests(line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
         pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
         installed = cached_run(
-            key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel, test), _clean
+            key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel.path, test), _clean
         )
         record["bugs"].append(
             {
@@ -148,14 +136,16 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     return Evidence(wheel.name, record)
 
 
-def gather_all(layout: Layout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
+def gather_all(
+    checkout: Checkout, wheels: list[OverlayWheel], python: str, workers: int | None = None
+) -> list[Evidence]:
     """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
     run is a process of its own that spends its time importing torch and vLLM."""
     workers = workers or os.cpu_count() or 1
     if workers == 1 or len(wheels) < 2:
-        return [gather(layout, wheel, python) for wheel in wheels]
+        return [gather(checkout, wheel, python) for wheel in wheels]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda wheel: gather(layout, wheel, python), wheels))
+        return list(pool.map(lambda wheel: gather(checkout, wheel, python), wheels))
 
 
 def _clean(result: dict[str, Any]) -> bool:

@@ -14,11 +14,13 @@ from release.core import log
 from release.core.errors import EXIT_OK, BadInputError, UnprovenSkipError
 from release.core.files import present
 from release.core.layout import Layout
+from release.core.lock import repo_lock
 from release.core.versions import canonical_tag, version_of_tag
 from release.evidence.skips import SkipRun, prove
 from release.model.lines import read_lines
 from release.model.train import Train
 from release.queue.bugs import scan_data
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,11 @@ def targets(layout: Layout, options: EvidenceOptions) -> list[tuple[str, str]]:
 def prove_skips(layout: Layout, options: EvidenceOptions) -> int:
     """Prove every target's skips, say each result, and refuse (exit 2) where one is not proven."""
     runs: list[SkipRun] = []
+    # A reader of the checkout, as `check` is: the skips it proves are those of one read of it.
+    with repo_lock(layout, "evidence", shared=True):
+        checkout = Checkout.load(layout)
     for tag, line in targets(layout, options):
-        proved = prove(layout, tag, line, options.python)
+        proved = prove(checkout, tag, line, options.python)
         if not proved:
             log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")
         runs += proved

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from release.core.journal import write_atomic
-from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
@@ -23,6 +22,7 @@ from release.evidence.gather import pristine_run
 from release.pristine.wheel import lookup
 from release.queue.regression import BugTest
 from release.queue.skip_proof import PASSED, proof_key, proof_path, skipped_bug_tests, tool_digest
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class SkipRun:
         return f"not proven: {where}: errors ({self.run.get('summary', '')}{detail}), which is no evidence"
 
 
-def prove(layout: Layout, tag: str, line: str, python: str) -> list[SkipRun]:
+def prove(checkout: Checkout, tag: str, line: str, python: str) -> list[SkipRun]:
     """Run each skipped bug's test on `tag`'s pristine release under `python`; write the proof of each clean pass."""
-    tests = skipped_bug_tests(layout, line)
+    tests = skipped_bug_tests(checkout, line)
     if not tests:
         return []
     version, tool = version_of_tag(tag), tool_digest()

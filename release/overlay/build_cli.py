@@ -9,7 +9,9 @@ from release.core import flags, log
 from release.core.errors import TagsNotBuiltError
 from release.core.layout import Layout
 from release.overlay.backend import Isolation
-from release.overlay.build import BuildPlan, BuildResult, build, build_train
+from release.overlay.build import build
+from release.overlay.target import BuildPlan, BuildResult
+from release.overlay.train_build import build_train
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -12,31 +12,13 @@ than the checkout's patches/ holds (release.queue.gates): it ships the old chang
 
 from __future__ import annotations
 
-import zipfile
-from pathlib import Path
 from typing import Any
 
-from release.core.errors import BadInputError
-from release.core.files import present, read_member
-from release.core.layout import BUILD_INFO_MEMBER as BUILD_INFO
-from release.core.layout import Layout
-from release.core.parse import parse_json
 from release.model.patch import CARRIED_FROM, VARIES
-from release.model.train import Train
-from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs, scan_data
-from release.queue.gates import Variant, VariantState, common_now, fingerprint, refuse_stale
-
-
-def build_info(path: Path) -> dict[str, Any] | None:
-    """The wheel's build facts, or None for a wheel without them (not an overlay, or unreadable: nothing to judge)."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            if BUILD_INFO not in archive.namelist():
-                return None
-            info = parse_json(read_member(archive, BUILD_INFO), where=BUILD_INFO)
-    except (BadInputError, zipfile.BadZipFile, OSError, ValueError, KeyError):
-        return None  # publish's own reading of the wheel says what is wrong with it
-    return info if isinstance(info, dict) else None
+from release.model.wheel import OverlayWheel
+from release.queue.bugs import Bug, refuse_missing_fixes, required_bugs
+from release.queue.gates import Variant, VariantState, fingerprint, refuse_stale
+from release.queue.snapshot import Checkout
 
 
 def carried_bugs(info: dict[str, Any]) -> set[str]:
@@ -53,25 +35,23 @@ def carried_bugs(info: dict[str, Any]) -> set[str]:
     return found
 
 
-def refuse_wheels_missing_fixes(layout: Layout, wheels: list[Path]) -> None:
-    data = scan_data(layout)
-    for path in wheels:
-        info = build_info(path)
-        if info is None or not isinstance(info.get("vllm_version"), str):
+def refuse_wheels_missing_fixes(checkout: Checkout, wheels: list[OverlayWheel]) -> None:
+    for wheel in wheels:
+        info, tag = wheel.build_info, wheel.tag
+        if info is None or tag is None:
             continue
         have = carried_bugs(info)
-        tag = f"v{info['vllm_version']}"
         missing: list[tuple[Bug, str]] = [
-            (bug, source) for bug, source in required_bugs(layout, tag, data) if bug.id not in have
+            (bug, source) for bug, source in required_bugs(checkout, tag) if bug.id not in have
         ]
         names = [str(p.get("name")) for p in info.get("patches") or [] if isinstance(p, dict)]
-        entry = Train.load(layout.train).get(tag) if present(layout.train) else None
+        entry = checkout.train_entry(tag)
         line = entry.line if entry is not None else ""
-        refuse_missing_fixes(f"not publishing {path.name}", tag, missing, names, line)
-        refuse_stale(f"not publishing {path.name}", stale_in(layout, info, line or "not in the train"))
+        refuse_missing_fixes(f"not publishing {wheel.name}", tag, missing, names, line)
+        refuse_stale(f"not publishing {wheel.name}", stale_in(checkout, info, line or "not in the train"))
 
 
-def stale_in(layout: Layout, info: dict[str, Any], line: str) -> list[Variant]:
+def stale_in(checkout: Checkout, info: dict[str, Any], line: str) -> list[Variant]:
     """The variants the wheel carries that `pq carry` made from another version of their common patch than
     the checkout's patches/ holds (a common patch the checkout no longer has is not judged here)."""
     found = []
@@ -81,7 +61,7 @@ def stale_in(layout: Layout, info: dict[str, Any], line: str) -> list[Variant]:
         trailers = patch["trailers"]
         made_from = str(trailers.get(CARRIED_FROM, "")).strip()
         common = str(trailers.get(VARIES, "")).strip().split(" ", 1)[0]
-        current = common_now(layout, common) if made_from and common.endswith(".patch") and "/" not in common else None
+        current = checkout.common(common) if made_from and common.endswith(".patch") and "/" not in common else None
         if current is not None and made_from != fingerprint(current):
             where = f"{patch.get('name')} in the wheel"
             found.append(Variant(where, line, common, VariantState.STALE, made_from, fingerprint(current)))

@@ -15,14 +15,14 @@ from typing import Any
 from release.core import log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
-from release.core.hashing import file_sha256
 from release.core.journal import write_atomic
-from release.core.layout import Layout
 from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.attest import load_signer, sign_published
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
+from release.overlay.index import REQUIREMENTS, preflight, publish
+from release.overlay.wheel import WheelReads
+from release.queue.snapshot import Checkout
 
 # Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
 EVIDENCE = "evidence"
@@ -53,30 +53,35 @@ def held_evidence(index: Path) -> list[dict[str, Any]]:
     return found
 
 
-def publish_wheels(layout: Layout, options: PublishOptions) -> int:
+def publish_wheels(checkout: Checkout, options: PublishOptions) -> int:
+    """`checkout`: read once, under the repository lock, by the command (release/overlay/publish_cli.py)."""
     dist = options.dist
     wheels = sorted(dist.glob("*.whl")) if dist.is_dir() else [dist]
     if not wheels or not wheels[0].exists():
         raise BadInputError(f"no wheel in {dist}", hint="build one with `python -m release build` (nox -s build)")
-    for wheel in wheels:
-        open_wheel(wheel).close()  # a FIFO, a device, a directory or a huge file: refused before any read
+    # Each wheel read once (release/overlay/wheel.py), for every stage below: a FIFO, a device, a directory or a
+    # huge file is refused before any read.
+    reads = WheelReads()
+    given = [reads(wheel) for wheel in wheels]
     index = options.index.resolve()
     signer = load_signer(options.signing_key)  # issue 47: an unusable key is refused before anything is done
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
-    refuse_wheels_missing_fixes(layout, wheels)
+    refuse_wheels_missing_fixes(checkout, given)
     # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
     # gathered for the wheels the publish would add, after every cheaper refusal.
     held = held_evidence(index)
     proofs = gather_all(
-        layout, preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty), options.python
+        checkout,
+        preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty, reads=reads),
+        options.python,
     )
     for evidence in proofs:
         refuse(evidence, f"not publishing {evidence.wheel}")
         refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
-    outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
+    outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty, reads=reads)
     # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
-    kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
-    for evidence in gather_all(layout, kept, options.python):
+    kept = [w for w in given if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
+    for evidence in gather_all(checkout, kept, options.python):
         refuse(evidence, f"{evidence.wheel} is in the index, but")
         proofs.append(evidence)
     if proofs:
@@ -86,7 +91,7 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
             write_atomic(index / EVIDENCE / f"{evidence.wheel}.json", evidence.text())
     # issue 47: each evidence file's signed in-toto attestation (release/overlay/attest.py), from the file as written.
     done = set(outcome.added) | set(outcome.already)
-    signed = sign_published(index / EVIDENCE, {w.name: file_sha256(w) for w in wheels if w.name in done}, signer)
+    signed = sign_published(index / EVIDENCE, {w.name: w.sha256 for w in given if w.name in done}, signer)
     for line in outcome.repaired:
         log.note(f"note: {line}")
     for name in outcome.added:

@@ -11,10 +11,12 @@ from pathlib import Path
 from release.core import flags
 from release.core.errors import BadInputError
 from release.core.layout import Layout
+from release.core.lock import repo_lock
 from release.overlay.attest import SIGNING_KEY_ENV, SUFFIX
-from release.overlay.build import PROJECT
+from release.overlay.project import PROJECT
 from release.overlay.publish import PublishOptions, publish_wheels
 from release.overlay.upload import ServerTarget, publish_to_server
+from release.queue.snapshot import Checkout
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,8 +73,11 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     options = PublishOptions(
         dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty, signing_key=args.signing_key
     )
-    if args.to:
-        return publish_to_server(layout, options, ServerTarget(args.to, args.simple_url))
-    if args.simple_url:
+    if args.simple_url and not args.to:
         raise BadInputError("--simple-url is the page of the server --to uploads to: give --to too")
-    return publish_wheels(layout, options)
+    # A reader of the checkout, as `check` is: the records every wheel is held to are one read of it, under the lock.
+    with repo_lock(layout, "publish", shared=True):
+        checkout = Checkout.load(layout)
+    if args.to:
+        return publish_to_server(checkout, options, ServerTarget(args.to, args.simple_url))
+    return publish_wheels(checkout, options)

@@ -29,26 +29,32 @@ def shipped_digest(path: Path, version: str) -> str:
     Two builds of the same patched tree from different commits differ only in `_build_info.json`'s
     commit and time, the zip's timestamps, RECORD (the hashes of the rest) and, at another patch
     level, the version label; this digest leaves those out and covers every other byte, so a change
-    in any module, patch, series line, data file or dependency gives another digest.
+    in any module, patch, series line, data file or dependency gives another digest. (A wheel read
+    once for every fact, release.overlay.wheel.read_wheel, takes it from the archive it has open.)
     """
-    rows: list[str] = []
     try:
         with open_regular(path, WHEEL_LIMIT, error=BadWheelError) as handle, zipfile.ZipFile(handle) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                if info.is_dir():
-                    continue
-                top, _, rest = info.filename.partition("/")
-                name = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
-                if name == "{dist-info}/RECORD":
-                    continue
-                data = read_member(archive, info, error=BadWheelError, what=f"{path.name}: ")
-                if name == "{dist-info}/METADATA" and version:
-                    data = data.replace(version.encode(), b"{version}")
-                elif name == BUILD_INFO:
-                    data = _without_build_keys(data)
-                rows.append(f"{name} {hashlib.sha256(data).hexdigest()}")
+            return archive_digest(archive, version, path.name)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
         raise BadWheelError(f"{path.name} has corrupt data ({exc})") from None
+
+
+def archive_digest(archive: zipfile.ZipFile, version: str, name: str) -> str:
+    """shipped_digest of a wheel already open (`name`: its file name, for messages); zip errors are the caller's."""
+    rows: list[str] = []
+    for info in sorted(archive.infolist(), key=lambda i: i.filename):
+        if info.is_dir():
+            continue
+        top, _, rest = info.filename.partition("/")
+        member = f"{{dist-info}}/{rest}" if top.endswith(".dist-info") else info.filename
+        if member == "{dist-info}/RECORD":
+            continue
+        data = read_member(archive, info, error=BadWheelError, what=f"{name}: ")
+        if member == "{dist-info}/METADATA" and version:
+            data = data.replace(version.encode(), b"{version}")
+        elif member == BUILD_INFO:
+            data = _without_build_keys(data)
+        rows.append(f"{member} {hashlib.sha256(data).hexdigest()}")
     return "sha256:" + hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 

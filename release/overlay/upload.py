@@ -30,16 +30,19 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.core import log
 from release.core.errors import BadInputError, PackageIndexError, ServerClashError, UploadError
 from release.core.journal import write_atomic
-from release.core.layout import Layout
 from release.core.lock import index_lock
 from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.model.wheel import OverlayWheel
 from release.overlay.attest import load_signer, sign_published
-from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
-from release.overlay.index import REQUIREMENTS, Wheel, checked_candidates, requirements_text
+from release.overlay.index_plan import read_candidates
+from release.overlay.pages import REQUIREMENTS, requirements_text
+from release.overlay.project import PROJECT
 from release.overlay.publish import EVIDENCE, PublishOptions, held_evidence
+from release.overlay.wheel import WheelReads
 from release.pristine import transport
 from release.pristine.index import JSON_ACCEPT, PAGE_LIMIT, SHA256_RE, parse_project_page
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def upload(settings: object, wheels: list[Path]) -> None:
             log.debug(redact(line, password))
 
 
-def publish_to_server(layout: Layout, options: PublishOptions, target: ServerTarget) -> int:
+def publish_to_server(checkout: Checkout, options: PublishOptions, target: ServerTarget) -> int:
     """Upload the wheels of `options.dist` to the server `target` names; write their requirements files and
     evidence (signed where `options.signing_key` or the environment gives a key) into `options.index`."""
     signer = load_signer(options.signing_key)  # an unusable key is refused before anything else
@@ -135,8 +138,8 @@ def publish_to_server(layout: Layout, options: PublishOptions, target: ServerTar
     wheels = sorted(dist.glob("*.whl")) if dist.is_dir() else [dist]
     if not wheels or not wheels[0].exists():
         raise BadInputError(f"no wheel in {dist}", hint="build one with `python -m release build` (nox -s build)")
-    ours = checked_candidates(wheels, PROJECT, options.allow_dirty)
-    refuse_wheels_missing_fixes(layout, wheels)
+    ours = read_candidates(wheels, PROJECT, options.allow_dirty, WheelReads())
+    refuse_wheels_missing_fixes(checkout, ours)
     settings = twine_settings(target)
     upload_url = str(getattr(settings, "repository_config", {}).get("repository") or target.to)
     simple = target.simple_url(upload_url)
@@ -158,7 +161,7 @@ def publish_to_server(layout: Layout, options: PublishOptions, target: ServerTar
     directory.mkdir(parents=True, exist_ok=True)
     evidence_dir = directory / EVIDENCE
     missing = [w for w in already if not (evidence_dir / f"{w.name}.json").exists()]
-    proofs = gather_all(layout, [w.path for w in new + missing], options.python)
+    proofs = gather_all(checkout, new + missing, options.python)
     kept = held_evidence(directory)
     for evidence in proofs:
         refuse(evidence, f"not publishing {evidence.wheel}")
@@ -204,7 +207,7 @@ def write_requirements(directory: Path, listed: dict[str, str | None]) -> list[s
         for e in held_evidence(directory)
         if isinstance(e.get("wheel"), dict)
     }
-    newest: dict[str, Wheel] = {}
+    newest: dict[str, OverlayWheel] = {}
     for name, sha256 in listed.items():
         if sha256 is None or proven.get(name) != sha256 or not (directory / EVIDENCE / f"{name}.json").is_file():
             continue
@@ -214,7 +217,7 @@ def write_requirements(directory: Path, listed: dict[str, str | None]) -> list[s
             continue
         if project != PROJECT:
             continue
-        wheel = Wheel(Path(name), project, version, sha256, "")
+        wheel = OverlayWheel(Path(name), project, version, sha256, "")
         held = newest.get(wheel.vllm)
         if held is None or (wheel.version, wheel.name) > (held.version, held.name):
             newest[wheel.vllm] = wheel

@@ -52,7 +52,7 @@ from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
-from release.queue.load import Queue, account, entry_patch, is_head, line_series, tag_patches
+from release.queue.load import Queue, account, entry_patch, is_head, line_entries, line_series, tag_patches
 from release.queue.replay import Replay, apply_series, replay_series
 from release.queue.replay_cache import replay_tree
 from release.queue.upstreamed import classify
@@ -290,7 +290,7 @@ def carry_line(
     layout: Layout, queue: Queue, patch: Patch, line: Line, head_before: dict[str, bytes], train: Train
 ) -> tuple[LineCarry, dict[str, bytes] | None]:
     """One line: what it says about the patch, or its carried variant (and the line folder's new files)."""
-    said = account(layout, line).get(patch.name)
+    said = account(line_entries(layout, line)).get(patch.name)
     existing: Patch | None = None
     if said is not None and said.kind == EntryKind.SKIP:
         return LineCarry(line.name, "skips", f"its series: skip {patch.name}: {said.reason}"), None
@@ -491,7 +491,7 @@ def skip(layout: Layout, name: str, line_name: str, reason: str) -> Path:
         line = read_lines(layout.lines).get(line_name)
         if is_head(layout, line):
             raise BadInputError(f"{line.name} is the head line: patches/series is the common queue itself")
-        said = account(layout, line).get(patch.name)
+        said = account(line_entries(layout, line)).get(patch.name)
         if said is not None:
             raise BadInputError(
                 f"line {line.name} already says `{said.text()}` about {patch.name}",

@@ -40,7 +40,7 @@ from release.pq.names import unmark
 from release.pq.tree import BRANCH, PqState, PqTree
 from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint
-from release.queue.load import Queue, account, entry_patch, is_head, line_series, replays_on
+from release.queue.load import Queue, account, entry_patch, is_head, line_entries, line_series, replays_on
 from release.queue.replay import Replay, remember, replay_series, start
 
 HEAD_BLOBS = "refs/pq/head-blobs"  # the head's tree with the series on it: the 3-way bases of the common patches
@@ -96,7 +96,7 @@ def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
     """The line's series, each common patch it is silent about (or carried from another version of) mapped
     onto the line and put before the line's entry of the next common patch, as `pq carry` puts it."""
     series = line_series(layout, line)
-    said = account(layout, line)
+    said = account(line_entries(layout, line))
     mapped: dict[str, Patch] = {}
     left_out: dict[str, list[str]] = {}
     for patch in queue.patches:
@@ -225,7 +225,7 @@ def exported_files(
     commits = tree.commits(state.base)
     files = read_tree(line.patch_dir(layout.root))
     series = line_series(layout, line)
-    said = account(layout, line)
+    said = account(line_entries(layout, line))
     variants = []
     for sha, text in zip(commits, format_patches(layout, tree, state.base, len(commits)), strict=True):
         names, mail = unmark(text)

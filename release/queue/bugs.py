@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from release.core.errors import MalformedPatchError, MissingFixError
-from release.core.files import present, read_text
+from release.core.errors import MissingFixError
 from release.core.layout import Layout
-from release.core.versions import canonical_tag, version_of_tag
+from release.core.versions import version_of_tag
 from release.model.patch import Patch
 from release.model.scan import read_scan
-from release.model.train import Train
 
 AFFECTED = "affected"
 
@@ -58,59 +57,43 @@ def carried(patches: Iterable[Patch]) -> set[str]:
     return {p.purpose.bug for p in patches if p.purpose.bug}
 
 
-def known_bugs(layout: Layout) -> dict[str, str]:
-    """{bug id: title} of every patch of the queue: patches/, patches/retired/ and every line's variants."""
-    found: dict[str, str] = {}
+def patch_folders(layout: Layout) -> list[Path]:
+    """Where the queue's patch files are: patches/, patches/retired/ and every line's folder of variants."""
     folders = [layout.patches, layout.retired, *sorted((layout.patches / "lines").glob("*"))]
-    for folder in folders:
-        for path in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
-            try:
-                purpose = Patch(path.name, read_text(path, error=MalformedPatchError)).purpose
-            except (OSError, UnicodeDecodeError):
-                continue  # loading the queue says what is wrong with it
-            if purpose.bug:
-                found.setdefault(purpose.bug, purpose.title)
-    return found
+    return [folder for folder in folders if folder.is_dir()]
 
 
-def recorded_bugs(layout: Layout, tag: str) -> list[str]:
-    """The bugs patches/train.toml records for `tag` (none for a tag it does not hold)."""
-    if not present(layout.train):
-        return []
-    entry = Train.load(layout.train).get(canonical_tag(tag))
-    return list(entry.bugs) if entry is not None else []
+class Records(Protocol):
+    """What the bug gates read from the checkout as the command read it once (release.queue.snapshot.Checkout,
+    which imports this module): the scan data, the known bugs, and the bugs the train records per tag."""
+
+    @property
+    def scan(self) -> dict[str, Any] | None: ...
+
+    def known_bugs(self) -> dict[str, str]: ...
+
+    def recorded_bugs(self, tag: str) -> list[str]: ...
 
 
-def required_bugs(
-    layout: Layout,
-    tag: str,
-    data: dict[str, Any] | None = None,
-    known: dict[str, str] | None = None,
-    recorded: list[str] | None = None,
-) -> list[tuple[Bug, str]]:
-    """Each bug `tag` has, with where that is known from: the train's record of the tag (`recorded`, read
-    from patches/train.toml when None; those a patch of the queue still names: `known`) and the scan data."""
-    known = known if known is not None else known_bugs(layout)
+def required_bugs(records: Records, tag: str, recorded: list[str] | None = None) -> list[tuple[Bug, str]]:
+    """Each bug `tag` has, with where that is known from: the train's record of the tag (`recorded`: the
+    train's entry of `tag` when None; those a patch of the queue still names) and the scan data."""
+    known = records.known_bugs()
     found: dict[str, tuple[Bug, list[str]]] = {}
-    for ident in recorded if recorded is not None else recorded_bugs(layout, tag):
+    for ident in recorded if recorded is not None else records.recorded_bugs(tag):
         if ident in known:
             found[ident] = (Bug(ident, known[ident]), ["patches/train.toml"])
-    for bug in affected_by(data if data is not None else scan_data(layout), version_of_tag(tag)):
+    for bug in affected_by(records.scan, version_of_tag(tag)):
         found.setdefault(bug.id, (Bug(bug.id, bug.title or known.get(bug.id, "")), []))[1].append("the scan data")
     return [(bug, ", ".join(sources)) for bug, sources in found.values()]
 
 
 def missing_fixes(
-    layout: Layout,
-    tag: str,
-    patches: Iterable[Patch],
-    data: dict[str, Any] | None = None,
-    known: dict[str, str] | None = None,
-    recorded: list[str] | None = None,
+    records: Records, tag: str, patches: Iterable[Patch], recorded: list[str] | None = None
 ) -> list[tuple[Bug, str]]:
     """The bugs `tag` has (required_bugs) that none of `patches` fixes, each with where that is known from."""
     have = carried(patches)
-    return [(bug, source) for bug, source in required_bugs(layout, tag, data, known, recorded) if bug.id not in have]
+    return [(bug, source) for bug, source in required_bugs(records, tag, recorded) if bug.id not in have]
 
 
 def refuse_missing_fixes(

@@ -35,8 +35,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     # A reader: it finishes a swap a killed command left (and says so), and never waits for a writer.
     with repo_lock(layout, "check", shared=True):
         checkout = Checkout.load(layout)
-        found = check(layout, checkout)
-        unchecked = [v for v in unchecked_variants(layout, checkout) if v.state == VariantState.HAND_MADE]
+        found = check(checkout)
+        unchecked = [v for v in unchecked_variants(checkout) if v.state == VariantState.HAND_MADE]
     for d in found:
         log.out(d.line())
     if found:

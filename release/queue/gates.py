@@ -13,17 +13,16 @@ from facts of the checkout alone, never from how much the last scan read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from release.core.errors import StaleVariantError, UnrecordedChangeError
-from release.core.layout import Layout
 from release.model.lines import Line
-from release.model.patch import APPLIED_UPSTREAM, CARRIED_FROM, Patch
+from release.model.patch import CARRIED_FROM, Patch
 from release.model.series import Entry, EntryKind
 from release.model.train import TrainEntry, digest_carried
-from release.queue.load import Checkout, entry_patch, is_head, own_line_series
 
 
 def fingerprint(patch: Patch) -> str:
@@ -60,39 +59,22 @@ class Variant:
         )
 
 
-def common_now(layout: Layout, name: str) -> Patch | None:
-    """The common patch as `pq carry` reads it: patches/NAME, or, once retired, patches/retired/NAME without
-    the Applied-Upstream: trailer retiring added (None: no such patch, e.g. dropped)."""
-    if (layout.patches / name).is_file():
-        return Patch.load(layout.patches / name)
-    if (layout.retired / name).is_file():
-        return Patch.load(layout.retired / name).without_trailer(APPLIED_UPSTREAM)
-    return None
+class Variants(Protocol):
+    """What the variant gate reads from the checkout as the command read it once (release.queue.snapshot.
+    Checkout, which imports this module): each line of its own with its entries, and the common patches."""
+
+    def own_lines(self) -> list[Line]: ...
+
+    def entries(self, line: Line) -> list[tuple[Entry, Patch | None]]: ...
+
+    def common(self, name: str) -> Patch | None: ...
 
 
-def _own_line_entries(
-    layout: Layout, checkout: Checkout | None
-) -> Iterator[tuple[Line, list[tuple[Entry, Patch | None]]]]:
-    """Each line with a series file of its own, with its entries' patches (from `checkout` when given)."""
-    if checkout is None:
-        for line, _path, series in own_line_series(layout):
-            yield (
-                line,
-                [(e, entry_patch(layout, line, e) if e.kind == EntryKind.PATCH else None) for e in series.entries],
-            )
-        return
-    if not layout.lines.is_file():  # as own_line_series: no lines.toml, no line of its own
-        return
-    for line in checkout.lines.lines:
-        if not is_head(layout, line) and line.series_path(layout.root).is_file():
-            yield line, checkout.entries(line)
-
-
-def unchecked_variants(layout: Layout, checkout: Checkout | None = None) -> list[Variant]:
+def unchecked_variants(checkout: Variants) -> list[Variant]:
     """Every variant of every line's series that is stale or hand-made, in line and series order."""
     found: list[Variant] = []
-    for line, entries in _own_line_entries(layout, checkout):
-        for entry, variant in entries:
+    for line in checkout.own_lines():
+        for entry, variant in checkout.entries(line):
             if entry.kind != EntryKind.PATCH:
                 continue
             common = variant.varies if variant is not None else None
@@ -103,20 +85,18 @@ def unchecked_variants(layout: Layout, checkout: Checkout | None = None) -> list
             if not made_from:
                 found.append(Variant(where, line.name, common, VariantState.HAND_MADE))
                 continue
-            patch = common_now(layout, common)
+            patch = checkout.common(common)
             if patch is not None and made_from != fingerprint(patch):
                 found.append(Variant(where, line.name, common, VariantState.STALE, made_from, fingerprint(patch)))
     return found
 
 
-def stale_variants(
-    layout: Layout, paths: Iterable[str] | None = None, checkout: Checkout | None = None
-) -> list[Variant]:
+def stale_variants(checkout: Variants, paths: Iterable[str] | None = None) -> list[Variant]:
     """The stale variants (only those at `paths`, patches/lines/LINE/NAME, when given)."""
     wanted = set(paths) if paths is not None else None
     return [
         v
-        for v in unchecked_variants(layout, checkout)
+        for v in unchecked_variants(checkout)
         if v.state == VariantState.STALE and (wanted is None or v.path in wanted)
     ]
 

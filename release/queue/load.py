@@ -10,7 +10,7 @@ Every line's series accounts for every common patch (`require_accounted`): silen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -19,7 +19,7 @@ from release.core.errors import MalformedSeriesError, MisorderedLineError, Silen
 from release.core.layout import Layout
 from release.core.versions import parse_version
 from release.model.lines import Line, Lines, read_lines
-from release.model.patch import APPLIED_UPSTREAM, Patch
+from release.model.patch import APPLIED_UPSTREAM, UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
 
@@ -31,7 +31,8 @@ class Queue:
     patches: list[Patch]  # the series' patches as the head applies them (its `retired` entries left out)
 
     @classmethod
-    def load(cls, layout: Layout) -> Queue:
+    def load(cls, layout: Layout, load: PatchLoader = Patch.load) -> Queue:
+        """`load`: how a patch file is read (a Checkout's: once per command)."""
         pin = Pin.load(layout.upstream_toml)
         if not layout.patches.is_dir():
             raise MalformedSeriesError(
@@ -39,13 +40,20 @@ class Queue:
                 hint="restore patches/ from git (`git checkout -- patches`)",
             )
         series = Series.load(layout.series)
-        patches = [Patch.load(layout.patches / name) for name in series.names]
+        patches = [load(layout.patches / name, (UPSTREAM_SUBTREE_PREFIX,)) for name in series.names]
         return cls(pin, series, patches)
+
+
+# How a patch file is read: Patch.load, or a Checkout's `patch` (each file once per command).
+PatchLoader = Callable[[Path, tuple[str, ...]], Patch]
 
 
 class Checkout(Protocol):
     """What this module reads from a checkout read once (release.queue.snapshot.Checkout, which imports this
     module): the queue, the lines, and each line's entries with their patches."""
+
+    @property
+    def layout(self) -> Layout: ...
 
     @property
     def queue(self) -> Queue: ...
@@ -98,19 +106,19 @@ def own_line_series(layout: Layout) -> Iterator[tuple[Line, Path, Series]]:
             yield line, path, Series.load(path, common=layout.patches)
 
 
-def entry_patch(layout: Layout, line: Line, entry: Entry) -> Patch | None:
+def entry_patch(layout: Layout, line: Line, entry: Entry, load: PatchLoader = Patch.load) -> Patch | None:
     """The patch file an entry names (None for a `skip`): a variant in the line's folder, a common patch
-    in patches/ (or, once retired, in patches/retired/)."""
+    in patches/ (or, once retired, in patches/retired/); `load` reads it."""
     if entry.kind == EntryKind.SKIP:
         return None
     prefixes = line.prefixes
     if is_head(layout, line):
         folder = layout.retired if entry.kind == EntryKind.RETIRED else layout.patches
-        return Patch.load(folder / entry.name, prefixes)
+        return load(folder / entry.name, prefixes)
     if entry.kind == EntryKind.PATCH:
-        return Patch.load(line.patch_dir(layout.root) / entry.name, prefixes)
+        return load(line.patch_dir(layout.root) / entry.name, prefixes)
     common = layout.patches / entry.name
-    return Patch.load(common if common.is_file() else layout.patches / RETIRED_DIR / entry.name, prefixes)
+    return load(common if common.is_file() else layout.patches / RETIRED_DIR / entry.name, prefixes)
 
 
 def line_entries(layout: Layout, line: Line) -> list[tuple[Entry, Patch | None]]:
@@ -141,63 +149,56 @@ def line_patches(layout: Layout, line: Line) -> list[Patch]:
     ]  # fmt: skip
 
 
-def account(layout: Layout, line: Line, checkout: Checkout | None = None) -> dict[str, Entry]:
-    """What a line's series says about each common patch it names: a `take`, a `skip`, or its variant
-    (by the variant's `Varies:`), keyed by the common patch's name."""
+def account(entries: Iterable[tuple[Entry, Patch | None]]) -> dict[str, Entry]:
+    """What a line's series (its `entries`: Checkout.entries, or line_entries) says about each common patch it
+    names: a `take`, a `skip`, or its variant (by the variant's `Varies:`), keyed by the common patch's name."""
     said: dict[str, Entry] = {}
     # A variant or a take is loaded, so one that reaches outside the line's modules is refused here.
-    for entry, patch in checkout.entries(line) if checkout is not None else line_entries(layout, line):
+    for entry, patch in entries:
         common = patch.varies if patch is not None and entry.kind == EntryKind.PATCH else None
         said[common or entry.name] = entry
     return said
 
 
-def _lines(layout: Layout, checkout: Checkout | None) -> tuple[Line, ...]:
-    return checkout.lines.lines if checkout is not None else read_lines(layout.lines).lines
-
-
-def silent_lines(
-    layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None
-) -> list[tuple[Line, Path, str]]:
-    """(line, its series file, common patch) for every common patch a line's series says nothing about."""
-    queue = queue or (checkout.queue if checkout is not None else Queue.load(layout))
+def _other_lines(checkout: Checkout) -> list[Line]:
+    layout = checkout.layout
     if not layout.lines.is_file():
         return []
+    return [line for line in checkout.lines.lines if not is_head(layout, line)]
+
+
+def silent_lines(checkout: Checkout) -> list[tuple[Line, Path, str]]:
+    """(line, its series file, common patch) for every common patch a line's series says nothing about."""
     found = []
-    for line in _lines(layout, checkout):
-        if is_head(layout, line):
-            continue
-        said = account(layout, line, checkout)
-        found += [(line, line.series_path(layout.root), p.name) for p in queue.patches if p.name not in said]
+    for line in _other_lines(checkout):
+        said = account(checkout.entries(line))
+        found += [
+            (line, line.series_path(checkout.layout.root), p.name) for p in checkout.queue.patches if p.name not in said
+        ]
     return found
 
 
-def misordered_lines(
-    layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None
-) -> list[tuple[Line, Path, list[str], list[str]]]:
+def misordered_lines(checkout: Checkout) -> list[tuple[Line, Path, list[str], list[str]]]:
     """(line, its series file, the order it replays the common patches in, patches/series' order of them) for
     every line whose takes and variants replay the common patches in another order than patches/series: after
     a reorder of patches/series, a later patch on a file an earlier one changed would merge on another base."""
-    queue = queue or (checkout.queue if checkout is not None else Queue.load(layout))
-    if not layout.lines.is_file():
-        return []
-    common = [entry.name for entry in queue.series.entries]
+    common = [entry.name for entry in checkout.queue.series.entries]
     found = []
-    for line in _lines(layout, checkout):
-        if is_head(layout, line):
-            continue
-        replayed = [name for name, entry in account(layout, line, checkout).items() if entry.kind != EntryKind.SKIP]
+    for line in _other_lines(checkout):
+        said = account(checkout.entries(line))
+        replayed = [name for name, entry in said.items() if entry.kind != EntryKind.SKIP]
         ours = [name for name in replayed if name in common]
         wanted = [name for name in common if name in ours]
         if ours != wanted:
-            found.append((line, line.series_path(layout.root), ours, wanted))
+            found.append((line, line.series_path(checkout.layout.root), ours, wanted))
     return found
 
 
-def require_accounted(layout: Layout, queue: Queue | None = None, checkout: Checkout | None = None) -> None:
+def require_accounted(checkout: Checkout) -> None:
     """Refuse a release line that is silent about a common patch, or replays the common patches in another
     order than patches/series (exit 2, naming both)."""
-    misordered = misordered_lines(layout, queue, checkout)
+    layout = checkout.layout
+    misordered = misordered_lines(checkout)
     if misordered:
         shown = "; ".join(
             f"line {line.name} ({path.relative_to(layout.root).as_posix()}) replays {', '.join(ours)}, but "
@@ -205,7 +206,7 @@ def require_accounted(layout: Layout, queue: Queue | None = None, checkout: Chec
             for line, path, ours, wanted in misordered
         )
         raise MisorderedLineError(f"{shown}: a line's series keeps the order of patches/series")
-    silent = silent_lines(layout, queue, checkout)
+    silent = silent_lines(checkout)
     if silent:
         shown = "; ".join(
             f"line {line.name} ({path.relative_to(layout.root).as_posix()}) is silent about {name}"
@@ -216,12 +217,13 @@ def require_accounted(layout: Layout, queue: Queue | None = None, checkout: Chec
         )
 
 
-def named_patch(layout: Layout, line: Line, name: str) -> Patch | None:
-    """A patch a train entry records by name: the line's variant, a common patch, or a retired one."""
+def named_patch(layout: Layout, line: Line, name: str, load: PatchLoader = Patch.load) -> Patch | None:
+    """A patch a train entry records by name: the line's variant, a common patch, or a retired one (`load`
+    reads it: a Checkout's reads each file once per command)."""
     places = [] if is_head(layout, line) else [line.patch_dir(layout.root)]
     for folder in [*places, layout.patches, layout.retired]:
         if (folder / name).is_file():
-            return Patch.load(folder / name, line.prefixes)
+            return load(folder / name, line.prefixes)
     return None
 
 

@@ -22,9 +22,9 @@ from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.core.parse import load_toml
 from release.model.lines import HEAD_LINE
-from release.model.patch import Patch
+from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.pristine import safe
-from release.queue.load import Queue
+from release.queue.load import PatchLoader, Queue
 
 
 @dataclass(frozen=True)
@@ -110,14 +110,17 @@ def upstream_test(layout: Layout, patch: Patch, line: str = HEAD_LINE) -> tuple[
     return path, text
 
 
-def bug_patches(layout: Layout, queue: Queue | None = None) -> list[Patch]:
+def bug_patches(layout: Layout, queue: Queue | None = None, load: PatchLoader = Patch.load) -> list[Patch]:
     """The patches that fix a bug (a `Bug:` trailer): the series' in order, then patches/retired/'s (a retired
-    patch is still replayed on the tags older than its upstream release, so its bug still needs proof)."""
+    patch is still replayed on the tags older than its upstream release, so its bug still needs proof).
+    `queue` and `load`: the checkout as the command read it (release.queue.snapshot.Checkout.bug_tests)."""
     queue = queue if queue is not None else Queue.load(layout)
     found = [patch for patch in queue.patches if patch.purpose.bug]
     names = {patch.name for patch in found}
     retired = sorted(layout.retired.glob("*.patch")) if layout.retired.is_dir() else []
-    found += [p for p in (Patch.load(path) for path in retired) if p.purpose.bug and p.name not in names]
+    found += [
+        p for p in (load(path, (UPSTREAM_SUBTREE_PREFIX,)) for path in retired) if p.purpose.bug and p.name not in names
+    ]
     return found
 
 
@@ -147,10 +150,10 @@ def refuse_untested(layout: Layout, patches: list[Patch], what: str) -> None:
         )
 
 
-def bug_tests(layout: Layout, line: str, queue: Queue | None = None) -> list[BugTest]:
+def bug_tests(layout: Layout, line: str, queue: Queue | None = None, load: PatchLoader = Patch.load) -> list[BugTest]:
     """Each bug of the queue with its regression test on `line`; a bug without one is refused."""
     found = []
-    for patch in bug_patches(layout, queue):
+    for patch in bug_patches(layout, queue, load):
         test = upstream_test(layout, patch, line)
         if test is None:
             refuse_untested(layout, [patch], f"no evidence on line {line}")

@@ -21,12 +21,11 @@ from typing import Any
 from release.core.errors import BadInputError, UnprovenSkipError
 from release.core.files import read_regular
 from release.core.hashing import code_digest, sha256_hex
-from release.core.layout import Layout
 from release.core.parse import parse_json
 from release.core.versions import version_of_tag
 from release.model.series import EntryKind
-from release.queue.load import Checkout, is_head, own_line_series
-from release.queue.regression import BugTest, bug_patches, refuse_untested, upstream_test
+from release.queue.regression import BugTest, refuse_untested, upstream_test
+from release.queue.snapshot import Checkout
 
 PASSED = "passed"  # release/evidence/runner.py's clean pass
 PROOF_LIMIT = 1 << 20
@@ -55,27 +54,20 @@ def proof_path(version: str, test: BugTest, tool: str | None = None) -> Path:
     return proofs_dir() / f"{proof_key(version, test, tool or tool_digest())}.json"
 
 
-def skipped_bug_tests(layout: Layout, line: str, checkout: Checkout | None = None) -> list[BugTest]:
+def skipped_bug_tests(checkout: Checkout, line: str) -> list[BugTest]:
     """The bugs whose patch `line`'s series skips, each with the line's regression test of it (refused
-    when a bug patch names none). `checkout`: the checkout as the command read it (None: read here)."""
-    skipped: set[str] = set()
-    if checkout is not None:
-        own = next((candidate for candidate in checkout.lines.lines if candidate.name == line), None)
-        if own is not None and not is_head(layout, own) and own.series_path(layout.root).is_file():
-            skipped = {entry.name for entry, _ in checkout.entries(own) if entry.kind == EntryKind.SKIP}
-    else:
-        for own, _path, series in own_line_series(layout):
-            if own.name == line:
-                skipped = {entry.name for entry in series.entries if entry.kind == EntryKind.SKIP}
+    when a bug patch names none), from the checkout as the command read it."""
+    own = next((candidate for candidate in checkout.own_lines() if candidate.name == line), None)
+    skipped = {e.name for e, _ in checkout.entries(own) if e.kind == EntryKind.SKIP} if own is not None else set()
     if not skipped:
-        return []  # most lines skip nothing: the queue is not loaded for them
+        return []  # most lines skip nothing
     found = []
-    for patch in bug_patches(layout, checkout.queue if checkout is not None else None):
+    for patch in checkout.bug_patches():
         if patch.name not in skipped:
             continue
-        test = upstream_test(layout, patch, line)
+        test = upstream_test(checkout.layout, patch, line)
         if test is None:
-            refuse_untested(layout, [patch], f"line {line} skips {patch.name}")
+            refuse_untested(checkout.layout, [patch], f"line {line} skips {patch.name}")
             continue
         found.append(BugTest(patch.purpose.bug, patch.purpose.title, patch.name, line, test[0], test[1]))
     return found
@@ -97,11 +89,9 @@ def read_proof(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def unproven_skips(
-    layout: Layout, tag: str, line: str, release_sha256: str = "", checkout: Checkout | None = None
-) -> list[Unproven]:
+def unproven_skips(checkout: Checkout, tag: str, line: str, release_sha256: str = "") -> list[Unproven]:
     """The bugs `line` skips whose skip has no proof for release `tag` (on the wheel `release_sha256`, when known)."""
-    tests = skipped_bug_tests(layout, line, checkout)
+    tests = skipped_bug_tests(checkout, line)
     if not tests:
         return []
     version, tool = version_of_tag(tag), tool_digest()
@@ -120,10 +110,8 @@ def unproven_skips(
     return found
 
 
-def refuse_unproven_skips(
-    layout: Layout, what: str, tag: str, line: str, release_sha256: str = "", checkout: Checkout | None = None
-) -> None:
-    unproven = unproven_skips(layout, tag, line, release_sha256, checkout)
+def refuse_unproven_skips(checkout: Checkout, what: str, tag: str, line: str, release_sha256: str = "") -> None:
+    unproven = unproven_skips(checkout, tag, line, release_sha256)
     if not unproven:
         return
     said = [

@@ -8,6 +8,7 @@ from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.layout import Layout
 from release.core.lock import repo_lock
+from release.queue.snapshot import Checkout
 from release.queue.status import status_lines
 
 
@@ -17,6 +18,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     with repo_lock(layout, "status", shared=True):
-        lines = status_lines(layout)
+        lines = status_lines(Checkout.load(layout))
     log.out("\n".join(lines))
     return EXIT_OK

@@ -119,10 +119,9 @@ def unverified_reason(tag: str, pin: str, verified: VerifiedFlashInfer, patches:
     )
 
 
-def flashinfer_range(layout: Layout, tag: str, pin: str, patches: Iterable[Patch]) -> str:
+def flashinfer_range(verified: VerifiedFlashInfer, tag: str, pin: str, patches: Iterable[Patch]) -> str:
     """The flashinfer-python range of `tag`'s wheel (wheel_range); refused when no verified version fits."""
     carried = list(patches)
-    verified = read_verified(layout.verified_toml)
     found = wheel_range(verified, pin, carried)
     if found is None:
         raise UnverifiedFlashInferError(

@@ -176,7 +176,9 @@ def scan(options: ScanOptions) -> ScanResult:
     results = []
     with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-scan-") as tmp:
         for number, release in enumerate(todo, 1):
-            result = scan_release(release, lines, patches, pinned_pristine, Path(tmp), variants, made_on, checkout)
+            result = scan_release(
+                release, lines, patches, pinned_pristine, Path(tmp), variants, made_on, checkout=checkout
+            )
             results.append(result)
             log.note(progress_line(number, len(todo), result))
     return ScanResult(results, skipped, patches, time.monotonic() - started, checkout.lines)
@@ -225,7 +227,8 @@ def scan_release(
     tmp: Path,
     variants: dict[str, dict[str, Patch | None]] | None = None,
     made_on: dict[str, dict[str, bytes]] | None = None,
-    checkout: Checkout | None = None,
+    *,
+    checkout: Checkout,
 ) -> ReleaseResult:
     started = time.monotonic()
     version = str(release.version)
@@ -248,7 +251,7 @@ def scan_release(
             variant = own.get(p.name, p)
             states[p.name] = PatchStatus.SKIPPED if variant is None else found.get(variant.name, PatchStatus.ABSENT)
     skips = [name for name, state in states.items() if state == PatchStatus.SKIPPED]
-    proven = proven_skips(checkout, line.name, version, content.wheel_sha256) if checkout and line and skips else []
+    proven = proven_skips(checkout, line.name, version, content.wheel_sha256) if line and skips else []
     return ReleaseResult(
         version=version,
         line=line.name if line else None,
@@ -272,10 +275,10 @@ def proven_skips(checkout: Checkout, line: str, version: str, wheel_sha256: str)
     the missing test)."""
     try:
         tag = canonical_tag(version)
-        tests = skipped_bug_tests(checkout.layout, line, checkout)
+        tests = skipped_bug_tests(checkout, line)
     except (UnknownTagError, MissingUpstreamTestError):
         return []
-    unproven = {u.test.patch for u in unproven_skips(checkout.layout, tag, line, wheel_sha256, checkout)}
+    unproven = {u.test.patch for u in unproven_skips(checkout, tag, line, wheel_sha256)}
     return sorted({test.patch for test in tests} - unproven)
 
 

@@ -113,9 +113,9 @@ def replay_for_add(
             ),
         )
     applied = [p for p in patches if p.name in replay.applied]
-    missing = missing_fixes(layout, tag, applied, checkout.scan, recorded=recorded(checkout, tag))
+    missing = missing_fixes(checkout, tag, applied, recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, list(replay.applied), line.name)
-    refuse_unproven_skips(layout, f"not adding {tag}", tag, line.name, upstream.wheel_sha256, checkout)
+    refuse_unproven_skips(checkout, f"not adding {tag}", tag, line.name, upstream.wheel_sha256)
     if tag == queue.pin.tag:
         vendor = {name: sha256_hex(data) for name, data in layout.vendor_files().items()}
         if replay.patched_hashes() != vendor:
@@ -138,9 +138,9 @@ def refuse_unfixable(checkout: Checkout, tag: str, line_name: str | None) -> Non
     if line_name is None:
         return
     patches = checkout.tag_patches(checkout.line(line_name), tag)
-    missing = missing_fixes(checkout.layout, tag, patches, checkout.scan, recorded=recorded(checkout, tag))
+    missing = missing_fixes(checkout, tag, patches, recorded(checkout, tag))
     refuse_missing_fixes(f"not adding {tag}", tag, missing, [p.name for p in patches], line_name)
-    refuse_unproven_skips(checkout.layout, f"not adding {tag}", tag, line_name, checkout=checkout)
+    refuse_unproven_skips(checkout, f"not adding {tag}", tag, line_name)
 
 
 def add_one(layout: Layout, base: dict[str, bytes], tag: str, source: Source) -> None:
@@ -211,7 +211,7 @@ def _add(layout: Layout, tags: list[str], source: Source | None, line: str | Non
         )
     checkout = Checkout.load(layout)  # under the lock: the tags below are replayed from this one read
     queue = checkout.queue
-    require_accounted(layout, queue, checkout)
+    require_accounted(checkout)
     train = checkout.require_train()
     sources = dict.fromkeys(tags, source) if source else {e.tag: e.recorded_source() for e in train.entries}
     # --all keeps each tag on its recorded line; new tags go on the named line, or the one they match.

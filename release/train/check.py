@@ -67,15 +67,13 @@ def select(train: Train, tags: list[str] | None) -> list[TrainEntry]:
     return chosen
 
 
-def check_train(
-    layout: Layout, tags: list[str] | None = None, jobs: int | None = None, checkout: Checkout | None = None
-) -> list[TagCheck]:
+def check_train(checkout: Checkout, tags: list[str] | None = None, jobs: int | None = None) -> list[TagCheck]:
     """Check the chosen tags (all by default), several at a time; results in train order. `checkout`: the
-    checkout as the command read it (None: read here)."""
-    checkout = checkout if checkout is not None else Checkout.load(layout)
+    checkout as the command read it under its lock."""
+    layout = checkout.layout
     train = checkout.require_train()
     queue = checkout.queue
-    require_accounted(layout, queue, checkout)
+    require_accounted(checkout)
     entries = select(train, tags)
     # The head's pristine tree, recovered from vendor/ by undoing the series (offline): only the source of the
     # patches' pre-image blobs; every result is checked against recorded hashes.

@@ -14,10 +14,9 @@ from release.core import log
 from release.core.errors import EXIT_OK
 from release.core.layout import Layout
 from release.core.lock import repo_lock
-from release.model.lines import read_lines
-from release.model.train import Train
-from release.queue.load import Queue, named_patch
-from release.queue.verified import read_verified, wheel_range
+from release.queue.load import named_patch
+from release.queue.snapshot import Checkout
+from release.queue.verified import wheel_range
 
 
 class TrainRow(TypedDict):
@@ -43,14 +42,15 @@ class TrainRow(TypedDict):
     patched: dict[str, str]
 
 
-def rows(layout: Layout) -> tuple[str, list[TrainRow]]:
-    head = Queue.load(layout).pin.tag
-    train = Train.load(layout.train).require_head(layout.train, head)
-    verified = read_verified(layout.verified_toml)
-    lines = read_lines(layout.lines)
+def rows(checkout: Checkout) -> tuple[str, list[TrainRow]]:
+    layout = checkout.layout
+    head = checkout.queue.pin.tag
+    train = checkout.require_train().require_head(layout.train, head)
+    verified = checkout.verified
+    lines = checkout.lines
     out: list[TrainRow] = []
     for e in train.entries:
-        found = [named_patch(layout, lines.get(e.line), name) for name in e.patches]
+        found = [named_patch(layout, lines.get(e.line), name, checkout.patch) for name in e.patches]
         bugs = sorted({p.purpose.bug for p in found if p is not None and p.purpose.bug})
         out.append(
             {
@@ -88,20 +88,20 @@ class ListOptions:
 def list_train(layout: Layout, options: ListOptions) -> int:
     """`train list`: the table (or JSON) on stdout; a reader of the checkout, it never waits for a writer."""
     with repo_lock(layout, "train list", shared=True):
-        return _list(layout, options.json)
+        return _list(Checkout.load(layout), options.json)
 
 
-def _list(layout: Layout, as_json: bool) -> int:
+def _list(checkout: Checkout, as_json: bool) -> int:
     if as_json:
-        head, table = rows(layout)
+        head, table = rows(checkout)
         log.out(json.dumps({"head": head, "releases": table}, indent=2, sort_keys=True))
     else:
-        log.out(table_text(layout), end="")
+        log.out(table_text(checkout), end="")
     return EXIT_OK
 
 
-def table_text(layout: Layout) -> str:
-    head, table = rows(layout)
+def table_text(checkout: Checkout) -> str:
+    head, table = rows(checkout)
     header = ("tag", "line", "from", "flashinfer pin", "wheel requires", "patched files", "carries")
     lines = [
         (

@@ -8,6 +8,7 @@ from release.core import log
 from release.core.errors import EXIT_OK, TrainDriftError
 from release.core.layout import Layout
 from release.core.lock import repo_lock
+from release.queue.snapshot import Checkout
 from release.train.check import check_train
 
 
@@ -27,7 +28,7 @@ def verify(layout: Layout, options: CheckOptions) -> int:
 
 
 def _verify(layout: Layout, tags: list[str]) -> int:
-    results = check_train(layout, tags or None)
+    results = check_train(Checkout.load(layout), tags or None)  # under the lock: read once
     for result in results:
         if result.ok:
             log.out(f"ok    {result.tag}  ({result.seconds:.2f} s)")

@@ -30,6 +30,7 @@ from release.model.source import Source
 from release.model.train import Train
 from release.queue.drift import drift
 from release.queue.load import Queue
+from release.queue.snapshot import Checkout
 from release.train.add import add_one
 from release.train.listing import table_text
 
@@ -104,7 +105,7 @@ def _watch(layout: Layout, scan_path: Path, report_path: Path | None, source: So
         log.out(f"nothing newer than {report.newest_before} in {scan_path}")
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(report_path, report.to_markdown(table_text(layout)).encode("utf-8"))
+        write_atomic(report_path, report.to_markdown(table_text(Checkout.load(layout))).encode("utf-8"))
         # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
         write_atomic(report_path.with_suffix(".json"), report.to_json().encode("utf-8"))
         log.note(f"report: {report_path}")

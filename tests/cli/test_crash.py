@@ -18,7 +18,8 @@ import pytest
 from helpers import REPO, run_release, snapshot, work_leftovers
 from helpers.synthetic import NEXT_TAG, SUBTREE, add_patch, demo_wheel, make_dir, next_tree
 from release.core.faults import ATOMIC_STEPS, FAULT_ENV, PUBLISH_STEPS, REBASE_STEPS
-from release.overlay.index import check_consistent
+from release.overlay.repair import check_consistent
+from release.overlay.wheel import WheelReads
 
 # The swap has three outputs here (subtree, patches/, UPSTREAM.toml): each rename of each is a step.
 SWAP = [f"swap:{what}@{n}" for n in (1, 2, 3) for what in ("moved-old", "moved-new")]
@@ -218,7 +219,7 @@ def test_publish_killed_at_any_step_is_finished_by_the_rerun(tmp_path: Path) -> 
         if step not in ("publish:dirs", "publish:renamed@4"):  # those left nothing to clean up
             assert "note: " in again.stderr, (step, again.stderr)  # it says what it repaired or removed
         assert _index_state(index) == expected, step
-        check_consistent(index / "simple" / "vllm-fused-moe")
+        check_consistent(index / "simple" / "vllm-fused-moe", WheelReads())
         quiet = run_release(REPO, "publish", str(new), str(index))
         assert quiet.returncode == 0 and "note:" not in quiet.stderr, quiet.stderr
 

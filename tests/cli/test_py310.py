@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from release.core.layout import Layout
-from release.overlay.build import assemble
+from release.overlay.stage import assemble
+from release.overlay.target import head_target
+from release.queue.snapshot import Checkout
 
 # Our code of the wheel's top level: the .pth's module and the package (nox -s lint checks the same).
 RUNTIME = Layout.default().runtime
@@ -39,7 +41,9 @@ def _import_hook_without_tomllib(package_root: Path) -> subprocess.CompletedProc
 
 def test_the_hook_loads_its_build_info_without_tomllib(tmp_path: Path) -> None:
     """In a built wheel (with _build_info.json) nothing reaches the tomllib import."""
-    package = assemble(Layout.default(), tmp_path)  # the wheel's files, without the build facts
+    layout = Layout.default()
+    line = head_target(Checkout.load(layout), "").line
+    package = assemble(layout, tmp_path, line)  # the wheel's files, without the build facts
 
     source_tree = _import_hook_without_tomllib(tmp_path)
     # Without build info the source-tree fallback runs, and the blocked import fails: the block is real.

@@ -43,8 +43,9 @@ from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met
 from helpers.synthetic import impostor
 from release.core.layout import Layout
 from release.model.pin import Pin
-from release.overlay.build import BuildPlan, build
+from release.overlay.build import build
 from release.overlay.index import publish
+from release.overlay.target import BuildPlan
 from release.pristine.wheel import pypi_wheel
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # the first fixed release is downloaded once

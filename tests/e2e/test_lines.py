@@ -14,6 +14,7 @@ import pytest
 from helpers import REPO
 from release.core.layout import Layout
 from release.model.train import Train
+from release.queue.snapshot import Checkout
 from release.train.check import check_train
 
 pytestmark = pytest.mark.network  # every train tag's release wheel: range reads or the cache
@@ -43,7 +44,7 @@ def checked() -> dict[str, tuple[str, dict[str, bytes], dict[str, bytes]]]:
     layout = Layout(REPO)
     train = Train.load(layout.train)
     out = {}
-    for result in check_train(layout):
+    for result in check_train(Checkout.load(layout)):
         assert result.ok, [f.line() for f in result.findings]
         assert result.replay is not None
         entry = train.get(result.tag)

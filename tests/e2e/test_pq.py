@@ -32,7 +32,7 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import EntryKind, Series
 from release.model.train import Train
-from release.queue.load import account, is_head
+from release.queue.load import account, is_head, line_entries
 
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
 NEW = "0002-shape-check.patch"
@@ -239,7 +239,7 @@ def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: P
     written = [c["line"] for c in carried["lines"] if c["result"] == "written"]
     assert written and carried["silent"] == [c["line"] for c in carried["lines"] if c["result"] == "needs-variant"]
     for line in older:
-        said = account(layout, line)[NEW]
+        said = account(line_entries(layout, line))[NEW]
         if line.name in written:
             variant = Patch.load(line.patch_dir(project) / said.name, line.prefixes)
             assert variant.varies == NEW and "Carried-From: " + NEW in variant.text and SHAPE_CHECK in variant.text

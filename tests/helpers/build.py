@@ -10,7 +10,8 @@ from packaging.version import Version
 from helpers.shared import made_once, run_temp
 from release.core.layout import Layout
 from release.model.train import Train
-from release.overlay.build import BuildPlan, build_train
+from release.overlay.target import BuildPlan
+from release.overlay.train_build import build_train
 from release.queue.verified import read_verified
 
 

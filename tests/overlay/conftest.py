@@ -10,8 +10,9 @@ from helpers import tag_facts
 from helpers.build import plan
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.overlay.build import BuildResult, build
+from release.overlay.build import build
 from release.overlay.index import publish
+from release.overlay.target import BuildResult
 from release.pristine.wheel import pypi_wheel
 
 

@@ -1,6 +1,6 @@
 """One backend process for every wheel of a command gives the bytes PyPA `build` gave, one process per wheel.
 
-The head's package is staged once (release.overlay.build.stage_package, as `build` stages it) and built
+The head's package is staged once (release.overlay.stage.stage_package, as `build` stages it) and built
 by PyPA `build --no-isolation` (its own process, and pyproject_hooks' hook process) and by
 release.overlay.backend.Backend (one worker for many wheels): the sha256 must be one. Real hatchling,
 real processes; two wheels, about two seconds.
@@ -16,9 +16,10 @@ from helpers import REPO
 from release.core.errors import BuildError
 from release.core.hashing import file_sha256
 from release.core.layout import Layout
-from release.model.pin import Pin
 from release.overlay.backend import BACKEND_VERSION, Backend, installed_backend, run_backend
-from release.overlay.build import BuildTarget, active_patches, stage_package
+from release.overlay.stage import stage_package
+from release.overlay.target import head_target
+from release.queue.snapshot import Checkout
 
 EPOCH = 1_700_000_000
 
@@ -29,9 +30,10 @@ pytestmark = pytest.mark.skipif(
 
 def staged(tmp_path: Path) -> Path:
     layout = Layout(REPO)
-    pin = Pin.load(layout.upstream_toml)
+    checkout = Checkout.load(layout)
+    target = head_target(checkout, "")
     stage = tmp_path / "src"
-    stage_package(layout, stage, f"{pin.version}+fm.1", BuildTarget(pin, ""), active_patches(layout), EPOCH, [])
+    stage_package(layout, stage, f"{target.pin.version}+fm.1", target, list(target.patches), EPOCH, [])
     return stage
 
 

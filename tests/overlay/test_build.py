@@ -23,7 +23,9 @@ from release.core.hashing import sha256_hex
 from release.core.layout import BESIDE_SUBTREE, Layout, read_tree
 from release.model.pin import Pin
 from release.model.series import Series
-from release.overlay.build import PTH_LINE, PTH_NAME, BuildResult, build, overlay_version
+from release.overlay.build import build
+from release.overlay.project import PTH_LINE, PTH_NAME
+from release.overlay.target import BuildResult, overlay_version
 from release.queue.verified import read_verified
 
 

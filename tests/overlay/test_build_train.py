@@ -22,7 +22,7 @@ from packaging.version import Version
 from helpers import REPO, run_release, snapshot
 from helpers.build import buildable_tags, train_wheels
 from helpers.failure import failed
-from helpers.reads import count_reads
+from helpers.reads import count_opens, count_reads, over_once
 from release.cli import main
 from release.core.errors import TagsNotBuiltError
 from release.core.faults import FAULT_ENV
@@ -187,7 +187,7 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
     layout.train.write_text(text)
     before = snapshot(project)
     out = tmp_path / "dist"
-    reads = count_reads(monkeypatch)
+    reads, opens = count_reads(monkeypatch), count_opens(monkeypatch)
     code = main(["--root", str(project), "build", "--allow-dirty", "--out", str(out), "--all"])
     said = capsys.readouterr()
     result = subprocess.CompletedProcess[str]([], code, said.out, said.err)
@@ -195,6 +195,11 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
     assert result.returncode == 1, result.stdout + result.stderr
     once = {p: reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
     assert once == dict.fromkeys(once, 1), once
+    # Every other file of patches/ (each patch: the queue's, the lines', the known bugs') and vendor/'s pins at
+    # most once; each wheel built read once (its sha256 and what it ships) and once more to deliver it into --out.
+    assert over_once(reads, layout) == {}
+    ours = {path.name: count for path, count in opens.items() if path.name.startswith("vllm_fused_moe-")}
+    assert ours and max(ours.values()) <= 2, ours
     refused = [t for t in train.tags if t not in kept]
     error = failed(result)
     assert error.reference == TagsNotBuiltError.reference, result.stderr

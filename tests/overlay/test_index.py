@@ -26,8 +26,10 @@ from release.core.errors import (
     IndexNotWritableError,
 )
 from release.core.layout import Layout
-from release.overlay.build import BuildResult, build
-from release.overlay.index import REQUIREMENTS, TMP_PREFIX, publish
+from release.overlay.build import build
+from release.overlay.index import publish
+from release.overlay.pages import REQUIREMENTS, TMP_PREFIX
+from release.overlay.target import BuildResult
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:

@@ -2,7 +2,7 @@
 
 In-process: the hook's parsing (`_finder.mode()`) and its decision (`_activate.decide()`, with the
 build facts of helpers/build_facts.py). In real processes: the `.pth` line of the wheel, run by a fresh
-interpreter over the wheel's files assembled as the build does (release.overlay.build.assemble),
+interpreter over the wheel's files assembled as the build does (release.overlay.stage.assemble),
 and `python -m vllm_fused_moe info`. (A real venv with vLLM and our wheel:
 tests/overlay/test_activation.py, `disabled`; tests/overlay/test_kill_switch.py, an unknown word.)
 """
@@ -22,7 +22,9 @@ from helpers import REPO
 from helpers.build_facts import INFO
 from helpers.hook_log import Said, own_logger
 from release.core.layout import Layout
-from release.overlay import build
+from release.overlay import project, stage
+from release.overlay.target import head_target
+from release.queue.snapshot import Checkout
 from vllm_fused_moe import _activate, _finder
 
 OFF = ["off", "OFF", " Off ", "0", "false", "False", "no", "n", "disable", "disabled", "DISABLED", "none", "never"]
@@ -87,7 +89,7 @@ def test_an_unknown_word_warns_naming_the_values_and_means_on(
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel's top level as the build assembles it (no build facts: the package reads the pins beside it)."""
     directory = tmp_path_factory.mktemp("site")
-    build.assemble(Layout.default(), directory)
+    stage.assemble(Layout.default(), directory, head_target(Checkout.load(Layout.default()), "").line)
     return directory
 
 
@@ -102,7 +104,7 @@ def _python(code: list[str], word: str, site: Path) -> subprocess.CompletedProce
                                               ("bogus", "OverlayFinder")])  # fmt: skip
 def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, finder: str, site: Path) -> None:
     # What site.py does at every start-up of the environment, to the .pth file as the wheel holds it.
-    assert (site / build.PTH_NAME).read_text() == build.PTH_LINE
+    assert (site / project.PTH_NAME).read_text() == project.PTH_LINE
     code = (
         f"import json, site, sys; site.addsitedir({str(site)!r}); "
         "ours = sorted(m for m in sys.modules if 'fused_moe' in m); "
@@ -113,9 +115,9 @@ def test_the_pth_line_does_not_import_the_package_for_a_word_for_off(word: str, 
     finders, ours = json.loads(proc.stdout)
     assert finders[0] == finder
     if finder == "OverlayStandIn":  # the switch was read before anything of the package was imported
-        assert ours == [build.PTH_MODULE]
+        assert ours == [project.PTH_MODULE]
     else:
-        assert build.PTH_MODULE in ours and "vllm_fused_moe._finder" in ours
+        assert project.PTH_MODULE in ours and "vllm_fused_moe._finder" in ours
 
 
 def test_the_hook_reads_the_switchs_words_from_the_pth_module() -> None:

@@ -53,8 +53,8 @@ from helpers.doc_commands import user_install_blocks
 from helpers.freshvenv import install_no_deps, lend_test_env, requirements_met, uv_binary
 from helpers.synthetic import impostor
 from release.core.versions import version_of_tag
-from release.overlay.build import BuildResult
 from release.overlay.index import publish
+from release.overlay.target import BuildResult
 
 DOC = REPO / "docs" / "overlay.md"
 DOC_URL = "https://fused-moe.example.com"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from release.core import log
-from release.overlay.build import note_no_wheel
+from release.overlay.train_build import note_no_wheel
 
 
 @pytest.fixture

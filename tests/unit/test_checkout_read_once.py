@@ -1,7 +1,9 @@
 """A command reads the checkout once (release.queue.snapshot.Checkout) and its stages share that read.
 
 In this process, on a copy of the project: `check` runs every gate over every line and train tag, and reads
-patches/series, patches/lines.toml and patches/train.toml once each. (`build --all` is counted the same way
+patches/series, patches/lines.toml and patches/train.toml once each, and every other file of patches/ and
+vendor/'s pins at most once; `publish` reads those files at most once too, and opens each wheel, given or
+held by the index, once (an added one once more, to copy it in). (`build --all` is counted the same way
 in tests/overlay/test_build_train.py, where its wheels are built.)
 """
 
@@ -13,7 +15,8 @@ import pytest
 
 from helpers import copy_project
 from helpers.failure import failed
-from helpers.reads import count_reads
+from helpers.reads import count_opens, count_reads, over_once
+from helpers.synthetic import demo_wheel
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, MissingFixError
 from release.core.layout import Layout
@@ -52,3 +55,41 @@ def test_check_reads_the_series_lines_and_train_once(
     assert failed(err).reference == MissingFixError.reference, err
     once = {p.relative_to(project).as_posix(): reads[p.resolve()] for p in (layout.series, layout.lines, layout.train)}
     assert once == dict.fromkeys(once, 1), once
+    # Every other file of patches/ (each patch: the queue's, each line's, the known bugs', a variant's common
+    # patch) and vendor/'s pins: at most once, whichever gate asked first.
+    assert reads[(layout.patches / common).resolve()] == 1
+    assert over_once(reads, layout) == {}
+
+
+def test_publish_reads_the_checkout_once_and_each_wheel_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An index that holds one wheel; a publish of it again (the same bytes), of a new level of its release (other
+    # files: held to the newest the index holds) and of another release: the fix gate, the plan, the repair, the
+    # pages and the requirements files all ask about every wheel, given and held. (Releases no record names, so
+    # that no regression test runs: the evidence of what they add is gathered without a process.)
+    project = copy_project(tmp_path)
+    layout = Layout(project)
+    dist, index = tmp_path / "dist", tmp_path / "index"
+
+    def overlay(version: str) -> Path:
+        release = version.split("+")[0]
+        facts = {"vllm_tag": f"v{release}", "vllm_version": release, "patches": []}
+        return demo_wheel(dist, version, facts)
+
+    held = overlay("0.0.1+fm.1")
+    assert main(["--root", str(project), "publish", str(dist), str(index)]) == 0, capsys.readouterr().err
+    given = [held, overlay("0.0.1+fm.2"), overlay("0.0.2+fm.1")]
+    reads, opens = count_reads(monkeypatch), count_opens(monkeypatch)
+
+    code = main(["--root", str(project), "publish", str(dist), str(index)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert f"already published (same bytes) {held.name}" in out.out
+    assert all(f"published {wheel.name}" in out.out for wheel in given[1:])
+    assert over_once(reads, layout) == {}
+    in_index = index / "simple" / "vllm-fused-moe" / held.name
+    # Read once each (its sha256 taken in that one open); a wheel the publish adds is opened once more, to be
+    # copied into the index (the copy's own hash is of the copy).
+    assert opens[held.resolve()] == 1 and opens[in_index.resolve()] == 1, opens
+    assert [opens[wheel.resolve()] for wheel in given[1:]] == [2, 2], opens

@@ -19,6 +19,7 @@ from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.series import EntryKind, Series
 from release.queue.load import is_head, line_series, require_accounted
+from release.queue.snapshot import Checkout
 
 SECOND = "0002-second-bug.patch"
 
@@ -62,7 +63,7 @@ def test_a_reorder_of_patches_series_that_a_line_does_not_follow_is_refused_by_c
     path = line.series_path(project)
     text = path.read_text().replace(f"0002-{line.name}.patch\n", "")
     path.write_text(text.replace(variant + "\n", f"0002-{line.name}.patch\n{variant}\n"))
-    require_accounted(layout)
+    require_accounted(Checkout.load(layout))
     with pytest.raises(MisorderedLineError):  # and the other way round again: refused
         path.write_text(text + f"0002-{line.name}.patch\n")
-        require_accounted(layout)
+        require_accounted(Checkout.load(layout))

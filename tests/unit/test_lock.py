@@ -97,3 +97,15 @@ def test_publish_refuses_an_index_another_publish_holds_then_publishes(
     assert (index / "simple" / "vllm-fused-moe" / wheel.name).read_bytes() == wheel.read_bytes()
     with index_lock(index, "after"):
         pass
+
+
+def test_publish_reads_the_checkout_as_it_is_while_a_writer_holds_it(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # publish reads the records it holds each wheel to under the repository lock, as a reader: it never waits.
+    wheel = demo_wheel(tmp_path / "dist", "1.0")
+    monkeypatch.setenv(TIMEOUT_ENV, "60")
+    with held_elsewhere(Layout(project).work / REPO_LOCK):
+        code = main(["--root", str(project), "publish", str(wheel), str(tmp_path / "index")])
+    err = capsys.readouterr().err
+    assert code == EXIT_OK and "reading it as it is now" in err and "waiting" not in err, err

@@ -13,7 +13,7 @@ from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, DirtyWheelError
-from release.overlay.index import is_dirty
+from release.overlay.wheel import is_dirty
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from helpers.synthetic import demo_wheel
 from helpers.unsafe_sources import declare_size
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, BadWheelError
-from release.overlay import index as index_module
+from release.overlay import wheel as wheel_module
 
 
 def publish(dist: Path, index: Path) -> int:
@@ -60,7 +60,7 @@ def test_publish_refuses_a_wheel_over_the_size_bound(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wheel = demo_wheel(tmp_path / "dist", "1.0")
-    monkeypatch.setattr(index_module, "WHEEL_LIMIT", wheel.stat().st_size - 1)
+    monkeypatch.setattr(wheel_module, "WHEEL_LIMIT", wheel.stat().st_size - 1)
     index = tmp_path / "index"
     assert publish(wheel, index) == EXIT_BAD_INPUT
     error = failed(capsys.readouterr().err)

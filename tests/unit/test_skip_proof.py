@@ -51,7 +51,7 @@ def skip_the_fix(project: Path) -> Layout:
 
 def test_check_refuses_a_skip_of_a_bug_patch_without_proof_naming_bug_tag_and_line(project: Path) -> None:
     layout = skip_the_fix(project)
-    [test] = skipped_bug_tests(layout, LINE)
+    [test] = skipped_bug_tests(Checkout.load(layout), LINE)
     with pytest.raises(UnprovenSkipError) as refused:
         refuse_train_missing_fixes(Checkout.load(layout))
     said = str(refused.value)
@@ -79,18 +79,18 @@ def test_a_proof_stands_only_for_the_release_wheel_test_and_tool_it_ran_on(
     monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
     layout = skip_the_fix(project)
     entry = next(e for e in Train.load(layout.train).entries if e.line == LINE)
-    [test] = skipped_bug_tests(layout, LINE)
-    assert [u.test for u in unproven_skips(layout, entry.tag, LINE, entry.wheel_sha256)] == [test]
+    [test] = skipped_bug_tests(Checkout.load(layout), LINE)
+    assert [u.test for u in unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256)] == [test]
     # What `evidence` writes after a clean pass (its run is tests/e2e's): read back for that release wheel only.
     run = {"result": "passed", "summary": "1 passed", "key": "run"}
     skips._write(entry.tag, test, skips.tool_digest(), "python", "vllm.whl", entry.wheel_sha256, run)
-    assert unproven_skips(layout, entry.tag, LINE, entry.wheel_sha256) == []
-    [other] = unproven_skips(layout, entry.tag, LINE, "0" * 64)
+    assert unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256) == []
+    [other] = unproven_skips(Checkout.load(layout), entry.tag, LINE, "0" * 64)
     assert "another release wheel" in other.why
     # Another test text (its digest) is another key: the old proof stands for nothing.
     ours = project / "patches" / "upstream-tests" / test.path
     ours.write_text(ours.read_text() + "# changed\n")
-    assert len(unproven_skips(layout, entry.tag, LINE, entry.wheel_sha256)) == 1
+    assert len(unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256)) == 1
 
 
 def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(project: Path) -> None:
@@ -120,7 +120,7 @@ def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(pr
     for entry in old:
         del data["releases"][entry.tag.removeprefix("v")]
     layout.affected_json.write_text(json.dumps(data, indent=2) + "\n")
-    [test] = skipped_bug_tests(layout, split)
+    [test] = skipped_bug_tests(Checkout.load(layout), split)
     with pytest.raises(UnprovenSkipError) as refused:
         refuse_train_missing_fixes(Checkout.load(layout))
     assert f"check: bug {test.bug}" in str(refused.value)
