@@ -31,7 +31,9 @@ def test_the_exit_code_table_in_the_docs_is_the_registry() -> None:
 def test_the_table_names_every_network_command_for_4_and_every_command_for_130() -> None:
     rows = {line.split(" | ")[0].strip("| "): line for line in exit_code_table().splitlines()[2:]}
     # 4 is "the transport broke", the same from every command that reads an index, a remote or a server.
-    assert rows["4"].endswith("| `rebase`, `pq`, `train`, `tags`, `scan`, `evidence`, `upstream-pr`, `gsm8k` |")
+    assert rows["4"].endswith(
+        "| `rebase`, `pq`, `train`, `tags`, `scan`, `build`, `publish`, `evidence`, `upstream-pr`, `gsm8k` |"
+    )
     assert rows["130"].endswith("| every command |")
     assert errors.PackageIndexError.exit_code == errors.RemoteError.exit_code == errors.EXIT_TRANSPORT == 4
     assert errors.CompletionRequestError.exit_code == errors.EXIT_TRANSPORT
