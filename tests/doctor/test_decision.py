@@ -24,8 +24,7 @@ import pytest
 from helpers import REPO
 from helpers.build_facts import INFO
 from helpers.doctor import doctor_module, judge, overlay, scan_data
-from helpers.hook_log import Said, own_logger
-from release.core.layout import Layout
+from helpers.hook_log import Said, hook_sees, own_logger
 from vllm_fused_moe import _activate
 from vllm_fused_moe.__main__ import what_to_do
 
@@ -41,12 +40,7 @@ def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
 def test_activation_is_what_decide_does(
     mode: str, vllm: str, flashinfer: str | None, monkeypatch: pytest.MonkeyPatch, said: Said
 ) -> None:
-    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
-    # The files the hook checks: vendor/'s (the package beside them, as in the wheel; the package's
-    # source folder, release/overlay/runtime/vllm_fused_moe/, holds only our code).
-    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
-    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: vllm)
-    monkeypatch.setattr(_activate, "flashinfer_version", lambda: flashinfer)
+    hook_sees(monkeypatch, vllm, flashinfer)
     monkeypatch.setenv(_activate.MODE_ENV, mode)
     active, reason = _activate.activation(INFO, _activate.mode(), vllm, flashinfer)
     if not active and _activate.mode() == "strict":

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from helpers.build_facts import INFO
-from release.core.layout import Layout
+from helpers.hook_log import hook_sees
 from vllm_fused_moe import _activate
 
 
@@ -40,11 +40,7 @@ def test_vllm_version(installed: str, ok: bool) -> None:
 
 @pytest.fixture
 def outside_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
-    # The files the hook checks before it serves: vendor/'s (the package beside them, as in the wheel).
-    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
-    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
-    monkeypatch.setattr(_activate, "flashinfer_version", lambda: "0.7.3")
+    hook_sees(monkeypatch, flashinfer="0.7.3")
 
 
 def test_outside_flashinfer_warns_and_still_activates(
