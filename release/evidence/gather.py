@@ -30,8 +30,8 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.core.errors import BadInputError, UnprovenWheelError
-from release.core.files import read_member
+from release.core.errors import BadInputError, BadWheelError, UnprovenWheelError
+from release.core.files import WHEEL_LIMIT, open_regular, read_member
 from release.core.git import head_commit
 from release.core.hashing import file_sha256
 from release.core.layout import BUILD_INFO_MEMBER, Layout
@@ -82,7 +82,7 @@ def wheel_release(path: Path) -> str:
 
 def _build_line(path: Path) -> str:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, WHEEL_LIMIT, error=BadWheelError) as handle, zipfile.ZipFile(handle) as archive:
             info = parse_json(read_member(archive, BUILD_INFO_MEMBER), where=BUILD_INFO_MEMBER)
     except (KeyError, zipfile.BadZipFile, OSError, ValueError, BadInputError):  # no facts: the line is unknown
         return ""

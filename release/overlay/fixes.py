@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import BadInputError
-from release.core.files import present, read_member
+from release.core.errors import BadInputError, BadWheelError
+from release.core.files import WHEEL_LIMIT, open_regular, present, read_member
 from release.core.layout import BUILD_INFO_MEMBER as BUILD_INFO
 from release.core.layout import Layout
 from release.core.parse import parse_json
@@ -30,7 +30,7 @@ from release.queue.gates import Variant, VariantState, common_now, fingerprint, 
 def build_info(path: Path) -> dict[str, Any] | None:
     """The wheel's build facts, or None for a wheel without them (not an overlay, or unreadable: nothing to judge)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, WHEEL_LIMIT, error=BadWheelError) as handle, zipfile.ZipFile(handle) as archive:
             if BUILD_INFO not in archive.namelist():
                 return None
             info = parse_json(read_member(archive, BUILD_INFO), where=BUILD_INFO)
