@@ -25,7 +25,7 @@ from helpers import REPO
 from helpers.build_facts import INFO
 from helpers.doctor import doctor_module, judge, overlay, scan_data
 from helpers.hook_log import Said, hook_sees, own_logger
-from vllm_fused_moe import _activate
+from vllm_fused_moe import MODE_ENV, _activate, _finder
 from vllm_fused_moe.__main__ import what_to_do
 
 
@@ -41,9 +41,9 @@ def test_activation_is_what_decide_does(
     mode: str, vllm: str, flashinfer: str | None, monkeypatch: pytest.MonkeyPatch, said: Said
 ) -> None:
     hook_sees(monkeypatch, vllm, flashinfer)
-    monkeypatch.setenv(_activate.MODE_ENV, mode)
-    active, reason = _activate.activation(INFO, _activate.mode(), vllm, flashinfer)
-    if not active and _activate.mode() == "strict":
+    monkeypatch.setenv(MODE_ENV, mode)
+    active, reason = _activate.activation(INFO, _finder.mode(), vllm, flashinfer)
+    if not active and _finder.mode() == "strict":
         with pytest.raises(_activate.OverlayMismatchError, match="strict") as raised:
             _activate.decide()
         text = str(raised.value)
@@ -204,7 +204,7 @@ def test_live_reads_off_as_the_pth_read_it(
     read the switch with the hook's words), no hook when it stands in for a broken one."""
     import _vllm_fused_moe_pth
 
-    monkeypatch.setenv(_activate.MODE_ENV, word)
+    monkeypatch.setenv(MODE_ENV, word)
     monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
     live = doctor.live_classes(None, module_name="json", names=())
     assert live.error is None and live.hook_active is hook_active
@@ -238,7 +238,7 @@ def test_the_fix_of_an_affected_train_release_is_the_documented_install_then_pip
 
 
 def test_info_on_another_vllm_names_the_documented_install_of_that_release() -> None:
-    said = what_to_do({**INFO}, "0.34.0", "built for vLLM v0.20.0, but vLLM 0.34.0 is installed", "on")  # type: ignore[arg-type]
+    said = what_to_do(INFO, "0.34.0", "built for vLLM v0.20.0, but vLLM 0.34.0 is installed", "on")
     install, check = documented_install("URL", "0.34.0")
     assert said is not None and f"{install} && {check}" in said
     assert "requirements/vllm-0.34.0.txt" in said and "No overlay for your vLLM" in said

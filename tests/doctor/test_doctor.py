@@ -157,7 +157,8 @@ def test_serve_layout_agrees_with_vllms_moe_parallel_config(argv: str) -> None:
 
 
 def _facts(version: str | None, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    return to_json(doctor.release_facts(scan_records(data), None, version))
+    facts: dict[str, Any] = to_json(doctor.release_facts(scan_records(data), None, version))
+    return facts
 
 
 def test_release_facts_come_from_the_scan_data() -> None:

@@ -24,7 +24,7 @@ from release.core.errors import (
     ServerStartError,
 )
 from release.core.layout import Layout
-from release.gsm8k import cli, smoke, venvs
+from release.gsm8k import cli, lm_eval_runner, smoke, venvs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -164,11 +164,11 @@ def test_missing_data_dir_is_bad_input(tmp_path: Path, tiny_data: Path, serving:
 
 
 def test_auto_scorer_choice(monkeypatch: pytest.MonkeyPatch, tiny_data: Path) -> None:
-    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: None)
+    monkeypatch.setattr(lm_eval_runner, "lm_eval_command", lambda: None)
     assert smoke.choose_scorer("auto", tiny_data) == "builtin"
     with pytest.raises(BadInputError):
         smoke.choose_scorer("auto", None)
-    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: ["lm_eval"])
+    monkeypatch.setattr(lm_eval_runner, "lm_eval_command", lambda: ["lm_eval"])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     assert smoke.choose_scorer("auto", tiny_data) == "lm-eval"

@@ -59,7 +59,7 @@ try:
 
     ONE_SIDED_MISSING: str | None = None
 except ImportError as _exc:
-    one_sided_module = None  # type: ignore[assignment]
+    one_sided_module = None
     ONE_SIDED_MISSING = (
         f"this flashinfer-python has no one-sided MoeAlltoAll ({type(_exc).__name__}: {_exc}); "
         "the vLLM releases that pin it drive only the two-sided MnnvlMoe"

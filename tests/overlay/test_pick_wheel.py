@@ -26,6 +26,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,7 +146,9 @@ def older_lines_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+def picked(
+    train_index: tuple[Path, dict[str, str]], older_lines_packages: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, object]]:
     """For each picked tag with an overlay: a fresh venv with vLLM, the resolver's choice and a probe."""
     index, built = train_index
     root = tmp_path_factory.mktemp("pick")
@@ -166,7 +169,9 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
         # vLLM import for both); with VLLM_FUSED_MOE=off in a process of its own (the switch is read at start-up).
         probe = run(python, str(PROBE), *(["--doctor-live"] if older else []))
         last = [line for line in probe.stdout.splitlines() if line.startswith("{")]
-        report = json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]}
+        report: dict[str, Any] = (
+            json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]}
+        )
         doctor: dict[str, object] = {}
         if older:
             live = report.get("doctor_live") or {}
@@ -193,7 +198,7 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
 
 @pytest.mark.parametrize("tag", PICKED)
 def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay_of_x(
-    tag: str, train_index, picked
+    tag: str, train_index: tuple[Path, dict[str, str]], picked: dict[str, dict[str, object]]
 ) -> None:
     _, built = train_index
     assert tag in built, (tag, sorted(built))  # picked among the buildable tags: `build --all` made its wheel
@@ -229,7 +234,7 @@ def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay
 
 @pytest.mark.parametrize("tag", newest_tag_of_each_older_line(TRAIN, BUILDABLE))
 def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_and_vllms_own_when_off(
-    tag: str, train_index, picked
+    tag: str, train_index: tuple[Path, dict[str, str]], picked: dict[str, dict[str, object]]
 ) -> None:
     """`doctor --live` on an older line imports that line's module and classes (scan data `lines.*.live`):
     with the overlay on, ours say True (exit 0, fixed-live; run in the probe's process, probe.doctor_live);
@@ -261,7 +266,9 @@ def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_an
     assert "VLLM_FUSED_MOE" in doctor["off"][1]["summary"], doctor["off"][1]["summary"]
 
 
-def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:
+def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(
+    train_index: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     index, built = train_index
     assert f"{NO_OVERLAY}" not in built
     python = create(tmp_path / "venv", index, [], vllm=pypi_wheel(NO_OVERLAY))

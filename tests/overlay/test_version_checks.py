@@ -12,8 +12,9 @@ import logging
 import pytest
 
 from helpers.build_facts import INFO
-from helpers.hook_log import hook_sees
-from vllm_fused_moe import _activate
+from helpers.hook_log import Said, hook_sees
+from vllm_fused_moe import MODE_ENV, _activate
+from vllm_fused_moe._finder import LOGGER_NAME
 
 
 @pytest.mark.parametrize(
@@ -28,7 +29,7 @@ from vllm_fused_moe import _activate
 )
 def test_flashinfer_range(installed: str | None, problem: str | None) -> None:
     found = _activate.flashinfer_problem(installed, "==0.6.8.post1")
-    assert (found is None) if problem is None else (problem in found)
+    assert (found is None) if problem is None else (found is not None and problem in found)
 
 
 @pytest.mark.parametrize(
@@ -46,16 +47,15 @@ def outside_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_outside_flashinfer_warns_and_still_activates(
     outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(_activate.MODE_ENV, raising=False)
+    monkeypatch.delenv(MODE_ENV, raising=False)
     # The hook's own log records, read from a logger of the test's: vLLM's handler (which the real
     # logger() configures) binds the stream of whichever test imported vllm.logger first, so capfd
     # cannot be relied on once another test has done so.
-    records: list[logging.LogRecord] = []
-    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-version-checks")
+    log = logging.getLogger(f"{LOGGER_NAME}.test-version-checks")
     log.propagate = False
     log.setLevel(logging.DEBUG)
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = Said()
+    records = handler.records
     log.addHandler(handler)
     monkeypatch.setattr(_activate, "logger", lambda: log)
     try:
@@ -69,6 +69,6 @@ def test_outside_flashinfer_warns_and_still_activates(
 
 
 def test_outside_flashinfer_is_an_error_when_strict(outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_activate.MODE_ENV, "strict")
+    monkeypatch.setenv(MODE_ENV, "strict")
     with pytest.raises(_activate.OverlayMismatchError, match=r"0\.7\.3 is outside"):
         _activate.decide()

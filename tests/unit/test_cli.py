@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from types import ModuleType
 from typing import Any
 
 import grimp
@@ -84,6 +85,7 @@ def test_each_command_is_one_module_of_its_stage_named_by_one_rule() -> None:
     wired = {}
     for command in COMMANDS:
         module = command.load()
+        assert isinstance(module, ModuleType), command.name  # a module, as the table's loaders import it
         _, stage, leaf = module.__name__.split(".")
         own = command.name.replace("-", "_")
         assert (own, "cli") == (stage, leaf) or leaf == f"{own}_cli", (command.name, module.__name__)

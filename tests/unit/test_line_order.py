@@ -61,8 +61,10 @@ def test_a_reorder_of_patches_series_that_a_line_does_not_follow_is_refused_by_c
     err = capsys.readouterr().err
     rel = line.series_path(project).relative_to(project).as_posix()
     assert code == EXIT_BAD_INPUT, err
-    said = f"line {line.name} ({rel}) replays {', '.join(replayed)}, but patches/series orders them {', '.join(wanted)}"
-    assert said in err, err
+    refused = (
+        f"line {line.name} ({rel}) replays {', '.join(replayed)}, but patches/series orders them {', '.join(wanted)}"
+    )
+    assert refused in err, err
 
     # The line's series in the order of patches/series: accepted.
     path = line.series_path(project)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -98,11 +99,12 @@ def test_every_reader_of_the_scan_document_refuses_the_same_files(tmp_path: Path
     layout = Layout(tmp_path)
     layout.affected_json.parent.mkdir(parents=True)
     layout.affected_json.write_text(text, encoding="utf-8")
-    for read, error in (
+    reads: tuple[tuple[Callable[[], object], type[BadInputError]], ...] = (
         (lambda: scan_data(layout), MalformedDataError),
         (lambda: load_document(layout.affected_json), ConfigError),
         (lambda: load_scan(layout.affected_json), BadInputError),
-    ):
+    )
+    for read, error in reads:
         with pytest.raises(BadInputError) as caught:
             read()
         assert caught.type is error and "is not" in str(caught.value)
