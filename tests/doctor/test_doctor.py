@@ -188,11 +188,13 @@ def test_live_reads_the_module_and_classes_of_each_release_line_from_the_scan_da
 
 def test_output_is_reduced_is_read_as_vllms_factory_builds_the_class_under_data_parallel() -> None:
     class AnswersFromUseDp:  # the 0.11-0.15 all-to-all class: True only when built with use_dp
+        use_dp: bool  # set by the doctor on an instance made without __init__
+
         def __init__(self, use_dp: bool) -> None:
             raise AssertionError("__init__ needs a GPU group; the doctor must not call it")
 
         def output_is_reduced(self) -> bool:
-            return bool(self.use_dp)  # type: ignore[attr-defined]
+            return bool(self.use_dp)
 
     class Constant:
         def __init__(self, manager: object) -> None:
