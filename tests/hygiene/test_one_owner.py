@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 
 from helpers import REPO
+from helpers.sources import release_trees
 
-RELEASE = REPO / "release"
 PARSERS = {("json", "loads"), ("json", "load"), ("tomllib", "loads"), ("tomllib", "load")}
 # Module: why it parses JSON itself.
 OWN_PARSER = {
@@ -30,14 +30,6 @@ OWN_HTTP = {
 }
 
 
-def modules() -> list[tuple[str, ast.Module]]:
-    return [
-        (path.relative_to(REPO).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
-        for path in sorted(RELEASE.rglob("*.py"))
-        if "runtime" not in path.relative_to(RELEASE).parts
-    ]
-
-
 def called(node: ast.AST) -> tuple[str, str] | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
         return node.func.value.id, node.func.attr
@@ -47,7 +39,7 @@ def called(node: ast.AST) -> tuple[str, str] | None:
 def test_toml_and_json_are_parsed_by_the_one_parser() -> None:
     found = [
         f"{name}:{node.lineno}"
-        for name, tree in modules()
+        for name, tree in release_trees()
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and called(node) in PARSERS and name not in OWN_PARSER
     ]
@@ -77,7 +69,7 @@ def opened_handles(tree: ast.Module) -> set[int]:
 
 def test_a_wheel_is_opened_through_the_one_reader() -> None:
     found = []
-    for name, tree in modules():
+    for name, tree in release_trees():
         if name in OWN_ZIP:
             continue
         ok = opened_handles(tree)
@@ -91,7 +83,7 @@ def test_a_wheel_is_opened_through_the_one_reader() -> None:
 
 def test_http_goes_through_the_transport() -> None:
     found = []
-    for name, tree in modules():
+    for name, tree in release_trees():
         for node in ast.walk(tree):
             names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
