@@ -28,7 +28,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 
 def group(name: str) -> list[str]:
-    return nox.project.dependency_groups(PYPROJECT, name)
+    return list(nox.project.dependency_groups(PYPROJECT, name))
 
 
 def toml(path: str) -> dict[str, Any]:
@@ -198,12 +198,15 @@ def release(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict, the layers of release/ (lint-imports); the hook
-    modules also compile for Python 3.10."""
+    """ruff check, ruff format --check, mypy --strict (release/, tests/, noxfile.py), the layers of release/
+    (lint-imports); the hook modules also compile for Python 3.10."""
     session.install(*group("lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    # Each its own run: beside tests/'s conftest.py, both would be a top-level `conftest` (pyproject.toml).
+    for conftest in ("tests/contract/conftest.py", "tests/kernel/conftest.py"):
+        session.run("mypy", conftest)
     # [tool.importlinter] in pyproject.toml; --no-cache: no cache directory in the checkout (it takes < 1 s).
     session.run("lint-imports", "--no-cache")
     session.run("python", "-m", "release.overlay.py310", "release/overlay/runtime")

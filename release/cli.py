@@ -35,6 +35,7 @@ from release.core.errors import (
     DiskError,
     ModuleMissingError,
     ReleaseError,
+    UndeclaredExitError,
 )
 from release.core.layout import Layout
 
@@ -166,7 +167,9 @@ class Command:
 _COMMON = (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED)
 # Every command that reads the network (release/pristine/transport.py, git remotes, the gsm8k server)
 # says a broken transport with the same code (upstream-pr: the release wheels its regression test runs
-# against); build, publish, doctor, check and status read only local files and processes.
+# against; build --all and publish: a train tag's release wheel not in the cache); doctor, check and status
+# read only local files and processes. A kind whose code a command does not declare never leaves it with that
+# code (`edge`): tests/unit/test_exit_codes.py drives every kind through every command.
 _NETWORK = (*_COMMON, EXIT_TRANSPORT)
 _GSM8K_EXITS = (
     (EXIT_OK, "the gated run scored at or above --threshold (and, for a fixed run, the fix is active)"),
@@ -222,17 +225,21 @@ COMMANDS: tuple[Command, ...] = (
             examples=(("scan --since v0.21.0", "classify the newer releases and update the affected-releases files"),
                       ("scan --dry-run --markdown", "print the whole table; write nothing"),
                       ("scan --dry-run --json", "print the JSON document (what `train watch` reads)"))),
-    Command("build", _build, "build the overlay wheel into dist/", _COMMON,
+    Command("build", _build, "build the overlay wheel into dist/", _NETWORK,
+            exit_texts=((EXIT_TRANSPORT, "`--all`: a train tag's release wheel is not in the cache and the package "
+                         "index broke while it was read; nothing was written"),),
             examples=(("build", "the head's overlay wheel into dist/"),
                       ("build --all", "one wheel per train tag"))),
     Command("publish", _publish, "add wheels to a PEP 503 index directory, or upload them to an index server",
             _NETWORK,
-            exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
+            exit_texts=((EXIT_TRANSPORT, "a wheel's evidence needs its release wheel, not in the cache, and the "
+                         "package index broke while it was read; --to: the server's page could not be read, the "
+                         "upload was refused (credentials, HTTP), or the server lists other bytes than those "
+                         "uploaded; the index was not changed"),
+                        (EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
                          "device, a directory), not ours, dirty or missing a fix; a clash (in the index, or on the "
                          "server: other bytes under that name) or an index no publish leaves; an unusable "
-                         "--signing-key; the index was not changed, nothing was uploaded"),
-                        (EXIT_TRANSPORT, "--to: the server's page could not be read, the upload was refused "
-                         "(credentials, HTTP), or the server lists other bytes than those uploaded")),
+                         "--signing-key; the index was not changed, nothing was uploaded"),),
             examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
                       ("publish dist/ONE.whl index", "add one wheel"),
                       ("publish dist site --to URL --signing-key key.pem",
@@ -389,25 +396,49 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
+    parsed: list[argparse.Namespace] = []
+
+    def run() -> int:
         refuse_undecodable(argv)
         args = build_parser(argv, prog).parse_args(argv)
+        parsed.append(args)
         log.configure(args.verbosity)
         layout = Layout(args.root.resolve()) if args.root else Layout.default()
         return int(args.func(args, layout))
+
+    return edge(lambda: parsed[0].command if parsed else None, run)
+
+
+def edge(command: Callable[[], str | None], run: Callable[[], int]) -> int:
+    """`run()`, every failure caught once: one `error[...]` line, its hint, and its exit code, which must be one
+    the command (`command()`'s name, once known) declares; one it does not is reported as UndeclaredExitError."""
+    try:
+        return run()
     except ModuleNotFoundError as exc:
         if (exc.name or "release").partition(".")[0] == "release":
             raise  # a module of ours missing is a broken checkout, not a missing dependency
-        return report(ModuleMissingError.of(exc.name or str(exc)))
+        return report(declared(command(), ModuleMissingError.of(exc.name or str(exc))))
     except ReleaseError as exc:
-        return report(exc)
+        return report(declared(command(), exc))
     except KeyboardInterrupt:
         log.error("interrupted; vendor/ and patches/ are only ever changed in one journaled swap")
         return EXIT_INTERRUPTED
     except OSError as exc:
         # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
         where = f" ({exc.filename})" if exc.filename else ""
-        return report(DiskError(f"{exc.strerror or exc}{where}"))
+        return report(declared(command(), DiskError(f"{exc.strerror or exc}{where}")))
+
+
+def declared(name: str | None, exc: ReleaseError) -> ReleaseError:
+    """`exc` where command `name` declares its exit code (or no command was parsed yet); else the tool's own
+    failure, UndeclaredExitError (exit 1, which every command declares), naming the kind and its message."""
+    command = next((c for c in COMMANDS if c.name == name), None)
+    if command is None or exc.exit_code in command.exit_codes:
+        return exc
+    return UndeclaredExitError(
+        f"{command.name} raised {exc.reference} (exit {exc.exit_code}), an exit code `{command.name} --help` "
+        f"does not declare: {exc}"
+    )
 
 
 def refuse_undecodable(argv: list[str]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from helpers import copy_project, disk_usage
+from helpers.skips import EXPECTED_SKIPS, expected_skips, unnamed_skips
 from release.pristine.wheel import cache_dir
 
 # pytester runs a small pytest inside this one: tests/unit/test_tier_guard.py proves the unit tier's guard with it.
@@ -17,10 +18,40 @@ from release.pristine.wheel import cache_dir
 pytest_plugins = ["pytester"]
 
 
+# ------------------------------------------------------------------ expected skips
+
+# (test id, reason) of every skip this process reported: with -n, the controller sees every worker's reports.
+SKIPPED: list[tuple[str, str]] = []
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        SKIPPED.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:  # a module's own pytest.skip or importorskip at its top level
+        SKIPPED.append((report.nodeid, _skip_reason(report)))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # "No tests ran" must fail CI as loudly as a failing test (with -n, the controller decides).
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist: every report is here
+        unnamed = unnamed_skips(SKIPPED, list(expected_skips()))
+        if unnamed:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            for test, why in unnamed:
+                line = f"unexpected skip: {test} ({why}): name it in {EXPECTED_SKIPS.name} with why, or make it run"
+                if reporter is not None:
+                    reporter.write_line(line, red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     run = session.config.stash.get(RUN_DISK, None)
     if run is not None and hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: tell the controller
         session.config.workeroutput["disk"] = [str(run.basetemp), run.peak_bytes, run.peak_at, run.end_bytes]

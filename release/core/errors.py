@@ -729,6 +729,14 @@ class OutputNotWritableError(BadInputError):
     default_hint = "name a directory you may write (it is created if missing)"
 
 
+class UndeclaredExitError(ReleaseError):
+    """A command raised a kind whose exit code its `--help` does not declare (release/cli.py `COMMANDS`): a bug of
+    the tool. The CLI edge reports it as this kind, exit 1 (every command's "failed"), naming the kind it caught,
+    so a code never means what the command's table does not say."""
+
+    default_hint = "a bug of the tool, not of your input: report this line; the error it names says what went wrong"
+
+
 def kinds() -> list[type[ReleaseError]]:
     """Every kind of failure this module defines, in its order (families first, each before its kinds)."""
     order = {name: number for number, name in enumerate(globals())}

@@ -18,6 +18,7 @@ from filelock import FileLock
 
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
+from release.core.parse import parse_json
 from release.pristine.wheel import cache_dir
 
 # One run's whole bound is the runner's; a lock held longer than this is a run that hangs.
@@ -51,7 +52,7 @@ def cached_run(
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"), where=str(path), error=ValueError)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

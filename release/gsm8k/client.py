@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from release.core.errors import CompletionRequestError
+from release.core.parse import parse_json
 from release.gsm8k.prompts import MAX_GEN_TOKENS, STOP_SEQUENCES
 
 # lm-eval's local-completions sends seed 1234 with every request (openai_completions.py).
@@ -63,7 +64,7 @@ class CompletionsClient:
             deadline = time.monotonic() + self.settings.request_timeout_s
             try:
                 with urllib.request.urlopen(request, timeout=self.settings.request_timeout_s) as response:
-                    answer = json.loads(read_within(response, deadline).decode("utf-8"))
+                    answer = parse_json(read_within(response, deadline), where=self.endpoint, error=ValueError)
                 return str(answer["choices"][0]["text"])
             except urllib.error.HTTPError as err:
                 last_error = f"HTTP {err.code}: {err.read()[:300]!r}"

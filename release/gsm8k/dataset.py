@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import DataNotFoundError, MalformedDataError
 from release.core.layout import Layout
+from release.core.parse import parse_json
 
 TEST_FILE = "test.jsonl"
 TRAIN_FILE = "train.jsonl"
@@ -49,10 +49,7 @@ def load_jsonl(path: Path) -> list[GsmDoc]:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise MalformedDataError(f"{path}:{number}: not JSON ({err.msg})") from err
+            record = parse_json(line, where=f"{path}:{number}", error=MalformedDataError)
             if not isinstance(record, dict):
                 raise MalformedDataError(f"{path}:{number}: expected an object")
             question, answer = record.get("question"), record.get("answer")

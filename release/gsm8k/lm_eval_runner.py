@@ -7,7 +7,6 @@ lm-eval downloads openai/gsm8k from the Hugging Face hub, so this path needs tha
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import signal
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release.core.errors import LmEvalError
+from release.core.parse import parse_json
 from release.gsm8k.scoring import METRICS, MetricResult
 
 MAX_LENGTH = 8192  # from the upstream report's --model_args
@@ -77,7 +77,7 @@ def parse_results(output_dir: Path) -> dict[str, MetricResult]:
     candidates = sorted(output_dir.rglob("results_*.json"), key=lambda path: path.stat().st_mtime)
     if not candidates:
         raise LmEvalError(f"lm-eval wrote no results_*.json under {output_dir}")
-    document = json.loads(candidates[-1].read_text(encoding="utf-8"))
+    document = parse_json(candidates[-1].read_text(encoding="utf-8"), where=str(candidates[-1]), error=LmEvalError)
     try:
         task = document["results"]["gsm8k"]
     except (KeyError, TypeError) as err:

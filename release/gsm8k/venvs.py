@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from release.core.errors import DataNotFoundError, InstallError, NoGpuError
 from release.core.hashing import file_sha256
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.parse import parse_json
 from release.gsm8k.progress import note
 from release.model.pin import Pin
 
@@ -190,7 +190,7 @@ def create_venv(plan: InstallPlan, log_path: Path) -> None:
 def parse_probe_output(stdout: str) -> dict[str, object]:
     for line in reversed(stdout.splitlines()):
         if line.startswith(PROBE_MARKER):
-            parsed = json.loads(line[len(PROBE_MARKER) :])
+            parsed = parse_json(line[len(PROBE_MARKER) :], where="the environment probe", error=InstallError)
             if isinstance(parsed, dict):
                 return parsed
     raise InstallError(f"environment probe printed no {PROBE_MARKER.strip()} line; output tail:\n{stdout[-2000:]}")

@@ -45,6 +45,7 @@ from release.core.errors import AttestationError, BadInputError, SigningKeyError
 from release.core.files import read_regular
 from release.core.hashing import sha256_hex
 from release.core.journal import write_atomic
+from release.core.parse import parse_json
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
@@ -176,10 +177,7 @@ def attest(evidence_dir: Path, wheels: dict[str, str], signer: CryptoSigner) -> 
         if not source.is_file():
             continue
         text = read_regular(source, EVIDENCE_LIMIT, follow_links=False)
-        try:
-            record = json.loads(text)
-        except ValueError:
-            raise AttestationError(f"{source} is not JSON; not signed") from None
+        record = parse_json(text, where=f"{source} (not signed)", error=AttestationError)
         held = record.get("wheel") if isinstance(record, dict) else None
         if not isinstance(held, dict) or (held.get("name"), held.get("sha256")) != (name, sha256):
             raise AttestationError(f"{source} is not the evidence of {name} (sha256 {sha256}); not signed")
@@ -205,5 +203,15 @@ def sign_published(evidence_dir: Path, wheels: dict[str, str], signer: CryptoSig
 
 def payload_of(line: bytes) -> dict[str, Any]:
     """The statement of an envelope line, not verified (what a reader of the file sees)."""
-    data: dict[str, Any] = json.loads(base64.b64decode(json.loads(line)["payload"]))
+    envelope = parse_json(line, where="an attestation line", error=AttestationError)
+    payload = envelope.get("payload") if isinstance(envelope, dict) else None
+    if not isinstance(payload, str):
+        raise AttestationError("an attestation line has no payload")
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except ValueError:
+        raise AttestationError("an attestation's payload is not base64") from None
+    data = parse_json(raw, where="an attestation's payload", error=AttestationError)
+    if not isinstance(data, dict):
+        raise AttestationError("an attestation's payload is not a statement")
     return data

@@ -28,6 +28,7 @@ from typing import IO
 
 from release.core import log
 from release.core.errors import BuildError, ToolMissingError
+from release.core.parse import parse_json
 
 # Pinned so that the backend, and so the bytes of the wheel, only change when we say so.
 BACKEND = "hatchling"
@@ -122,7 +123,8 @@ class Backend:
             answer = proc.stdout.readline()
         except OSError:
             answer = ""
-        reply = json.loads(answer) if answer.startswith("{") else {"error": f"the worker ended ({answer!r})"}
+        said = {"error": f"the worker ended ({answer!r})"}
+        reply = parse_json(answer, where=f"{BACKEND}'s worker", error=BuildError) if answer.startswith("{") else said
         if "wheel" not in reply:
             log.error((str(reply.get("error", "")) + self._said()).rstrip("\n")[-6000:])
             raise BuildError(f"{BACKEND} could not build the wheel staged in {stage}")

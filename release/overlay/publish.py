@@ -7,7 +7,6 @@ holds; then the index, then the evidence files beside it (INDEX_DIR/evidence/<wh
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from release.core import log
 from release.core.errors import BadInputError
 from release.core.files import read_regular
 from release.core.journal import write_atomic
+from release.core.parse import parse_json
 from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.overlay.attest import load_signer, sign_published
 from release.overlay.build import PROJECT
@@ -45,7 +45,7 @@ def held_evidence(index: Path) -> list[dict[str, Any]]:
     found = []
     for path in sorted((index / EVIDENCE).glob("*.whl.json")):
         try:
-            data = json.loads(read_regular(path, EVIDENCE_LIMIT, follow_links=False))
+            data = parse_json(read_regular(path, EVIDENCE_LIMIT, follow_links=False), where=str(path))
         except (BadInputError, ValueError):
             continue  # not evidence a publish wrote: it proves nothing
         if isinstance(data, dict):

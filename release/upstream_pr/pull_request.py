@@ -10,11 +10,11 @@ The headings are data, copied from vLLM's template with the commit they came fro
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.core.parse import load_toml
 from release.model.patch import Patch
 from release.upstream_pr.evidence import Evidence
 from release.upstream_pr.prove import EXPECT_FAIL, Outcome
@@ -25,7 +25,7 @@ VLLM_ISSUE_RE = re.compile(r"https://github\.com/vllm-project/vllm/issues/(\d+)"
 
 def template_data() -> dict[str, Any]:
     """vllm-pr-template.toml: vLLM's template headings, checklist summary, footer and contribution rules."""
-    return tomllib.loads(TEMPLATE_DATA.read_text(encoding="utf-8"))
+    return load_toml(TEMPLATE_DATA)
 
 
 TEMPLATE = template_data()["template"]

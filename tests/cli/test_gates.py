@@ -128,7 +128,7 @@ def test_a_partial_scan_leaves_every_gate_holding_a_tag_to_the_bugs_it_has(proje
     assert error.message.startswith(f"not building {line.tag}: {said}"), error
     assert not (tmp_path / "dist").exists()
 
-    shape = {"name": SHAPE_CHECK_PATCH, "bug": "", "trailers": {}}
+    shape: dict[str, object] = {"name": SHAPE_CHECK_PATCH, "bug": "", "trailers": {}}
     wheel = overlay_wheel(tmp_path / "blind", line.tag, 2, [shape])
     published = run_release(project, "publish", str(wheel), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
@@ -178,7 +178,7 @@ def test_a_variant_carried_from_an_older_version_of_its_patch_is_stale_and_never
     assert error.reference == StaleVariantError.reference and f"{where} (line {line.name})" in error.message, error
     assert not (tmp_path / "dist").exists()
 
-    shipped = {"name": line.variant, "bug": line.bug, "trailers": carried.trailers}
+    shipped: dict[str, object] = {"name": line.variant, "bug": line.bug, "trailers": carried.trailers}
     wheel = overlay_wheel(tmp_path / "old", line.tag, 2, [shipped])
     published = run_release(project, "publish", str(wheel), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr

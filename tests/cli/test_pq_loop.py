@@ -21,35 +21,42 @@ from release.core.errors import ConflictError
 from release.core.git import WorkRepo
 from release.core.layout import Layout, read_tree
 from release.model.lines import read_lines
-from release.model.series import Series
-from release.queue.load import is_head
+from release.model.series import EntryKind, Series
+from release.pq.export import used_names
+from release.pq.names import next_number
+from release.queue.load import account, is_head, line_entries
 
-FIRST = "0002-mori-first.patch"
-SECOND = "0003-mori-second.patch"
+
+def free_names(project: Path, *slugs: str) -> list[str]:
+    """The test's own patches, numbered from the next number the copy's queue has not used (whatever it holds)."""
+    first = next_number(used_names(Layout(project)))
+    return [f"{first + at:04d}-{slug}.patch" for at, slug in enumerate(slugs)]
 
 
 def test_drop_gives_back_the_queue_as_it_was_before_the_patch(project: Path) -> None:
+    [first] = free_names(project, "mori-first")
     before = snapshot(project)
-    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    add_patch(project, first, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
     assert snapshot(project) != before
-    dropped = run_release(project, "pq", "drop", "0002")
+    dropped = run_release(project, "pq", "drop", first[:4])  # by its number
     assert dropped.returncode == 0, dropped.stderr
-    assert re.search(rf"(?m)^{re.escape(FIRST)} +dropped$", dropped.stdout), dropped.stdout
+    assert re.search(rf"(?m)^{re.escape(first)} +dropped$", dropped.stdout), dropped.stdout
     assert snapshot(project) == before
-    again = run_release(project, "pq", "drop", FIRST)
+    again = run_release(project, "pq", "drop", first)
     assert again.returncode == 2 and "is not one patch of the work tree" in again.stderr, again.stderr
 
 
 def test_a_patch_a_later_one_needs_is_not_dropped_and_nothing_changes(project: Path) -> None:
-    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
-    add_patch(project, SECOND, "mori.py", "import torch  # first\n", "import torch  # second\n", "mori: second")
+    first, second = free_names(project, "mori-first", "mori-second")
+    add_patch(project, first, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    add_patch(project, second, "mori.py", "import torch  # first\n", "import torch  # second\n", "mori: second")
     assert run_release(project, "pq", "import").returncode == 0
     before = snapshot(project)
-    refused = run_release(project, "pq", "drop", FIRST)
+    refused = run_release(project, "pq", "drop", first)
     assert refused.returncode == 3, refused.stderr
     error = failed(refused)
     assert error.reference == ConflictError.reference and refused.stderr.startswith("error["), refused.stderr
-    assert error.message.startswith(f"dropping {FIRST}: a later patch (mori: second) does not apply"), error
+    assert error.message.startswith(f"dropping {first}: a later patch (mori: second) does not apply"), error
     assert snapshot(project) == before
     assert run_release(project, "pq", "export", "--check").returncode == 0  # the work tree is as it was
 
@@ -57,33 +64,34 @@ def test_a_patch_a_later_one_needs_is_not_dropped_and_nothing_changes(project: P
 def test_a_renamed_patch_keeps_every_lines_skip_reason_and_variant(project: Path) -> None:
     # The patch renamed by its commit's Patch-Name: line in the work tree; each older line's `skip` (with its
     # reason) and one line's own variant of it (Varies:) follow the new name instead of being dropped.
-    add_patch(project, FIRST, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
+    [first] = free_names(project, "mori-first")
+    renamed = f"{first[:4]}-mori-renamed.patch"  # the same number, another slug
+    add_patch(project, first, "mori.py", "import torch\n", "import torch  # first\n", "mori: first")
     layout = Layout(project)
     lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
-    varied = next(line for line in lines if any(p.name.startswith("0001-") for p in line.patch_dir(project).iterdir()))
-    [own] = [p for p in varied.patch_dir(project).iterdir() if p.name.startswith("0001-")]
-    text = own.read_text()
-    [common] = re.findall(r"(?m)^Varies: (\S+)", text)
-    variant = varied.patch_dir(project) / FIRST  # a hand-made variant, in form only: the gates read its trailers
-    variant.write_text(text.replace(f"Varies: {common}", f"Varies: {FIRST}"))
+    # A line with a variant of the queue's first patch: its text, re-aimed, is the test's variant of first.
+    common = Series.load(layout.series).names[0]
+    varied = next(line for line in lines if account(line_entries(layout, line))[common].kind == EntryKind.PATCH)
+    text = (varied.patch_dir(project) / account(line_entries(layout, varied))[common].name).read_text()
+    variant = varied.patch_dir(project) / first  # a hand-made variant, in form only: the gates read its trailers
+    variant.write_text(text.replace(f"Varies: {common}", f"Varies: {first}"))
     series = varied.series_path(project)
-    series.write_text(re.sub(rf"(?m)^skip {re.escape(FIRST)}: .*$", FIRST, series.read_text()))
+    series.write_text(re.sub(rf"(?m)^skip {re.escape(first)}: .*$", first, series.read_text()))
     assert run_release(project, "pq", "import").returncode == 0
     tree = WorkRepo(project / ".work" / "pq")
     message = tree.run("log", "-1", "--format=%B").out
-    renamed = "0002-mori-renamed.patch"
-    assert f"Patch-Name: {FIRST}" in message
-    tree.run("commit", "--quiet", "--amend", "-m", message.replace(FIRST, renamed), fixed_date=True)
+    assert f"Patch-Name: {first}" in message
+    tree.run("commit", "--quiet", "--amend", "-m", message.replace(first, renamed), fixed_date=True)
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 0, exported.stdout + exported.stderr
-    assert f"{FIRST} is now {renamed}" in exported.stdout + exported.stderr
-    assert Series.load(layout.series).names[-1] == renamed and not (layout.patches / FIRST).exists()
+    assert f"{first} is now {renamed}" in exported.stdout + exported.stderr
+    assert Series.load(layout.series).names[-1] == renamed and not (layout.patches / first).exists()
     for line in lines:
         said = line.series_path(project).read_text()
         if line is varied:  # the variant keeps its own file name; what it varies is the new name
-            assert re.search(rf"(?m)^{re.escape(FIRST)}$", said) and f"Varies: {renamed}" in variant.read_text()
+            assert re.search(rf"(?m)^{re.escape(first)}$", said) and f"Varies: {renamed}" in variant.read_text()
         else:
-            assert FIRST not in said and f"skip {renamed}: a test's patch of the head line only" in said
+            assert first not in said and f"skip {renamed}: a test's patch of the head line only" in said
     checked = run_release(project, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -81,10 +81,10 @@ def test_a_proven_skip_leaves_the_release_not_affected_and_check_agrees(
     # line that skips the shape check (`check` asks for those), each on the release wheel it names.
     cache = tmp_path / "cache"
     monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(cache))
-    [test] = skipped_bug_tests(layout, SPLIT)
+    [test] = skipped_bug_tests(Checkout.load(layout), SPLIT)
     record_proof(NEXT_TAG, test, file_sha256(wheel))
     for entry in Train.load(layout.train).entries:
-        for skipped in skipped_bug_tests(layout, entry.line):
+        for skipped in skipped_bug_tests(Checkout.load(layout), entry.line):
             record_proof(entry.tag, skipped, entry.wheel_sha256)
     assert main(["--root", str(project), "train", "add", NEXT_TAG, "--line", SPLIT, "--from", f"wheel:{wheel}"]) == 0
     with LoopbackIndex([wheel]) as index:

@@ -98,7 +98,9 @@ def test_unsafe_or_unproven_source_is_refused_before_anything_is_written(
 
 
 @pytest.mark.parametrize("make", [wheel_source, dir_source, git_source])
-def test_a_well_formed_source_of_each_kind_goes_through(project: Path, tmp_path: Path, make) -> None:
+def test_a_well_formed_source_of_each_kind_goes_through(
+    project: Path, tmp_path: Path, make: Callable[[str, Path, Path], str]
+) -> None:
     source = make("good", project, tmp_path / "src")
     result = run_release(project, "rebase", NEXT_TAG, "--from", source, "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr

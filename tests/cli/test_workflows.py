@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_check_jsonschema_catches_a_broken_workflow(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout
 
 
-def zizmor_findings(paths: list[Path]) -> list[dict]:
+def zizmor_findings(paths: list[Path]) -> list[dict[str, Any]]:
     exe = linter("zizmor")
     # The auditor persona reports everything, including what the default persona hides;
     # findings we accept are explained next to an inline `zizmor: ignore[...]` comment.
@@ -73,7 +74,8 @@ def zizmor_findings(paths: list[Path]) -> list[dict]:
         check=False,
     )
     assert proc.returncode in (0, 10, 11, 12, 13, 14), proc.stderr  # 1x: findings of some severity
-    return json.loads(proc.stdout or "[]")
+    findings: list[dict[str, Any]] = json.loads(proc.stdout or "[]")
+    return findings
 
 
 def test_zizmor_finds_nothing_left_unexplained() -> None:

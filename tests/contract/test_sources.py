@@ -25,7 +25,8 @@ def _train_hashes(table: str, module: str) -> str:
     entry = tag_facts.train().get(tag_facts.tag_of_installed_vllm())
     assert entry is not None, f"{tag_facts.tag_of_installed_vllm()} is not in the train"
     assert entry.line == release_line().name
-    return getattr(entry, table)[release_line().upstream_file(module).name]
+    hashes: dict[str, str] = getattr(entry, table)
+    return hashes[release_line().upstream_file(module).name]
 
 
 def _changed_lines(a: Path, b: Path) -> list[str]:

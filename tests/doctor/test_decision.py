@@ -24,9 +24,8 @@ import pytest
 from helpers import REPO
 from helpers.build_facts import INFO
 from helpers.doctor import doctor_module, judge, overlay, scan_data
-from helpers.hook_log import Said, own_logger
-from release.core.layout import Layout
-from vllm_fused_moe import _activate
+from helpers.hook_log import Said, hook_sees, own_logger
+from vllm_fused_moe import MODE_ENV, _activate, _finder
 from vllm_fused_moe.__main__ import what_to_do
 
 
@@ -41,15 +40,10 @@ def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
 def test_activation_is_what_decide_does(
     mode: str, vllm: str, flashinfer: str | None, monkeypatch: pytest.MonkeyPatch, said: Said
 ) -> None:
-    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
-    # The files the hook checks: vendor/'s (the package beside them, as in the wheel; the package's
-    # source folder, release/overlay/runtime/vllm_fused_moe/, holds only our code).
-    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
-    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: vllm)
-    monkeypatch.setattr(_activate, "flashinfer_version", lambda: flashinfer)
-    monkeypatch.setenv(_activate.MODE_ENV, mode)
-    active, reason = _activate.activation(INFO, _activate.mode(), vllm, flashinfer)
-    if not active and _activate.mode() == "strict":
+    hook_sees(monkeypatch, vllm, flashinfer)
+    monkeypatch.setenv(MODE_ENV, mode)
+    active, reason = _activate.activation(INFO, _finder.mode(), vllm, flashinfer)
+    if not active and _finder.mode() == "strict":
         with pytest.raises(_activate.OverlayMismatchError, match="strict") as raised:
             _activate.decide()
         text = str(raised.value)
@@ -85,7 +79,8 @@ def serve_facts(version: str) -> Any:
 
 def facts(version: str) -> dict[str, Any]:
     """serve_facts() as JSON, to read."""
-    return doctor.records.to_json(serve_facts(version))  # type: ignore[no-any-return]
+    said: dict[str, Any] = doctor.records.to_json(serve_facts(version))
+    return said
 
 
 def decide(version: str, argv: str, env: dict[str, str] | None = None, **installed: Any) -> dict[str, Any]:
@@ -210,7 +205,7 @@ def test_live_reads_off_as_the_pth_read_it(
     read the switch with the hook's words), no hook when it stands in for a broken one."""
     import _vllm_fused_moe_pth
 
-    monkeypatch.setenv(_activate.MODE_ENV, word)
+    monkeypatch.setenv(MODE_ENV, word)
     monkeypatch.setattr(sys, "meta_path", [_vllm_fused_moe_pth.OverlayStandIn(why, strict=False), *sys.meta_path])
     live = doctor.live_classes(None, module_name="json", names=())
     assert live.error is None and live.hook_active is hook_active
@@ -244,7 +239,7 @@ def test_the_fix_of_an_affected_train_release_is_the_documented_install_then_pip
 
 
 def test_info_on_another_vllm_names_the_documented_install_of_that_release() -> None:
-    said = what_to_do({**INFO}, "0.34.0", "built for vLLM v0.20.0, but vLLM 0.34.0 is installed", "on")  # type: ignore[arg-type]
+    said = what_to_do(INFO, "0.34.0", "built for vLLM v0.20.0, but vLLM 0.34.0 is installed", "on")
     install, check = documented_install("URL", "0.34.0")
     assert said is not None and f"{install} && {check}" in said
     assert "requirements/vllm-0.34.0.txt" in said and "No overlay for your vLLM" in said

@@ -82,7 +82,8 @@ class Releases:
 
         def facts(version: str) -> dict[str, Any]:
             found = doctor.serve_facts(scan, data["releases"][version]["line"], version)
-            return doctor.records.to_json(found) or {}  # type: ignore[no-any-return]
+            said: dict[str, Any] = doctor.records.to_json(found) or {}
+            return said
 
         switched = [
             v
@@ -264,7 +265,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     # doctor from outside, the fix it printed run as above, and the doctor again.
     pinned, site = Path(py["pinned"]), site_packages(Path(py["pinned"]))
     version = wheel.name.split("-")[1]  # an impostor of the very version installed
-    ask_pinned = lambda: _run(outside(py["pinned"], "--index-url", url))  # noqa: E731
+
+    def lose_record(python: Path) -> None:
+        install_no_deps(python, str(wheel))
+        next(site_packages(python).glob("vllm_fused_moe-*.dist-info/RECORD")).unlink()
+
+    def ask_pinned() -> Run:
+        return _run(outside(py["pinned"], "--index-url", url))
+
     results["broken"] = {
         "gone": _break_and_fix(
             lambda: shutil.rmtree(site / "vllm_fused_moe"),
@@ -300,13 +308,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
             lambda: install_no_deps(Path(py["fixed"]), str(wheel)), lambda: _run(outside(py["fixed"]))
         ),
         # The same overlay left behind, its RECORD lost: pip uninstall refuses it, the removal is by hand.
-        "stale-record": _break_and_fix(
-            lambda: (
-                install_no_deps(Path(py["fixed"]), str(wheel)),
-                next(site_packages(Path(py["fixed"])).glob("vllm_fused_moe-*.dist-info/RECORD")).unlink(),
-            ),
-            lambda: _run(outside(py["fixed"])),
-        ),
+        "stale-record": _break_and_fix(lambda: lose_record(Path(py["fixed"])), lambda: _run(outside(py["fixed"]))),
     }
     # Something else of that environment printing on stdout at start-up (a .pth): the report is still read.
     (site / "zz_says_hello.pth").write_text("import sys; print('hello from a .pth')\n", encoding="utf-8")

@@ -33,7 +33,7 @@ def _bug() -> tuple[str, dict[str, Any]]:
 
 def _affected_train_tag() -> str:
     """A release that is affected and in the train (as 0.19.1 is in the issue's story)."""
-    return next(v for v, e in DATA["releases"].items() if e["status"] == "affected" and e["in_train"])
+    return str(next(v for v, e in DATA["releases"].items() if e["status"] == "affected" and e["in_train"]))
 
 
 def _report(data: dict[str, Any], vllm: str, **installed: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ tests/doctor/test_decision.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,12 +63,12 @@ def test_the_doctor_reads_a_range_without_packaging_too(
     assert doctor.in_releases(version, specifier) is inside
     import builtins
 
-    real = builtins.__import__
+    real: Callable[..., object] = builtins.__import__
 
     def without_packaging(name: str, *args: object, **kwargs: object) -> object:
         if name.startswith("packaging"):
             raise ImportError(name)
-        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+        return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", without_packaging)
     assert doctor.in_releases(version, specifier) is inside

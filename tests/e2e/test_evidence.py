@@ -123,9 +123,9 @@ def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_pro
     series.write_text(series.read_text().replace(variant, f"skip {common}: mistake"))
     (series.parent / variant).unlink()
     train = Train.load(layout.train)
-    for other in train.entries:
-        if other.line == entry.line:
-            train = train.with_entry(replace(other, bugs=()))
+    for on_line in train.entries:
+        if on_line.line == entry.line:
+            train = train.with_entry(replace(on_line, bugs=()))
     layout.train.write_text(train.dumps())
     data = json.loads(layout.affected_json.read_text())
     data["releases"] = {v: r for v, r in data["releases"].items() if r.get("line") != entry.line}

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from passlib.apache import HtpasswdFile
+from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # passlib ships no stubs; types-passlib is not pinned here
 
 from helpers import REPO, tag_facts
 from helpers.build import train_wheels

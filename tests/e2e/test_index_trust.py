@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from helpers import run_release, snapshot, work_leftovers
+from helpers import LOADED_MACHINE_S, run_release, snapshot, work_leftovers
 from helpers.failure import failed
 from helpers.hostile_index import Fault, HostileIndex, Listed
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_wheel, next_tree
@@ -273,7 +273,8 @@ def test_a_broken_transport_is_one_line_exit_4_within_the_deadline(
     assert "127.0.0.1" in error
     # From the first request the server saw to the exit: one deadline, and at most one request timeout more.
     took = ended - requests[0].at if requests else None
-    assert took is not None and took < GIVE_UP_DEADLINE + GIVE_UP_TIMEOUT + 1.5, (took, error)
+    # Broken, a stall holds the read until the test's own timeout (300 s): far above the bound under load too.
+    assert took is not None and took < GIVE_UP_DEADLINE + GIVE_UP_TIMEOUT + LOADED_MACHINE_S, (took, error)
     assert ended - started < GIVE_UP_DEADLINE + GIVE_UP_TIMEOUT + STARTUP
     if fault.kind in ("stall", "drip"):
         assert "VLLM_FUSED_MOE_HTTP_" in error  # it names the setting that bounded it

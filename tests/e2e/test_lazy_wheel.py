@@ -10,7 +10,7 @@ import io
 import json
 import shutil
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -134,7 +134,7 @@ def _flip_a_byte(path: Path, source: Path) -> None:
 
 @pytest.mark.parametrize("spoil", [_truncate, _flip_a_byte])
 def test_a_corrupt_cached_wheel_is_downloaded_again_and_the_user_told(
-    pin: Pin, real_wheel: Path, project: Path, tmp_path: Path, spoil
+    pin: Pin, real_wheel: Path, project: Path, tmp_path: Path, spoil: Callable[[Path, Path], None]
 ) -> None:
     cached = tmp_path / "cache" / "wheels" / pin.version / pin.wheel
     cached.parent.mkdir(parents=True)

@@ -32,6 +32,8 @@ from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import EntryKind, Series
 from release.model.train import Train
+from release.pq.export import used_names
+from release.pq.names import next_number
 from release.queue.load import account, is_head, line_entries
 
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
@@ -66,21 +68,24 @@ for line in open(path, encoding="utf-8").read().splitlines():
     lines.append(line)
 open(path, "w", encoding="utf-8").write("\\n".join(lines) + "\\n")
 """
-# GIT_SEQUENCE_EDITOR: `reverse` the picks of `git rebase -i`, or `drop` the shape check.
+# GIT_SEQUENCE_EDITOR: move the last pick of `git rebase -i` first (`last-first`) or back (`first-last`), or
+# `drop` the shape check.
 SEQUENCE = """import sys
 mode, path = sys.argv[1], sys.argv[2]
 lines = open(path, encoding="utf-8").read().splitlines()
 picks = [line for line in lines if line.startswith("pick ")]
 rest = [line for line in lines if not line.startswith("pick ")]
-if mode == "reverse":
-    picks.reverse()
+if mode == "last-first":
+    picks.insert(0, picks.pop())
+elif mode == "first-last":
+    picks.append(picks.pop(0))
 else:
     picks = ["drop" + line[4:] if "shape" in line else line for line in picks]
 open(path, "w", encoding="utf-8").write("\\n".join(picks + rest) + "\\n")
 """
 
 
-def maintainer(tmp_path: Path, sequence: str = "reverse") -> dict[str, str]:
+def maintainer(tmp_path: Path, sequence: str = "last-first") -> dict[str, str]:
     """The environment of the maintainer's own git: an empty configuration, an identity, the two editors.
 
     HOME stays: the release wheel cache lives under it (~/.cache/vllm-fused-moe), and `train add --all`
@@ -214,43 +219,74 @@ def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: P
 # -------------------------------------------------------------- as documented
 
 
+# The documented patch's name is the doc's example; the test adds one of a name nobody chose, as a maintainer would.
+MADE_UP_SLUG = "quokka-guard"
+
+
+def rule_tests(project: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The unit tier's rule tests (marker `rules`: they hold the checkout's own queue to the tool's rules) on
+    `project`, in one process: what `nox -s unit` would say of that queue, without the rest of the tier. Only
+    the files that mark one are collected (collecting the whole tier took most of half a minute)."""
+    files = [
+        str(path.relative_to(REPO))
+        for tier in ("unit", "hygiene")
+        for path in sorted((REPO / "tests" / tier).glob("test_*.py"))
+        if "@pytest.mark.rules" in path.read_text(encoding="utf-8")
+    ]
+    assert files, "no rule test in tests/unit or tests/hygiene"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "rules", *files, "-q", "-p", "no:randomly",
+         "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "rules")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "VLLM_FUSED_MOE_RULES_CHECKOUT": str(project)},
+    )  # fmt: skip
+
+
 @pytest.mark.network  # train add --all reads every train tag's release wheel (from the cache when there)
 def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: Path) -> None:
     original, train_before = snapshot(project), (project / "patches" / "train.toml").read_text()
+    series_before = Series.load(project / "patches" / "series").names
     add = doc_commands(REPO / "docs" / "patch-queue.md", "## Add a patch")
     assert add == doc_commands(REPO / "docs" / "maintainers.md", r"## \d+\. Add or change a patch")
+    # The doc's block as it stands, with the name the tool gives a new slug (`pq new` takes the next free number).
+    new = f"{next_number(used_names(Layout(project))):04d}-{MADE_UP_SLUG}.patch"
+    assert any(NEW in command for command in add) and any("pq new shape-check" in command for command in add)
+    add = [c.replace(NEW, new).replace("pq new shape-check", f"pq new {MADE_UP_SLUG}") for c in add]
     run_as_written(project, maintainer(tmp_path), add, shape_check)  # ends with check, train add --all, train check
 
     series = Series.load(project / "patches" / "series").names
-    assert series == [PATCH_0001, NEW]
-    patch = Patch.load(project / "patches" / NEW)
+    assert series == [*series_before, new]
+    patch = Patch.load(project / "patches" / new)
     assert patch.subject == ANSWERS["subject"] and patch.purpose.downstream
     assert patch.sections["Why"] == ANSWERS["Why"] and patch.trailers["Risk"] == ANSWERS["Risk"]
     assert "Patch-Name" not in patch.text and patch.author == "A Maintainer <maintainer@example.com>"
     assert SHAPE_CHECK in (project / VENDOR_TWO_SIDED).read_text()
-    assert (project / "patches" / PATCH_0001).read_bytes() == original[f"patches/{PATCH_0001}"]
+    assert all((project / "patches" / name).read_bytes() == original[f"patches/{name}"] for name in series_before)
     # pq carry wrote a variant where the line has the class, pq skip answered for the rest: no line is silent.
     layout = Layout(project)
     report = json.loads((project / "reports/pq-carry/carry-report.json").read_text())  # `pq carry --all`: per patch
-    carried = next(r for r in report["reports"] if r["patch"] == NEW)
+    carried = next(r for r in report["reports"] if r["patch"] == new)
     assert report["reports"][-1]["head"]["result"] == "replays"
     older = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
     assert {c["line"] for c in carried["lines"]} == {line.name for line in older}
     written = [c["line"] for c in carried["lines"] if c["result"] == "written"]
     assert written and carried["silent"] == [c["line"] for c in carried["lines"] if c["result"] == "needs-variant"]
     for line in older:
-        said = account(line_entries(layout, line))[NEW]
+        said = account(line_entries(layout, line))[new]
         if line.name in written:
             variant = Patch.load(line.patch_dir(project) / said.name, line.prefixes)
-            assert variant.varies == NEW and "Carried-From: " + NEW in variant.text and SHAPE_CHECK in variant.text
+            assert variant.varies == new and "Carried-From: " + new in variant.text and SHAPE_CHECK in variant.text
         else:
             assert said.kind == EntryKind.SKIP and line.name in carried["silent"]
     entries = Train.load(layout.train).entries
     assert all(
-        any(n.startswith("0002-") for n in e.patches) for e in entries if e.line in [*written, "prepare_finalize"]
+        any(n.startswith(new[:5]) for n in e.patches) for e in entries if e.line in [*written, "prepare_finalize"]
     )
     train = (project / "patches" / "train.toml").read_text()
     assert train != train_before  # re-recorded: the head line's patched hashes moved
+    # Then the edit loop's rule tests hold the new queue to the tool's rules (docs/patch-queue.md's promise).
+    rules = rule_tests(project, tmp_path)
+    assert rules.returncode == 0 and " passed" in rules.stdout, rules.stdout[-3000:] + rules.stderr[-2000:]
     two_patches = snapshot(project)
 
     # The round trip: import again gives the same commits (author, date, message, tree) and exports the same bytes.
@@ -260,14 +296,14 @@ def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: P
     assert run_release(project, "pq", "export", "--check").returncode == 0
 
     change = doc_commands(REPO / "docs" / "patch-queue.md", "### Change, reorder or drop a patch")
-    run_as_written(project, maintainer(tmp_path, "reverse"), change, shape_check)
-    assert Series.load(project / "patches" / "series").names == [NEW, PATCH_0001]
+    run_as_written(project, maintainer(tmp_path, "last-first"), change, shape_check)
+    assert Series.load(project / "patches" / "series").names == [new, *series_before]
     vendor = "vendor/vllm_fused_moe/prepare_finalize/"
     assert {k: v for k, v in snapshot(project).items() if k.startswith(vendor)} == {
         k: v for k, v in two_patches.items() if k.startswith(vendor)
     }  # the two commute: the same tree, in another order
 
-    run_as_written(project, maintainer(tmp_path, "reverse"), change, shape_check)  # back again
+    run_as_written(project, maintainer(tmp_path, "first-last"), change, shape_check)  # back again
     assert snapshot(project) == two_patches
     run_as_written(project, maintainer(tmp_path, "drop"), change, shape_check)
     after = snapshot(project)

@@ -12,6 +12,7 @@ import difflib
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -330,7 +331,13 @@ def _dirty_vendor(project: Path) -> None:
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line_and_changes_nothing(
-    project: Path, vllm_git: Path, tmp_path: Path, spoil, args: list[str], kind: type[errors.ReleaseError], message: str
+    project: Path,
+    vllm_git: Path,
+    tmp_path: Path,
+    spoil: Callable[[Path], None] | None,
+    args: list[str],
+    kind: type[errors.ReleaseError],
+    message: str,
 ) -> None:
     if spoil:
         spoil(project)

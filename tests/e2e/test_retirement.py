@@ -15,6 +15,7 @@ import json
 import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,10 +35,10 @@ pytestmark = pytest.mark.network  # every train tag's release wheel: the cache, 
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
 
 
-def build_info(dist: Path) -> dict[str, object]:
+def build_info(dist: Path) -> dict[str, Any]:
     [wheel] = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        info: dict[str, object] = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
+        info: dict[str, Any] = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
     return info
 
 
@@ -94,15 +95,15 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     retired.write_text(retired.read_text().replace(f"Applied-Upstream: {fixed}", f"Applied-Upstream: {tag}"))
     before = snapshot(project)
     affected = f"vLLM {tag} (line {head_line.name}) is affected by {bug} ({info['title']})"
-    said = f"{affected} (patches/train.toml, the scan data), but its replay would not fix it"
+    why = f"{affected} (patches/train.toml, the scan data), but its replay would not fix it"
     refused = run_release(project, "train", "add", tag)
     error = failed(refused)
     assert refused.returncode == 2 and error.reference == MissingFixError.reference, refused.stderr
-    assert error.message.startswith(f"not adding {tag}: {said}"), error
+    assert error.message.startswith(f"not adding {tag}: {why}"), error
     refused = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "none"))
     error = failed(refused)
     assert refused.returncode == 2 and error.reference == MissingFixError.reference, refused.stderr
-    assert error.message.startswith(f"not building {tag}: {said}"), error
+    assert error.message.startswith(f"not building {tag}: {why}"), error
     assert snapshot(project) == before and not (tmp_path / "none").exists()
 
     # A wheel without 0001 for `tag`, as a tool that knew nothing of the bug made one (neither the scan data
@@ -118,11 +119,11 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     assert run_release(project, "train", "add", tag).returncode == 0
     built = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "blind"))
     assert built.returncode == 0, built.stderr
-    assert [p["name"] for p in build_info(tmp_path / "blind")["patches"]] == [SHAPE_CHECK_PATCH]  # type: ignore[index, union-attr]
+    assert [p["name"] for p in build_info(tmp_path / "blind")["patches"]] == [SHAPE_CHECK_PATCH]
     layout.affected_json.write_text(scanned)
     published = run_release(project, "publish", str(tmp_path / "blind"), str(tmp_path / "index"))
     assert published.returncode == 2, published.stdout + published.stderr
-    said = f"{affected} (the scan data), but its replay would not fix it"
+    why = f"{affected} (the scan data), but its replay would not fix it"
     [blind_wheel] = (tmp_path / "blind").glob("*.whl")
-    assert f"not publishing {blind_wheel.name}: {said}" in published.stderr
+    assert f"not publishing {blind_wheel.name}: {why}" in published.stderr
     assert not (tmp_path / "index").exists()

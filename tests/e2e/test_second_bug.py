@@ -93,7 +93,8 @@ def test_the_overlays_past_0001s_fix_carry_only_the_second_fix_and_ask_nothing_o
             info = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
             metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA")))
         assert [(p["name"], p["bug"]) for p in info["patches"]] == [(SHAPE_CHECK_PATCH, SECOND)]
-        requires = [Requirement(r) for r in HeaderParser().parsestr(metadata.decode()).get_all("Requires-Dist")]
+        said = HeaderParser().parsestr(metadata.decode()).get_all("Requires-Dist") or []
+        requires = [Requirement(r) for r in said]
         assert [(r.name, str(r.specifier)) for r in requires] == [("vllm", f"=={version}")]
         assert info["flashinfer_specifier"] == ""
     assert (fork.index / "requirements" / f"vllm-{fork.fixed}.txt").is_file()

@@ -225,7 +225,8 @@ def test_rebase_that_retires_a_patch_says_which_train_tags_keep_replaying_it(pro
     others = [t for t in train_of(project).tags if t != FIXED]
     assert f"every train tag older than {FIXED} still replays it: {', '.join(others)}" in result.stderr
     assert FIXED in train_of(project).tags  # the head, carrying nothing: the only tag that may
-    assert train_of(project).get(FIXED).patches == ()  # type: ignore[union-attr]
+    fixed = train_of(project).get(FIXED)
+    assert fixed is not None and fixed.patches == ()
 
 
 def test_a_missing_train_file_is_bad_input(project: Path) -> None:

@@ -19,12 +19,12 @@ from release.core.errors import (
     EXIT_BELOW_THRESHOLD,
     EXIT_INFRASTRUCTURE,
     BadInputError,
+    DataNotFoundError,
     NoGpuError,
-    ReleaseError,
     ServerStartError,
 )
 from release.core.layout import Layout
-from release.gsm8k import cli, smoke, venvs
+from release.gsm8k import cli, lm_eval_runner, smoke, venvs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,38 +127,48 @@ def test_the_older_backend_name_is_served_and_its_fix_read(tmp_path: Path, tiny_
     assert run["serve_argv"][run["serve_argv"].index("--all2all-backend") + 1] == "flashinfer_all2allv"
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [
-        ("--threshold", "1.5"),
-        ("--limit", "0"),
-        ("--venv", "/nonexistent/env"),
-        ("--index", "/nonexistent/index"),
-        ("--server-env", "VLLM_ENABLE_MOE_DP_CHUNK"),
-        ("--server-env", "1X=0"),
-    ],
-)
-def test_bad_input_is_exit_two(tmp_path: Path, tiny_data: Path, extra: tuple[str, ...]) -> None:
+# Each case on an otherwise valid command line (a serving venv given, so no --index is needed): only the case's
+# own check can refuse it, and the error says which option was wrong.
+BAD_INPUT = [
+    (("--threshold", "1.5"), "--threshold is an exact-match fraction in [0, 1]"),
+    (("--limit", "0"), "--limit must be at least 1"),
+    (("--venv", "/nonexistent/env"), "--venv /nonexistent/env is not a virtual environment (no bin/python)"),
+    (("--index", "/nonexistent/index"), "--index /nonexistent/index has no simple/ directory"),
+    (("--server-env", "VLLM_ENABLE_MOE_DP_CHUNK"), "--server-env 'VLLM_ENABLE_MOE_DP_CHUNK' is not NAME=VALUE"),
+    (("--server-env", "1X=0"), "--server-env '1X=0' is not NAME=VALUE"),
+]
+
+
+@pytest.fixture
+def serving(tmp_path: Path, tiny_data: Path) -> Path:
+    return make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
+
+
+@pytest.mark.parametrize("extra, said", BAD_INPUT, ids=[" ".join(extra) for extra, _ in BAD_INPUT])
+def test_bad_input_is_exit_two(
+    tmp_path: Path, tiny_data: Path, serving: Path, extra: tuple[str, ...], said: str
+) -> None:
+    venv = [] if extra[0] in ("--venv", "--index") else ["--venv", str(serving)]
     with pytest.raises(BadInputError) as caught:
-        cli.run(parse(*common(tiny_data, tmp_path / "r", *extra)), Layout.default())
-    assert caught.value.exit_code == 2
+        cli.run(parse(*common(tiny_data, tmp_path / "r", *venv, *extra)), Layout.default())
+    assert caught.value.exit_code == 2 and str(caught.value) == said, caught.value
+    assert not (tmp_path / "r" / "report.json").exists()  # refused before anything ran
 
 
-def test_missing_data_dir_is_bad_input(tmp_path: Path, tiny_data: Path) -> None:
-    fixed = make_fake_serving_env(tmp_path / "fixed", mode="correct", fix_active=True, data=tiny_data)
-    args = parse(*common(tiny_data, tmp_path / "r", "--venv", str(fixed)))
+def test_missing_data_dir_is_bad_input(tmp_path: Path, tiny_data: Path, serving: Path) -> None:
+    args = parse(*common(tiny_data, tmp_path / "r", "--venv", str(serving)))
     args.data = tmp_path / "nowhere"
-    with pytest.raises(ReleaseError) as caught:
+    with pytest.raises(DataNotFoundError) as caught:
         cli.run(args, Layout.default())
-    assert caught.value.exit_code == 2
+    assert caught.value.exit_code == 2 and str(tmp_path / "nowhere") in str(caught.value), caught.value
 
 
 def test_auto_scorer_choice(monkeypatch: pytest.MonkeyPatch, tiny_data: Path) -> None:
-    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: None)
+    monkeypatch.setattr(lm_eval_runner, "lm_eval_command", lambda: None)
     assert smoke.choose_scorer("auto", tiny_data) == "builtin"
     with pytest.raises(BadInputError):
         smoke.choose_scorer("auto", None)
-    monkeypatch.setattr(smoke.lm_eval_runner, "lm_eval_command", lambda: ["lm_eval"])
+    monkeypatch.setattr(lm_eval_runner, "lm_eval_command", lambda: ["lm_eval"])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     assert smoke.choose_scorer("auto", tiny_data) == "lm-eval"

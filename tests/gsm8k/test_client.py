@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,9 +35,10 @@ def start(tmp_path: Path, data: Path, *extra: str) -> ManagedServer:
     return server
 
 
-def stats(server: ManagedServer) -> dict[str, object]:
+def stats(server: ManagedServer) -> dict[str, Any]:
     with urllib.request.urlopen(f"{server.base_url}/stats", timeout=5) as response:
-        return json.loads(response.read())
+        said: dict[str, Any] = json.loads(response.read())
+    return said
 
 
 def test_completions_in_order_with_greedy_payload_and_limit(tmp_path: Path, tiny_data: Path) -> None:

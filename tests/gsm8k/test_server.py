@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import LOADED_MACHINE_S, REPO
 from helpers.gsm8k import FAKE_SERVER, fake_server_argv, process_gone, wait_until
 from release.core.errors import HealthTimeoutError, ServerCrashedError, ServerStartError
 from release.gsm8k.server import (
@@ -141,7 +141,8 @@ def test_sigterm_ignored_escalates_to_sigkill(tmp_path: Path) -> None:
     started = time.monotonic()
     code = server.stop()
     assert code == -signal.SIGKILL
-    assert time.monotonic() - started < 5
+    # The grace, then SIGKILL at once; broken (no escalation), stop() waits on a server that ignores SIGTERM.
+    assert time.monotonic() - started < 0.5 + LOADED_MACHINE_S
     assert server.pid is not None and process_gone(server.pid)
 
 

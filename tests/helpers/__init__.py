@@ -17,6 +17,17 @@ from pathlib import Path
 # tests/contract/moe_contract/ find it themselves: they also run outside pytest (on a GPU box, in
 # a contract rank's interpreter), where `helpers` is not importable.
 REPO = Path(__file__).resolve().parents[2]
+# The checkout whose own queue (patches/, vendor/, the train) the rule tests (marker `rules`) hold to the
+# tool's rules, whatever it holds: this one, or the copy VLLM_FUSED_MOE_RULES_CHECKOUT names
+# (tests/e2e/test_pq.py runs them so on a copy after the documented "Add a patch"). A behaviour test
+# never reads it: it builds its own queue (copy_project, helpers/synthetic.py).
+CHECKOUT = Path(os.environ.get("VLLM_FUSED_MOE_RULES_CHECKOUT") or REPO).resolve()
+
+# What a loaded shared 2-core machine may add to one wall-clock measurement (a process scheduled late, a
+# server thread starved): a time bound is the behaviour's own budget plus this, and must stay far below what
+# the broken behaviour takes (a stall held until the test's timeout, a 40 s drip per attempt), so it still fails
+# then. Budgets with a margin of 1-1.5 s failed under load.
+LOADED_MACHINE_S = 10.0
 
 
 def copy_project(directory: Path) -> Path:

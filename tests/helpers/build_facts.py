@@ -6,12 +6,18 @@ vLLM and FlashInfer versions it pretends are installed, never with a release of 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
-INFO: dict[str, Any] = {
-    "version": "0.20.0+fm.1",
-    "vllm_tag": "v0.20.0",
-    "vllm_version": "0.20.0",
-    "flashinfer_specifier": "==0.6.8.post1",
-    "patches": [{"name": "0001-x.patch"}],
-}
+from vllm_fused_moe._meta import BuildInfo
+
+# Only the keys the decisions read: a whole BuildInfo holds every fact of a build (a cast, so not checked).
+INFO = cast(
+    "BuildInfo",
+    {
+        "version": "0.20.0+fm.1",
+        "vllm_tag": "v0.20.0",
+        "vllm_version": "0.20.0",
+        "flashinfer_specifier": "==0.6.8.post1",
+        "patches": [{"name": "0001-x.patch"}],
+    },
+)

@@ -29,7 +29,8 @@ def scan_file() -> Path:
 
 
 def scan_data() -> dict[str, Any]:
-    return json.loads(scan_file().read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(scan_file().read_text(encoding="utf-8"))
+    return data
 
 
 def scan_records(data: dict[str, Any] | None = None) -> Any:

@@ -152,7 +152,8 @@ def main(argv: list[str]) -> None:
                 self._send(400, {"error": "prompt does not end in a known GSM8K question"})
                 return
             text = respond(args.mode, *found)
-            for stop in request.get("stop") or []:  # type: ignore[union-attr]
+            stops = request.get("stop")
+            for stop in stops if isinstance(stops, list) else []:
                 text = text.split(stop, 1)[0]
             self._send(200, {"object": "text_completion", "model": args.model, "choices": [{"index": 0, "text": text}]})
 

@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from helpers import tag_facts
@@ -53,7 +54,7 @@ def process_gone(pid: int) -> bool:
     return state in {"Z", "X"}
 
 
-def wait_until(condition, timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
+def wait_until(condition: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():

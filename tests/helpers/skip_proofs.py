@@ -8,6 +8,7 @@ from __future__ import annotations
 from release.core.versions import version_of_tag
 from release.evidence import skips
 from release.queue.regression import BugTest
+from release.queue.skip_proof import tool_digest
 
 CLEAN_PASS = {"result": "passed", "summary": "1 passed", "key": "run"}  # release/evidence/runner.py's clean pass
 
@@ -16,4 +17,4 @@ def record_proof(tag: str, test: BugTest, release_sha256: str) -> None:
     """The proof that `test` passed cleanly on `tag`'s pristine release, the wheel with `release_sha256`, kept
     where release/queue/skip_proof.py reads it (under $VLLM_FUSED_MOE_CACHE, which the caller points at tmp)."""
     wheel = f"vllm-{version_of_tag(tag)}-py3-none-any.whl"
-    skips._write(tag, test, skips.tool_digest(), "python", wheel, release_sha256, dict(CLEAN_PASS))
+    skips._write(tag, test, tool_digest(), "python", wheel, release_sha256, dict(CLEAN_PASS))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import tomllib
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
@@ -103,7 +104,7 @@ def other_than_head() -> str:
 
 def on_no_line() -> str:
     """A real release that no release line covers (older than every line, so in no train): the newest such."""
-    releases = json.loads(layout().affected_json.read_text(encoding="utf-8"))["releases"]
+    releases: dict[str, dict[str, Any]] = json.loads(layout().affected_json.read_text(encoding="utf-8"))["releases"]
     return "v" + max((v for v, entry in releases.items() if entry["line"] is None), key=Version)
 
 

@@ -128,3 +128,22 @@ def test_the_architecture_page_draws_the_layers_of_the_contract() -> None:
     columns = [re.split(r"\s{2,}", line.strip())[0] for line in diagram.splitlines() if line.strip()]
     drawn = [re.findall(r"(\w+)(?:/|\.py)", column) for column in columns if column != "│"]
     assert drawn == [[name.strip() for name in layer.split("|")] for layer in layers]
+
+
+def test_each_stages_imports_line_is_what_it_imports(checkout: grimp.ImportGraph) -> None:
+    """docs/architecture.md's `X imports: ...` lines name, for every stage, the stages it imports (at module level
+    or in a function), as the import graph lint-imports checks has them: none left out, none made up."""
+    diagram = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Layers\n", 1)[1].split("```", 2)[1]
+    said = {
+        stage: set(re.split(r",\s*", names.strip())) for stage, names in re.findall(r"(\w+) imports: (.+)", diagram)
+    }
+    found: dict[str, set[str]] = {}
+    for module in checkout.modules:
+        parts = module.split(".")
+        if parts[0] != "release" or len(parts) < 2 or module.startswith("release.overlay.runtime"):
+            continue
+        for imported in checkout.find_modules_directly_imported_by(module):
+            target = imported.split(".")
+            if target[0] == "release" and len(target) > 1 and target[1] != parts[1]:
+                found.setdefault(parts[1], set()).add(target[1])
+    assert said == found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,12 +22,13 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 SHA_PIN_RE = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
 
 
-def load(path: Path) -> dict:
+def load(path: Path) -> dict[str, Any]:
     yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema (nox -s test)")
-    return yaml.YAML(typ="safe").load(path.read_text())
+    workflow: dict[str, Any] = yaml.YAML(typ="safe").load(path.read_text())
+    return workflow
 
 
-def steps(workflow: dict) -> list[dict]:
+def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
     return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
 
 

@@ -298,14 +298,14 @@ def _launch_once(
                 in_setup = state.where in ("setup", "between cases")
                 limit = setup_deadline_s if in_setup else case_deadline_s
                 if now - state.since > limit:
-                    group, label = labels.get(state.where, (state.where_group, state.where))
+                    stuck_group, label = labels.get(state.where, (state.where_group, state.where))
                     where = {
                         s.rank: ("done" if s.done else f"{s.where_group or '-'} / {s.where} for {now - s.since:.0f}s")
                         for s in states.values()
                     }
                     hang = Hang(
                         ep_size=ep_size,
-                        group=group or "-",
+                        group=stuck_group or "-",
                         case=state.where if not in_setup else "setup",
                         label=label,
                         ranks=where,
@@ -459,8 +459,8 @@ def _summarise(run: EpRun) -> None:
         else:
             group.not_run += 1
     for name, group in run.groups.items():
-        times = [o.detail.get("ended_at") for o in run.outcomes if o.group == name and o.detail.get("ended_at")]
-        starts = [o.detail.get("started_at") for o in run.outcomes if o.group == name and o.detail.get("started_at")]
+        times = [float(o.detail["ended_at"]) for o in run.outcomes if o.group == name and o.detail.get("ended_at")]
+        starts = [float(o.detail["started_at"]) for o in run.outcomes if o.group == name and o.detail.get("started_at")]
         if times and starts:
             group.wall_s = round(max(times) - min(starts), 3)
         if group.can_run is None and any(h.group == name and h.case == "setup" for h in run.hangs):

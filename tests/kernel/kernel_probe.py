@@ -20,8 +20,10 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERIFIED_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
@@ -112,7 +114,7 @@ def environment_reason() -> str | None:
 def _driver_checks(result: ProbeResult, dev: int) -> None:
     from cuda.bindings import driver as cu
 
-    def call(fn, *args):
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
         out = fn(*args)
         status, rest = out[0], out[1:]
         if status != cu.CUresult.CUDA_SUCCESS:
@@ -171,7 +173,7 @@ def _driver_checks(result: ProbeResult, dev: int) -> None:
 
 def probe_ep_sizes(ep_sizes: list[int], setup_deadline_s: float = 300.0) -> list[BackendStatus]:
     """Per backend and EP size: one token through dispatch and combine, each rank a process."""
-    import ep_launcher  # type: ignore[import-not-found]
+    import ep_launcher
 
     statuses = []
     for ep_size in ep_sizes:
@@ -236,7 +238,7 @@ def run_probe(try_backends: bool = True, ep_sizes: list[int] | None = None) -> P
         return result
 
     try:
-        import kernel_contract as kc  # type: ignore[import-not-found]
+        import kernel_contract as kc
     except Exception as exc:
         reason = f"importing FlashInfer comm modules failed: {_err(exc)}"
         result.mnnvl_workspace = reason

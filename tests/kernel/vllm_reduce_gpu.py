@@ -121,7 +121,7 @@ def load_class(variant: str) -> type:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return getattr(module, CLASS)  # type: ignore[no-any-return]
+    return getattr(module, CLASS)
 
 
 def device() -> torch.device:
@@ -158,7 +158,7 @@ def make_experts_double(moe_config: Any, quant_config: Any) -> Any:
     import vllm.model_executor.layers.fused_moe.modular_kernel as mk
     from vllm.model_executor.layers.fused_moe.topk_weight_and_reduce import TopKWeightAndReduceNoOP
 
-    class GpuExpertsDouble(mk.FusedMoEExpertsModular):  # type: ignore[misc]
+    class GpuExpertsDouble(mk.FusedMoEExpertsModular):
         """Test double for vLLM's bf16 experts kernel (module docstring)."""
 
         @staticmethod
@@ -198,7 +198,7 @@ def make_experts_double(moe_config: Any, quant_config: Any) -> Any:
         def finalize_weight_and_reduce_impl(self) -> Any:
             return TopKWeightAndReduceNoOP()
 
-        def apply(  # type: ignore[override]
+        def apply(
             self,
             output: torch.Tensor,
             hidden_states: torch.Tensor,
@@ -240,7 +240,7 @@ def make_experts_double(moe_config: Any, quant_config: Any) -> Any:
 def make_quant_method(moe_config: Any, kernel: Any, quant_config: Any) -> Any:
     from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
 
-    class KernelOwner(FusedMoEMethodBase):  # type: ignore[misc]
+    class KernelOwner(FusedMoEMethodBase):
         """Owns the real FusedMoEKernel and applies it as vLLM's UnquantizedFusedMoEMethod.forward_native
         does (that class is a CustomOp, which needs the engine's compilation config to be built)."""
 
@@ -257,7 +257,7 @@ def make_quant_method(moe_config: Any, kernel: Any, quant_config: Any) -> Any:
             topk_weights: torch.Tensor,
             topk_ids: torch.Tensor,
             shared_experts_input: Any,
-        ) -> Any:  # type: ignore[override]
+        ) -> Any:
             return self.moe_kernel.apply(
                 hidden_states=x,
                 w1=layer.w13_weight,
@@ -344,7 +344,7 @@ def run_block(cls: type, problem: Any, layout: Any, rank: int, entry: str) -> tu
     runner = moe_runner.MoERunner(
         layer_name=LAYER_NAME,
         moe_config=moe_config,
-        router=TopKRouterDouble(problem.top_k),  # type: ignore[arg-type]
+        router=TopKRouterDouble(problem.top_k),
         routed_input_transform=None,
         gate=None,
         shared_experts=None,
@@ -372,7 +372,7 @@ def run_block(cls: type, problem: Any, layout: Any, rank: int, entry: str) -> tu
 
     def counted_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
         calls["all_reduce"] += 1
-        return real_all_reduce(tensor)  # type: ignore[no-any-return]
+        return real_all_reduce(tensor)
 
     moe_runner.tensor_model_parallel_all_reduce = counted_all_reduce
     try:

@@ -10,12 +10,13 @@ import inspect
 import json
 import os
 import sys
+from typing import Any
 
 CLASSES = ("FlashInferNVLinkTwoSidedPrepareAndFinalize", "FlashInferNVLinkOneSidedPrepareAndFinalize")
 
 
-def resolve() -> dict:
-    state = {
+def resolve() -> dict[str, Any]:
+    state: dict[str, Any] = {
         # Evidence that the hook is in place before vLLM is, with no vLLM plugin call involved.
         "vllm_imported_before": "vllm" in sys.modules,
         "hook_installed": any(type(f).__name__ == "OverlayFinder" for f in sys.meta_path),
@@ -42,13 +43,13 @@ def resolve() -> dict:
     return state
 
 
-def _reduced(cls: type) -> bool | None:
+def _reduced(cls: Any) -> bool | None:
     """cls.output_is_reduced() on an instance configured as vLLM's factory builds it for DP > 1
     (`use_dp` True where the constructor takes it), without running __init__, which needs
     vLLM's distributed groups. None if the method needs more than that."""
     if inspect.isabstract(cls):  # a base vLLM never builds (FlashInferCutlassMoEPrepareAndFinalize)
         return None
-    instance = object.__new__(cls)
+    instance: Any = object.__new__(cls)
     if "use_dp" in inspect.signature(cls.__init__).parameters:
         instance.use_dp = True
     try:
@@ -57,7 +58,7 @@ def _reduced(cls: type) -> bool | None:
         return None
 
 
-def overlaid() -> dict:
+def overlaid() -> dict[str, Any]:
     """Every prepare/finalize class of every module our build changes, as ours and as vLLM's own.
 
     The modules come from the wheel's build info (`_meta.targets()`: what this overlay serves
@@ -82,7 +83,7 @@ def overlaid() -> dict:
             modules += [(f"{name}.{f.stem}", f) for f in files]
         else:
             modules.append((name, ours_root / path))
-    found: dict = {}
+    found: dict[str, Any] = {}
     for name, our_file in modules:
         their_file = vllm_root / (name.replace(".", "/") + ".py")
         if their_file.read_bytes() == our_file.read_bytes():
@@ -108,14 +109,14 @@ def overlaid() -> dict:
     return found
 
 
-def _child(queue) -> None:
+def _child(queue: Any) -> None:
     try:
         queue.put(resolve())
     except BaseException as exc:
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def in_worker(method: str) -> dict:
+def in_worker(method: str) -> dict[str, Any]:
     # The call vLLM's multiproc executor uses to start its workers.
     os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = method
     from vllm.utils.system_utils import get_mp_context
@@ -130,7 +131,7 @@ def in_worker(method: str) -> dict:
     return result
 
 
-def doctor_live() -> dict:
+def doctor_live() -> dict[str, Any]:
     """`vllm-fused-moe doctor --live --json` in this process, after resolve() and overlaid(): its exit
     code and report. The doctor imports the line's module as vLLM does; here vLLM has already imported
     it, through the same hook, so the doctor reads the very classes the probe read (one vLLM import
@@ -147,7 +148,7 @@ def doctor_live() -> dict:
 
 
 if __name__ == "__main__":
-    report: dict = {}
+    report: dict[str, Any] = {}
     # Arguments: the start methods of the workers to resolve in ("spawn", "fork"), and `--doctor-live`.
     methods = [arg for arg in sys.argv[1:] if arg != "--doctor-live"]
     try:

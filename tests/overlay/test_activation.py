@@ -13,11 +13,13 @@ import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helpers import tag_facts
 from helpers.freshvenv import create, site_packages
+from release.core.layout import Layout
 from release.core.versions import version_of_tag
 
 PROBE = Path(__file__).with_name("probe.py")
@@ -29,7 +31,7 @@ ACTIVATED = f"vllm-fused-moe {HEAD.version}+fm"
 pytestmark = pytest.mark.slow
 
 
-def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict, str]:
+def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict[str, Any], str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_FUSED_MOE", "PYTHONPATH", "VLLM_PLUGINS")}
     if mode:
         env["VLLM_FUSED_MOE"] = mode
@@ -47,7 +49,7 @@ def _run(python: Path, args: list[str], mode: str | None) -> tuple[dict, str]:
 @pytest.fixture(scope="module")
 def runs(
     index: Path, vllm_wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[dict, str]]:
+) -> dict[str, tuple[dict[str, Any], str]]:
     root = tmp_path_factory.mktemp("venvs")
     with ThreadPoolExecutor(2) as pool:
         pinned = pool.submit(create, root / "vllm-pinned", index, ["vllm-fused-moe"], vllm_wheels[HEAD.version])
@@ -70,7 +72,7 @@ def runs(
     return results
 
 
-def _assert_from(state: dict, directory: str, reduced: bool) -> None:
+def _assert_from(state: dict[str, Any], directory: str, reduced: bool) -> None:
     assert "error" not in state, state
     for name in CLASSES:
         assert state[name]["file"].startswith(directory + "/"), state[name]
@@ -78,7 +80,9 @@ def _assert_from(state: dict, directory: str, reduced: bool) -> None:
         assert state[name]["output_is_reduced"] is reduced
 
 
-def test_vllm_resolves_our_classes_in_the_process_and_in_spawned_and_forked_workers(runs) -> None:
+def test_vllm_resolves_our_classes_in_the_process_and_in_spawned_and_forked_workers(
+    runs: dict[str, tuple[dict[str, Any], str]],
+) -> None:
     report, output = runs["on"]
     ours = runs["sites"][0]["pinned"] + "/vllm_fused_moe/prepare_finalize"
     for where in ("main", "spawn", "fork"):
@@ -92,26 +96,28 @@ def test_vllm_resolves_our_classes_in_the_process_and_in_spawned_and_forked_work
     assert len(activated) == 2 and all(line.startswith("INFO") for line in activated), output[-3000:]
 
 
-def test_an_operators_word_for_off_leaves_upstream_in_place(runs) -> None:
+def test_an_operators_word_for_off_leaves_upstream_in_place(runs: dict[str, tuple[dict[str, Any], str]]) -> None:
     report, output = runs["off"]
     _assert_from(report["main"], runs["sites"][0]["pinned"] + "/vllm/model_executor", reduced=False)
     assert "disabled by VLLM_FUSED_MOE=off" in output and "activated" not in output
 
 
-def test_another_vllm_version_does_not_activate_and_says_why(runs) -> None:
+def test_another_vllm_version_does_not_activate_and_says_why(runs: dict[str, tuple[dict[str, Any], str]]) -> None:
     report, output = runs["other"]
     assert report["main"]["vllm_version"] == OTHER
     _assert_from(report["main"], runs["sites"][0]["other"] + "/vllm/model_executor", reduced=False)
     assert f"built for vLLM {HEAD.tag}, but vLLM {OTHER} is installed; not activating" in output
 
 
-def test_strict_makes_a_mismatch_an_error(runs) -> None:
+def test_strict_makes_a_mismatch_an_error(runs: dict[str, tuple[dict[str, Any], str]]) -> None:
     report, _output = runs["strict"]
     assert report["error"].startswith("OverlayMismatchError")
     assert f"vLLM {OTHER} is installed" in report["error"]
 
 
-def test_info_names_the_tag_the_patches_and_their_origins(runs, layout) -> None:
+def test_info_names_the_tag_the_patches_and_their_origins(
+    runs: dict[str, tuple[dict[str, Any], str]], layout: Layout
+) -> None:
     from release.model.series import Series
 
     info, _ = runs["info"]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from release.overlay.target import BuildResult, overlay_version
 from release.queue.verified import read_verified
 
 
-def _metadata(wheel: Path) -> tuple[HeaderParser, zipfile.ZipFile]:
+def _metadata(wheel: Path) -> tuple[Message, zipfile.ZipFile]:
     archive = zipfile.ZipFile(wheel)
     name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
     return HeaderParser().parsestr(archive.read(name).decode()), archive
@@ -48,7 +49,7 @@ def test_two_builds_of_one_commit_are_byte_identical(built: BuildResult, layout:
 def test_metadata_pins_the_vllm_tag_and_the_verified_flashinfer(built: BuildResult, layout: Layout) -> None:
     headers, archive = _metadata(built.wheel)
     pin = Pin.load(layout.upstream_toml)
-    requires = {Requirement(r).name: Requirement(r) for r in headers.get_all("Requires-Dist")}
+    requires = {Requirement(r).name: Requirement(r) for r in headers.get_all("Requires-Dist") or []}
     assert set(requires) == {"vllm", "flashinfer-python"}
     assert str(requires["vllm"].specifier) == f"=={pin.version}"
     # The head's own FlashInfer pin intersected with the verified versions.

@@ -75,14 +75,16 @@ def built_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return out, wheels(out), {wheel.name: file_sha256(wheel) for wheel in train_wheels(tmp_path_factory).values()}
 
 
-def test_two_builds_give_one_wheel_per_tag_with_the_same_sha256(built_twice) -> None:
+def test_two_builds_give_one_wheel_per_tag_with_the_same_sha256(
+    built_twice: tuple[Path, dict[str, str], dict[str, str]],
+) -> None:
     _, first, second = built_twice
     ok, _ = buildable(REPO)
     assert len(first) == len(ok)
     assert first == second
 
 
-def test_a_train_build_says_each_tag_as_it_goes(built_twice) -> None:
+def test_a_train_build_says_each_tag_as_it_goes(built_twice: tuple[Path, dict[str, str], dict[str, str]]) -> None:
     """Issue 38, 9: `build --all` was silent for about 48 s: one line on stderr per tag as it is built,
     after one for the reproduction of the train."""
     out, _, _ = built_twice
@@ -94,7 +96,7 @@ def test_a_train_build_says_each_tag_as_it_goes(built_twice) -> None:
     assert lines[-1].startswith(f"build: {len(ok)}/{len(ok)} "), lines
 
 
-def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
+def test_each_wheel_is_for_its_own_tag_only(built_twice: tuple[Path, dict[str, str], dict[str, str]]) -> None:
     out, _, _ = built_twice
     layout = Layout(REPO)
     train = Train.load(layout.train)
@@ -112,7 +114,7 @@ def test_each_wheel_is_for_its_own_tag_only(built_twice) -> None:
         # build info lists them, and the version says so.
         dirty = ".dirty" if info["dirty"] else ""
         assert metadata["Version"] == f"{entry.version}+fm.{level}{dirty}" == info["version"]
-        requires = {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist")}
+        requires = {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist") or []}
         assert str(requires["vllm"].specifier) == f"=={entry.version}"
         expected = verified.range_for(entry.flashinfer)
         assert expected is not None and requires["flashinfer-python"].specifier == SpecifierSet(expected)
@@ -134,7 +136,9 @@ def _extract(archive: zipfile.ZipFile, name: str, target: Path) -> Path:
     return target
 
 
-def test_python_m_vllm_fused_moe_in_each_wheel_says_its_own_tag(built_twice, tmp_path: Path) -> None:
+def test_python_m_vllm_fused_moe_in_each_wheel_says_its_own_tag(
+    built_twice: tuple[Path, dict[str, str], dict[str, str]], tmp_path: Path
+) -> None:
     out, _, _ = built_twice
     for wheel in sorted(out.glob("*.whl")):
         unpacked = tmp_path / wheel.stem
@@ -233,7 +237,9 @@ def test_an_unverified_tag_is_refused_alone_with_exit_2(project: Path, tmp_path:
     assert wheels(tmp_path / "dist") == {}
 
 
-def test_a_kill_during_build_tag_leaves_each_wheel_whole_old_or_new(built_twice, tmp_path: Path) -> None:
+def test_a_kill_during_build_tag_leaves_each_wheel_whole_old_or_new(
+    built_twice: tuple[Path, dict[str, str], dict[str, str]], tmp_path: Path
+) -> None:
     # Good wheels of two tags already in --out (built_twice's); a new build of both (another
     # SOURCE_DATE_EPOCH, so other bytes under the same names) is killed while it copies the second.
     done, good, _ = built_twice

@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +33,10 @@ def _build(root: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[st
     return run_release(root, "build", "--out", str(out), *extra)
 
 
-def _info(wheel: Path) -> dict:
+def _info(wheel: Path) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as archive:
-        return json.loads(archive.read("vllm_fused_moe/_build_info.json"))
+        info: dict[str, Any] = json.loads(archive.read("vllm_fused_moe/_build_info.json"))
+    return info
 
 
 def _hand_edit(clone: Path) -> str:
@@ -98,7 +101,7 @@ def test_a_clean_checkout_builds_clean(clone: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("dirty", DIRT)
-def test_a_dirty_tree_is_refused_with_exit_2(clone: Path, tmp_path: Path, dirty) -> None:
+def test_a_dirty_tree_is_refused_with_exit_2(clone: Path, tmp_path: Path, dirty: Callable[[Path], str]) -> None:
     what = dirty(clone)
     result = _build(clone, tmp_path / "dist")
     assert result.returncode == 2, result.stderr

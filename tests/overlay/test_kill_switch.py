@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,9 +131,9 @@ def damaged(index: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def vllm_runs(damaged: dict[str, Path]) -> dict[tuple[str, str], tuple[dict, str]]:
+def vllm_runs(damaged: dict[str, Path]) -> dict[tuple[str, str], tuple[dict[str, Any], str]]:
     # (result, stdout + stderr) of each run in VLLM_RUNS
-    def one(damage: str, mode: str) -> tuple[dict, str]:
+    def one(damage: str, mode: str) -> tuple[dict[str, Any], str]:
         proc = _python(damaged[damage], PROBE, mode)
         last = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         # vLLM logs to stdout; our warnings go through its logging, or to stderr before it is configured.
@@ -152,7 +153,9 @@ def test_the_pth_line_never_prints_at_interpreter_start(damaged: dict[str, Path]
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
-def test_off_serves_upstream_whatever_is_broken(vllm_runs, damage: str) -> None:
+def test_off_serves_upstream_whatever_is_broken(
+    vllm_runs: dict[tuple[str, str], tuple[dict[str, Any], str]], damage: str
+) -> None:
     result, stderr = vllm_runs[(damage, "off")]
     assert "error" not in result, (result, stderr[-2000:])
     assert "/vllm/model_executor/" in result["file"] and "vllm_fused_moe" not in result["file"]
@@ -160,7 +163,9 @@ def test_off_serves_upstream_whatever_is_broken(vllm_runs, damage: str) -> None:
 
 
 @pytest.mark.parametrize("damage", ON)
-def test_on_falls_back_to_upstream_and_warns_once(vllm_runs, damage: str) -> None:
+def test_on_falls_back_to_upstream_and_warns_once(
+    vllm_runs: dict[tuple[str, str], tuple[dict[str, Any], str]], damage: str
+) -> None:
     result, stderr = vllm_runs[(damage, "on")]
     assert "error" not in result, (result, stderr[-2000:])
     assert "vllm_fused_moe" not in result["file"]
@@ -170,13 +175,17 @@ def test_on_falls_back_to_upstream_and_warns_once(vllm_runs, damage: str) -> Non
 
 
 @pytest.mark.parametrize("damage", STRICT)
-def test_strict_fails_loudly_inside_vllm(vllm_runs, damage: str) -> None:
+def test_strict_fails_loudly_inside_vllm(
+    vllm_runs: dict[tuple[str, str], tuple[dict[str, Any], str]], damage: str
+) -> None:
     result, stderr = vllm_runs[(damage, "strict")]
     assert result.get("error", "").split(":")[0] in ("ImportError", "OverlayMismatchError"), (result, stderr[-2000:])
     assert "vllm-fused-moe" in result["error"] and "strict" in result["error"]
 
 
-def test_an_unknown_word_warns_naming_the_values_and_serves_ours(vllm_runs) -> None:
+def test_an_unknown_word_warns_naming_the_values_and_serves_ours(
+    vllm_runs: dict[tuple[str, str], tuple[dict[str, Any], str]],
+) -> None:
     result, output = vllm_runs[("intact", "bogus")]
     assert "error" not in result, (result, output[-2000:])
     assert "vllm_fused_moe" in result["file"]
@@ -186,7 +195,9 @@ def test_an_unknown_word_warns_naming_the_values_and_serves_ours(vllm_runs) -> N
 
 
 @pytest.mark.parametrize("damage", ["one_module_gone", "module_changed"])
-def test_a_damaged_subtree_names_the_file_in_its_one_warning(vllm_runs, damage: str) -> None:
+def test_a_damaged_subtree_names_the_file_in_its_one_warning(
+    vllm_runs: dict[tuple[str, str], tuple[dict[str, Any], str]], damage: str
+) -> None:
     _result, output = vllm_runs[(damage, "on")]
     assert "the overlay's files are damaged in " in output and "reinstall vllm-fused-moe" in output, output[-3000:]
     assert "activated" not in output

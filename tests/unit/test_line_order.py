@@ -1,12 +1,14 @@
 """A release line's series replays the common patches in the order of patches/series; `check` refuses another.
 
-In this process, on a copy of the project: a second common patch put before 0001 in patches/series (a reorder),
-and a line whose variants still replay 0001 first. The patches are copies of the checked-in ones, renamed: the
-order check reads names, `Varies:` and entry kinds, never a diff.
+In this process, on a copy of the project, whatever its queue holds: a second common patch (the next free number)
+put before the first in patches/series (a reorder), and a line whose variants still replay the first before it.
+The patches are copies of the checked-in ones, renamed: the order check reads names, `Varies:` and entry kinds,
+never a diff.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,10 @@ from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.series import EntryKind, Series
-from release.queue.load import is_head, line_series, require_accounted
+from release.pq.export import used_names
+from release.pq.names import next_number
+from release.queue.load import account, is_head, line_entries, require_accounted
 from release.queue.snapshot import Checkout
-
-SECOND = "0002-second-bug.patch"
 
 
 def test_a_reorder_of_patches_series_that_a_line_does_not_follow_is_refused_by_check(
@@ -29,41 +31,47 @@ def test_a_reorder_of_patches_series_that_a_line_does_not_follow_is_refused_by_c
 ) -> None:
     project = copy_project(tmp_path)
     layout = Layout(project)
-    [first] = Series.load(layout.series).names
-    (layout.patches / SECOND).write_text((layout.patches / first).read_text())
-    layout.series.write_text(layout.series.read_text().replace(first + "\n", f"{SECOND}\n{first}\n"))
+    first = Series.load(layout.series).names[0]
+    number = next_number(used_names(layout))
+    second = f"{number:04d}-second-bug.patch"  # a name no patch of the copy has used, whatever its queue holds
+    (layout.patches / second).write_text((layout.patches / first).read_text())
+    layout.series.write_text(layout.series.read_text().replace(first + "\n", f"{second}\n{first}\n", 1))
     varied = None
     for line in read_lines(layout.lines).lines:
         if is_head(layout, line):
             continue
         path = line.series_path(project)
-        entries = line_series(layout, line).entries
-        variant = next((e.name for e in entries if e.kind == EntryKind.PATCH), None)
-        if varied is None and variant is not None:
-            # This line's own variant of the second patch, after its variant of 0001: the old order.
-            text = (line.patch_dir(project) / variant).read_text().replace(f"Varies: {first}", f"Varies: {SECOND}")
-            (line.patch_dir(project) / f"0002-{line.name}.patch").write_text(text)
-            path.write_text(path.read_text() + f"0002-{line.name}.patch\n")
-            varied = (line, variant)
+        said = account(line_entries(layout, line)).get(first)
+        if varied is None and said is not None and said.kind == EntryKind.PATCH:
+            # This line's own variant of the second patch, right after its variant of the first: the old order.
+            own = f"{number:04d}-{line.name}.patch"
+            text = (line.patch_dir(project) / said.name).read_text().replace(f"Varies: {first}", f"Varies: {second}")
+            (line.patch_dir(project) / own).write_text(text)
+            path.write_text(re.sub(rf"(?m)^{re.escape(said.name)}$", f"{said.name}\n{own}", path.read_text(), count=1))
+            varied = (line, said.name, own)
         else:
-            path.write_text(path.read_text() + f"skip {SECOND}: the test's second patch is not on this line\n")
-    assert varied is not None, "no release line has a variant of 0001 to copy"
-    line, variant = varied
-    assert Patch.load(line.patch_dir(project) / variant, line.prefixes).varies == first
+            path.write_text(path.read_text() + f"skip {second}: the test's second patch is not on this line\n")
+    assert varied is not None, "no release line has a variant of the first patch to copy"
+    line, variant, own = varied
+    assert Patch.load(line.patch_dir(project) / own, line.prefixes).varies == second
+    replayed = [n for n, e in account(line_entries(layout, line)).items() if e.kind != EntryKind.SKIP]
+    wanted = [n for n in Series.load(layout.series).names if n in replayed]
+    assert replayed.index(first) < replayed.index(second) and wanted.index(second) < wanted.index(first)
 
     code = main(["--root", str(project), "check"])
     err = capsys.readouterr().err
     rel = line.series_path(project).relative_to(project).as_posix()
     assert code == EXIT_BAD_INPUT, err
-    assert (
-        f"line {line.name} ({rel}) replays {first}, {SECOND}, but patches/series orders them {SECOND}, {first}" in err
+    refused = (
+        f"line {line.name} ({rel}) replays {', '.join(replayed)}, but patches/series orders them {', '.join(wanted)}"
     )
+    assert refused in err, err
 
     # The line's series in the order of patches/series: accepted.
     path = line.series_path(project)
-    text = path.read_text().replace(f"0002-{line.name}.patch\n", "")
-    path.write_text(text.replace(variant + "\n", f"0002-{line.name}.patch\n{variant}\n"))
+    text = path.read_text().replace(f"{own}\n", "")
+    path.write_text(text.replace(variant + "\n", f"{own}\n{variant}\n"))
     require_accounted(Checkout.load(layout))
     with pytest.raises(MisorderedLineError):  # and the other way round again: refused
-        path.write_text(text + f"0002-{line.name}.patch\n")
+        path.write_text(text.replace(variant + "\n", f"{variant}\n{own}\n"))
         require_accounted(Checkout.load(layout))

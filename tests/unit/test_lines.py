@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import CHECKOUT, REPO
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError
 from release.core.layout import Layout
 from release.model.lines import read_lines
@@ -18,8 +18,9 @@ from release.model.patch import Patch
 from release.queue.load import line_patches
 
 
+@pytest.mark.rules
 def test_a_variant_names_the_common_patch_it_varies_and_answers_the_four_questions() -> None:
-    layout = Layout(REPO)
+    layout = Layout(CHECKOUT)
     common = {p.name for p in (Patch.load(path) for path in layout.patches.glob("*.patch"))}
     for line in read_lines(layout.lines).lines:
         for patch in line_patches(layout, line):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from helpers.sources import release_trees
 from release.core.errors import (
     BadInputError,
     ConfigError,
@@ -44,14 +46,14 @@ def test_versions_are_read_by_core_versions_alone() -> None:
 
     The runtime (release/overlay/runtime/) ships in the wheel without release/, so it is not counted."""
     readers = []
-    for path in sorted((PROJECT_ROOT / "release").rglob("*.py")):
-        if "runtime" in path.relative_to(PROJECT_ROOT).parts or path.name == "versions.py":
+    for name, tree in release_trees():
+        if name == "release/core/versions.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            if any(name == "packaging.version" for name in names):
-                readers.append(path.relative_to(PROJECT_ROOT).as_posix())
+            if any(imported == "packaging.version" for imported in names):
+                readers.append(name)
     assert readers == []
 
 
@@ -98,11 +100,12 @@ def test_every_reader_of_the_scan_document_refuses_the_same_files(tmp_path: Path
     layout = Layout(tmp_path)
     layout.affected_json.parent.mkdir(parents=True)
     layout.affected_json.write_text(text, encoding="utf-8")
-    for read, error in (
+    reads: tuple[tuple[Callable[[], object], type[BadInputError]], ...] = (
         (lambda: scan_data(layout), MalformedDataError),
         (lambda: load_document(layout.affected_json), ConfigError),
         (lambda: load_scan(layout.affected_json), BadInputError),
-    ):
+    )
+    for read, error in reads:
         with pytest.raises(BadInputError) as caught:
             read()
         assert caught.type is error and "is not" in str(caught.value)

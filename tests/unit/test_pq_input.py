@@ -8,6 +8,7 @@ cannot be a directory: refused before any work, as `rebase --report` is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,9 @@ LINE = "flashinfer_a2a"
     ],
     ids=["crlf", "esc"],
 )
-def test_a_series_the_tool_would_not_write_is_refused(project: Path, spoil: object, problem: str) -> None:
+def test_a_series_the_tool_would_not_write_is_refused(project: Path, spoil: Callable[[str], str], problem: str) -> None:
     path = Layout(project).patches / "series"
-    path.write_bytes(spoil(path.read_text()).encode())  # type: ignore[operator]
+    path.write_bytes(spoil(path.read_text()).encode())
     with pytest.raises(MalformedSeriesError) as refused:
         Series.load(path)
     assert str(refused.value).endswith(problem), refused.value

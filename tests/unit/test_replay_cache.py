@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import Patch
@@ -82,8 +83,12 @@ def test_every_input_is_in_the_key(
         "as made": replay_key(*made),
         "tag": replay_key("v0.20.1", *made[1:]),
         "root": replay_key(made[0], "vllm/model_executor/layers/fused_moe", *made[2:]),
-        "a pristine file's bytes": replay_key(*made[:2], {**pristine, name: pristine[name] + b"\n"}, *made[3:]),
-        "a pristine file's name": replay_key(*made[:2], {**pristine, "x/" + name: pristine[name]}, *made[3:]),
+        "a pristine file's bytes": replay_key(
+            "v0.20.0", ROOT, {**pristine, name: pristine[name] + b"\n"}, base, patches, patches
+        ),
+        "a pristine file's name": replay_key(
+            "v0.20.0", ROOT, {**pristine, "x/" + name: pristine[name]}, base, patches, patches
+        ),
         "no base": replay_key(*made[:3], None, *made[4:]),
         "the base's bytes": replay_key(*made[:3], pristine, *made[4:]),
         "remembered": replay_key(*made[:4], [], patches),
@@ -124,7 +129,7 @@ def test_a_damaged_entry_is_computed_again(cache: Path, pristine: dict[str, byte
     name = sorted(pristine)[0]
     # A file's bytes replaced (valid base64, not what its sha256 says), then the whole entry cut short.
     held = replay_cache.dumps(key, Replayed({**pristine, name: b"other"}, result.outcomes))
-    entry.write_text(held.replace(replay_cache.sha256_hex(b"other"), replay_cache.sha256_hex(pristine[name])))
+    entry.write_text(held.replace(sha256_hex(b"other"), sha256_hex(pristine[name])))
     assert cached_replay(key, compute) == result
     entry.write_text(text[: len(text) // 2])
     assert cached_replay(key, compute) == result

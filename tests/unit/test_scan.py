@@ -12,6 +12,7 @@ from packaging.version import Version
 from helpers import REPO
 from helpers.scan import PATCH_0001, schema_errors, train_versions
 from release.core.layout import Layout
+from release.model.outcome import PatchStatus
 from release.model.patch import Patch
 from release.pristine.lazy_wheel import Transfer
 from release.scan.document import build_document, dumps, load_document, to_markdown
@@ -62,7 +63,7 @@ def _patch(name: str = PATCH_0001, purpose: str = f"Bug: {BUG} the output is red
 
 
 def _result(version: str, state: str, patch: str = PATCH_0001, more: dict[str, str] | None = None) -> ReleaseResult:
-    patches = {patch: state, **(more or {})}
+    patches = {name: PatchStatus(said) for name, said in {patch: state, **(more or {})}.items()}
     result = ReleaseResult(version, "prepare_finalize", patches, f"vllm-{version}-x.whl", "0" * 64, "", "", Transfer())
     result.bugs = bug_statuses(patches, bug_map([_patch(), _patch(DOWNSTREAM, "Downstream: a check we keep")]))
     return result

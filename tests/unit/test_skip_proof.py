@@ -19,7 +19,7 @@ from release.core.errors import UnprovenSkipError
 from release.core.layout import Layout
 from release.evidence import skips
 from release.model.train import Train
-from release.queue.skip_proof import skipped_bug_tests, unproven_skips
+from release.queue.skip_proof import skipped_bug_tests, tool_digest, unproven_skips
 from release.queue.snapshot import Checkout
 from release.queue.status import refuse_train_missing_fixes
 
@@ -83,7 +83,7 @@ def test_a_proof_stands_only_for_the_release_wheel_test_and_tool_it_ran_on(
     assert [u.test for u in unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256)] == [test]
     # What `evidence` writes after a clean pass (its run is tests/e2e's): read back for that release wheel only.
     run = {"result": "passed", "summary": "1 passed", "key": "run"}
-    skips._write(entry.tag, test, skips.tool_digest(), "python", "vllm.whl", entry.wheel_sha256, run)
+    skips._write(entry.tag, test, tool_digest(), "python", "vllm.whl", entry.wheel_sha256, run)
     assert unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256) == []
     [other] = unproven_skips(Checkout.load(layout), entry.tag, LINE, "0" * 64)
     assert "another release wheel" in other.why

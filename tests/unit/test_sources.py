@@ -7,6 +7,7 @@ attacks through the CLI, through git and through a package index: tests/cli/test
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,9 @@ def test_a_directory_that_links_or_lies_is_refused(
 
 
 @pytest.mark.parametrize("make", [wheel_source, dir_source])
-def test_a_well_formed_wheel_or_directory_is_read_whole(files: dict[str, bytes], tmp_path: Path, make) -> None:
+def test_a_well_formed_wheel_or_directory_is_read_whole(
+    files: dict[str, bytes], tmp_path: Path, make: Callable[[str, dict[str, bytes], Path], str]
+) -> None:
     tree = fetch(NEXT_TAG, Source.parse(make("good", files, tmp_path / "src")))
     assert tree.tag == NEXT_TAG and tree.files == files
     assert tree.flashinfer == "flashinfer-python==0.6.8.post1"  # what the synthetic source pins

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SHARED_ON_ONE_WORKER, pytest_collection_modifyitems
+from tests.conftest import SHARED_ON_ONE_WORKER, _group, pytest_collection_modifyitems
 
 SUITE = {
     "test_a.py": "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
@@ -34,7 +34,7 @@ def groups(pytester: pytest.Pytester, worker: bool) -> list[tuple[str, str]]:
     if worker:
         config.workerinput = {}  # type: ignore[attr-defined]  # what pytest-xdist sets on a worker
     pytest_collection_modifyitems(config, items)
-    return [(item.nodeid.partition("::")[2], str(item.get_closest_marker("xdist_group").args[0])) for item in items]  # type: ignore[union-attr]
+    return [(item.nodeid.partition("::")[2], _group(item)) for item in items]
 
 
 def test_each_file_is_one_group_and_a_shared_expensive_fixture_one_more(pytester: pytest.Pytester) -> None:

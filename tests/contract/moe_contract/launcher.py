@@ -3,6 +3,7 @@
 import multiprocessing
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,7 @@ class ContractRun:
     def result(self, problem: MoEProblem, module: str, variant: str, rank: int, path: str) -> RankResult:
         raw = self.per_rank[rank][result_key(problem, module, variant, path)]
         return RankResult(
-            output=raw["output"],  # type: ignore[arg-type]
+            output=raw["output"],
             output_dtype=str(raw["output_dtype"]),
             fused_output_is_reduced=bool(raw["fused_output_is_reduced"]),
             dp_chunking=bool(raw["dp_chunking"]),
@@ -78,7 +79,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _stop(processes: list[multiprocessing.process.BaseProcess]) -> None:
+def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
     for process in processes:
         if process.is_alive():
             process.terminate()

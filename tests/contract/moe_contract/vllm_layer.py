@@ -26,6 +26,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import torch
 
@@ -115,7 +116,7 @@ def _accepted(function: Callable[..., object], values: dict[str, object]) -> dic
     return {name: value for name, value in values.items() if name in parameters}
 
 
-def make_moe_config(problem: MoEProblem, layout: ParallelLayout, fixed: FixedClass):  # -> FusedMoEConfig
+def make_moe_config(problem: MoEProblem, layout: ParallelLayout, fixed: FixedClass) -> Any:  # FusedMoEConfig
     from vllm.model_executor.layers.fused_moe import config
 
     parallel = config.FusedMoEParallelConfig.make(
@@ -155,7 +156,7 @@ def make_moe_config(problem: MoEProblem, layout: ParallelLayout, fixed: FixedCla
     return config.FusedMoEConfig(**{name: value for name, value in values.items() if name in fields})
 
 
-def make_prepare_finalize(cls: type, problem: MoEProblem, layout: ParallelLayout):
+def make_prepare_finalize(cls: Any, problem: MoEProblem, layout: ParallelLayout) -> Any:
     """`cls` built as vLLM's factory builds it for this layout, from the parameters it takes."""
     return cls(
         **_accepted(
@@ -284,7 +285,7 @@ def triton_experts_class() -> type:
     raise ImportError(f"TritonExperts is in none of {', '.join(TRITON_EXPERTS_MODULES)}")
 
 
-def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
+def make_quant_method(moe_config: Any, prepare_finalize: Any) -> Any:  # FusedMoEMethodBase
     """A quant method that only owns a real modular kernel around `prepare_finalize`.
 
     The experts object only has to exist: the kernel wants a modular experts class next to
@@ -311,7 +312,7 @@ def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
         def apply(self, *args: object, **kwargs: object) -> torch.Tensor:
             raise NotImplementedError("the harness runs the experts")
 
-    experts_class = triton_experts_class()
+    experts_class: Any = triton_experts_class()
     experts = experts_class(
         **_accepted(experts_class.__init__, {"moe_config": moe_config, "quant_config": quant_config})
     )
@@ -342,7 +343,7 @@ def make_quant_method(moe_config, prepare_finalize):  # -> FusedMoEMethodBase
 
 
 LAYER_NAME = "model.layers.0.mlp.experts"
-Output = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+Output: TypeAlias = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -364,8 +365,8 @@ class MoEBlock:
         self,
         site: ReduceSite,
         path: str,
-        moe_config,
-        prepare_finalize,
+        moe_config: Any,
+        prepare_finalize: Any,
         shared_experts: torch.nn.Module | None,
         forward_entry: Callable[..., Output],
         overlap: bool,
@@ -373,6 +374,7 @@ class MoEBlock:
         if path not in site.paths:
             raise ValueError(f"{site.runner_class} is not reached through the {path!r} path")
         self.site, self.path = site, path
+        self.layer: Any = None  # the layer, where the release's runner is one (FusedMoE, SharedFusedMoE)
         quant_method = make_quant_method(moe_config, prepare_finalize)
         use_overlapped = shared_experts is not None and overlap
         if site.runner_class == "MoERunner":
@@ -434,13 +436,13 @@ def _layer_registered(layer: torch.nn.Module) -> Iterator[None]:
         yield
 
 
-def _moe_runner(moe_config, quant_method, shared_experts, forward_entry):  # -> MoERunner
+def _moe_runner(moe_config: Any, quant_method: Any, shared_experts: Any, forward_entry: Any) -> Any:  # MoERunner
     from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
 
     runner = MoERunner(
         layer_name=LAYER_NAME,
         moe_config=moe_config,
-        router=None,  # type: ignore[arg-type]  # routing happens in forward_entry
+        router=None,  # routing happens in forward_entry
         routed_input_transform=None,
         gate=None,
         shared_experts=shared_experts,
@@ -459,7 +461,9 @@ class _LayerName(torch.nn.Module):
         self.layer_name = LAYER_NAME
 
 
-def _shared_fused_moe(moe_config, quant_method, shared_experts, forward_entry, path: str, use_overlapped: bool):
+def _shared_fused_moe(
+    moe_config: Any, quant_method: Any, shared_experts: Any, forward_entry: Any, path: str, use_overlapped: bool
+) -> Any:
     """A real SharedFusedMoE whose runner is a real DefaultMoERunner, without FusedMoE.__init__.
 
     FusedMoE.__init__ needs a VllmConfig and creates weights on the device; the forward
@@ -477,7 +481,7 @@ def _shared_fused_moe(moe_config, quant_method, shared_experts, forward_entry, p
         runner = DefaultMoERunner(
             layer=_LayerName(),
             moe_config=moe_config,
-            router=None,  # type: ignore[arg-type]  # routing happens in forward_entry
+            router=None,  # routing happens in forward_entry
             routed_input_transform=None,
             gate=None,
             shared_experts=shared_experts if use_overlapped else None,
@@ -497,8 +501,8 @@ def _shared_fused_moe(moe_config, quant_method, shared_experts, forward_entry, p
 
 
 def _deciding_shared_fused_moe(
-    moe_config, quant_method, shared_experts, forward_entry, path: str, use_overlapped: bool
-):  # -> SharedFusedMoE
+    moe_config: Any, quant_method: Any, shared_experts: Any, forward_entry: Any, path: str, use_overlapped: bool
+) -> Any:  # SharedFusedMoE
     """A real SharedFusedMoE of a release without a runner, without FusedMoE.__init__.
 
     There the layer decides itself: FusedMoE.forward_native's closure reduce_output calls

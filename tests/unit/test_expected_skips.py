@@ -1,0 +1,18 @@
+"""tests/expected-skips.toml names every skip a run may report; tests/conftest.py fails a run on one it does not
+name (seen to: a `pytest.skip` added to a unit test failed `nox -s unit`, naming it)."""
+
+from __future__ import annotations
+
+from helpers.skips import EXPECTED_SKIPS, expected_skips, unnamed_skips
+
+
+def test_each_expected_skip_says_why() -> None:
+    entries = expected_skips()
+    assert entries and all(why.strip() for why in entries.values()), EXPECTED_SKIPS
+
+
+def test_a_skip_the_list_does_not_name_is_found() -> None:
+    skipped = [("tests/x.py::test_named[a]", "named"), ("tests/x.py::test_other", "nobody said")]
+    assert unnamed_skips(skipped, ["tests/x.py::test_named[[]*]"]) == [skipped[1]]
+    assert unnamed_skips(skipped, ["tests/x.py::*"]) == []
+    assert unnamed_skips(skipped, []) == skipped
