@@ -20,10 +20,9 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -37,6 +36,7 @@ from release.core.errors import (
     ReleaseError,
 )
 from release.core.layout import Layout
+from release.core.text import escaped
 
 PROG = "python -m release"
 
@@ -328,7 +328,7 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
     )
     parser.add_argument(
         "--root",
-        type=Path,
+        type=flags.path,
         default=None,
         help="the checkout to work on (default: the one this program lies in, or else the one that holds the working "
         "directory)",
@@ -412,7 +412,9 @@ def refuse_undecodable(argv: list[str]) -> None:
 
 def report(exc: ReleaseError) -> int:
     """One error line that names the kind by its reference (docs/architecture.md, "Error references"), then its hint."""
-    log.error(f"error[{exc.reference}]: {exc}")
+    # A message may quote what came from outside (a commit subject, a file name, an index): its control
+    # characters are escaped here, once for every command; a log tail's own line breaks and tabs stay.
+    log.error(escaped(f"error[{exc.reference}]: {exc}", keep="\n\t"))
     if exc.hint:
-        log.error(f"hint: {exc.hint}")
+        log.error(escaped(f"hint: {exc.hint}", keep="\n\t"))
     return exc.exit_code

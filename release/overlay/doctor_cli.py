@@ -12,7 +12,6 @@ exit 2. docs/doctor.md has the fields and the JSON schema. The stage is release/
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from release.core import flags
 from release.core.layout import Layout
@@ -27,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
-        type=Path,
+        type=flags.path,
         required=True,
         help="the interpreter of the environment to check, or its virtual environment's directory",
     )
@@ -48,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scan",
-        type=Path,
+        type=flags.path,
         default=None,
         help="scan data (default: this checkout's affected-releases.json, beside the doctor script)",
     )

@@ -7,19 +7,24 @@ whatever that environment's start-up printed, and printed as JSON or as the doct
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
 import signal
 import subprocess
+import sys
+import threading
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from release.core import flags, log
 from release.core.errors import DoctorError
 from release.core.files import TEXT_LIMIT, read_regular
 from release.core.layout import Layout
+from release.core.text import CONTROL_RE, escaped, redacted_url
 
 SCRIPT = "doctor.py"
 # A plain run takes well under a second and --live 8-20 s, a minute or more the first time after an install
@@ -27,6 +32,7 @@ SCRIPT = "doctor.py"
 # anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
+STDERR_KEPT = 1 << 20  # of the child's stderr, its last bytes: vLLM's import logs are kilobytes
 # Where a virtual environment keeps its interpreter (venv: bin/ on POSIX, Scripts\ on Windows).
 VENV_INTERPRETERS = ("bin/python", "bin/python3", "Scripts/python.exe")
 
@@ -59,6 +65,20 @@ def interpreter(given: Path) -> Path:
     return given
 
 
+def url_problem(url: str) -> str | None:
+    """Why `url` is no index URL the doctor can read (the runtime's _doctor/reading.py says the same), or None."""
+    if CONTROL_RE.search(url) or " " in url:
+        return "it holds a space or a control character (a newline?)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError as exc:
+        return f"it does not parse as a URL ({exc})"
+    if parts.scheme not in ("file", "http", "https"):
+        return "it is not a file://, http:// or https:// URL"
+    return None
+
+
 def command(options: DoctorOptions, layout: Layout, python: Path | None = None) -> list[str]:
     script = layout.runtime_package / SCRIPT
     scan = options.scan if options.scan is not None else layout.affected_json
@@ -84,11 +104,22 @@ def doctor(layout: Layout, options: DoctorOptions) -> int:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
     if options.scan is not None:  # a FIFO or /dev/zero is refused here, before the doctor's process reads it
         read_regular(options.scan, TEXT_LIMIT, error=DoctorError, what="--scan: ")
+    if options.index_url and (problem := url_problem(options.index_url)):
+        raise DoctorError(f"--index-url {escaped(redacted_url(options.index_url))} is no index URL: {problem}")
     python = interpreter(options.python)
-    returncode, stdout = _run_bounded(command(options, layout, python), options.timeout, python)
+    returncode, stdout, stderr = _run_bounded(command(options, layout, python), options.timeout, python)
     found = report_in(stdout)
     if found is None:
-        raise DoctorError(f"{python} gave no doctor report (exit {returncode}): {stdout.strip()[-500:] or 'no output'}")
+        # Its traceback is not printed above the error (it would read as ours): its last line is in it.
+        said = escaped(stdout.strip()[-500:]) or "no output"
+        ended = _last_line(stderr)
+        raise DoctorError(
+            f"{python} gave no doctor report (exit {returncode}): {said}"
+            + (f"; its stderr ended: {ended}" if ended else "")
+        )
+    if stderr.strip():  # vLLM's own log lines of --live, or what that environment says at start-up
+        sys.stderr.write(escaped(stderr, keep="\n\t"))
+        sys.stderr.flush()
     data, text, noise = found
     code = int(data["exit_code"])
     if noise.strip():
@@ -123,19 +154,57 @@ def report_in(stdout: str) -> tuple[dict[str, Any], str, str] | None:
     return None
 
 
-def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str]:
+class _Stderr:
+    """The child's stderr, read line by line in a thread: the doctor's own progress lines (`doctor: `) are
+    passed on at once, escaped; the rest (vLLM's log lines, or a traceback of a child that broke) is kept,
+    its last STDERR_KEPT bytes, for after the run: printed beside a report, summed up in the error without one."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.kept: collections.deque[str] = collections.deque()
+        self.size = 0
+        self.thread = threading.Thread(target=self._read, args=(stream,), name="doctor-stderr", daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            if line.startswith("doctor: "):
+                sys.stderr.write(escaped(line.rstrip("\n")) + "\n")
+                sys.stderr.flush()
+                continue
+            self.kept.append(line)
+            self.size += len(line)
+            while self.size > STDERR_KEPT and len(self.kept) > 1:
+                self.size -= len(self.kept.popleft())
+
+    def text(self) -> str:
+        self.thread.join(timeout=5)  # a grandchild that left the group could hold the pipe open: not forever
+        return "".join(self.kept)
+
+
+def _last_line(text: str) -> str:
+    """The last line of what a child printed, escaped: what a traceback ends with (the exception)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return escaped(lines[-1].strip()[-300:]) if lines else ""
+
+
+def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str, str]:
     """Run the doctor script; past `timeout`, kill it and whatever it started (its own session), exit 2.
 
     subprocess.run(timeout=...) kills only the child and then waits for the pipe to close, which a
     grandchild holding it open never does: the process group goes, then the pipe closes.
+    Returns (exit status, stdout, stderr less the doctor's progress lines, which went on as they came).
     """
-    # stderr passes through: with --live it carries vLLM's own import-time log lines.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
+    )
+    assert proc.stderr is not None
+    stderr, proc.stderr = _Stderr(proc.stderr), None  # read by its thread, not by communicate()
     try:
         stdout, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         _reap(proc)
+        stderr.text()
         raise DoctorError(
             f"{python} gave no doctor report within {timeout:g} s (--timeout): stopped it",
             hint="an interpreter that hangs at start-up (a sitecustomize or .pth waiting on something?); "
@@ -145,7 +214,7 @@ def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, st
         _kill_group(proc)
         _reap(proc)
         raise
-    return proc.returncode, stdout
+    return proc.returncode, stdout, stderr.text()
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

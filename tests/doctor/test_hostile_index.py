@@ -87,7 +87,9 @@ def _doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 )
 @pytest.mark.parametrize("given", ["option", "environment"])
 def test_an_index_url_that_is_no_url_is_a_usage_error_naming_it_redacted(url: str, why: str, given: str) -> None:
-    proc = _doctor(*(["--index-url", url] if given == "option" else []), env={doctor.INDEX_ENV: url} if given != "option" else None)
+    proc = _doctor(
+        *(["--index-url", url] if given == "option" else []), env={doctor.INDEX_ENV: url} if given != "option" else None
+    )
     said = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in said and SECRET not in said, said
     assert "https://****@index.example.invalid" in said or "ftp://****@" in said, said
@@ -150,3 +152,34 @@ def test_evidence_of_the_wrong_shape_is_a_problem(tmp_path: Path, field: str, va
     path.write_text(json.dumps(record), encoding="utf-8")
     read = _read(tmp_path.as_uri())
     assert not read.found and "not the evidence publish writes" in str(read.problem), read
+
+
+# ------------------------------------------------------------------ `python -m release doctor --python PY`
+
+
+def _release_doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", "doctor", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+
+
+def test_release_doctor_prints_no_child_traceback_above_its_error(tmp_path: Path) -> None:
+    """An interpreter that breaks with a traceback: one error line that ends with the exception, and its hint."""
+    broken = tmp_path / "python"
+    broken.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho '  File \"x\", line 1' >&2\n"
+        "printf 'RuntimeError: boom\\033[2J\\n' >&2\nexit 1\n",
+        encoding="utf-8",
+    )
+    broken.chmod(0o755)
+    proc = _release_doctor("--python", str(broken))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "\x1b" not in proc.stderr, proc.stderr
+    [error, hint] = proc.stderr.strip().splitlines()
+    assert error.startswith("error[doctor]: ") and error.endswith("its stderr ended: RuntimeError: boom\\x1b[2J"), error
+    assert hint.startswith("hint: ")
+
+
+def test_release_doctor_names_an_index_url_that_is_no_url_without_its_credentials() -> None:
+    proc = _release_doctor("--python", sys.executable, "--index-url", f"https://tok:{SECRET}@index.example.invalid:x/")
+    assert proc.returncode == 2 and SECRET not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "--index-url https://****@index.example.invalid:x/ is no index URL" in proc.stderr, proc.stderr

@@ -14,6 +14,7 @@ the wheel without `release/`, so it restates them, standard library only, Python
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import http.client
 import os
@@ -138,10 +139,8 @@ class _Sockets:
 
     @staticmethod
     def _shut(sock: socket.socket) -> None:
-        try:  # the plain socket's shutdown, also under TLS: it wakes a recv blocked in another thread
+        with contextlib.suppress(OSError):  # the plain socket's shutdown, also under TLS: it wakes a blocked recv
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _opener(sockets: _Sockets) -> urllib.request.OpenerDirector:
@@ -217,7 +216,9 @@ def read_url(url: str, limit: int, seconds: float) -> bytes:
     return data
 
 
-def _read_http(opener: urllib.request.OpenerDirector, request: urllib.request.Request, limit: int, seconds: float) -> bytes:
+def _read_http(
+    opener: urllib.request.OpenerDirector, request: urllib.request.Request, limit: int, seconds: float
+) -> bytes:
     chunks: list[bytes] = []
     total = 0
     with opener.open(request, timeout=seconds) as answer:
