@@ -7,24 +7,21 @@ holds; then the index, then the evidence files beside it (INDEX_DIR/evidence/<wh
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from release.core import log
 from release.core.errors import BadInputError
-from release.core.files import read_regular
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
 
-# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
-EVIDENCE = "evidence"
-EVIDENCE_LIMIT = 1 << 20  # the doctor reads these with the same bound (the runtime's _doctor/evidence.py)
+# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json (EVIDENCE), what each published wheel proved,
+# read back bounded and bound to its wheel by release/evidence/record.py.
 
 
 @dataclass(frozen=True)
@@ -37,17 +34,13 @@ class PublishOptions:
     allow_dirty: bool = False  # publish a dirty build (`build --allow-dirty`) too
 
 
-def held_evidence(index: Path) -> list[dict[str, Any]]:
-    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json)."""
-    found = []
-    for path in sorted((index / EVIDENCE).glob("*.whl.json")):
-        try:
-            data = json.loads(read_regular(path, EVIDENCE_LIMIT, follow_links=False))
-        except (BadInputError, ValueError):
-            continue  # not evidence a publish wrote: it proves nothing
-        if isinstance(data, dict):
-            found.append(data)
-    return found
+def held_evidence(index: Path) -> list[EvidenceRecord]:
+    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json), each bound to its wheel
+    (release/evidence/record.py); any other file there proves nothing, and is said (docs/guarantees.md)."""
+    records, problems = held_records(index, index / "simple" / PROJECT)
+    for problem in problems:
+        log.note(f"note: {problem}: it proves nothing (a publish of that wheel writes its own evidence)")
+    return records
 
 
 def publish_wheels(layout: Layout, options: PublishOptions) -> int:
@@ -71,7 +64,7 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
         refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
     # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
-    kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
+    kept = [w for w in wheels if w.name in outcome.already and not has_record(index, w)]
     for evidence in gather_all(layout, kept, options.python):
         refuse(evidence, f"{evidence.wheel} is in the index, but")
         proofs.append(evidence)
