@@ -391,8 +391,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         return EXIT_INTERRUPTED
     except OSError as exc:
         # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
-        where = f" ({exc.filename})" if exc.filename else ""
-        return report(DiskError(f"{exc.strerror or exc}{where}"))
+        return report(DiskError.of(exc))
 
 
 def refuse_undecodable(argv: list[str]) -> None:

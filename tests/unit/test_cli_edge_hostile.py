@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from release.cli import main, report
-from release.core.errors import BadInputError
+from release.core.errors import BadInputError, DiskError
 
 WHEEL = "vllm_fused_moe-0.20.0+fm.1-py3-none-any.whl"
 
@@ -64,3 +66,22 @@ def test_an_error_quoting_a_commit_subject_prints_its_control_characters_escaped
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and not any(c in err for c in "\x1b\x07\r"), repr(err)
     assert "(\\x1b[2Jred\\x07\\rerror: spoofed)" in err
+
+
+def test_a_full_tmpdir_is_named_in_the_hint_and_no_swap_is_spoken_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """publish with TMPDIR on a full disk: its hint spoke of "a swap cut short", which publish does not have.
+    A double of the full disk (a disk cannot be filled without root): publish's stage raises the OSError a
+    write into TMPDIR gets there, and the CLI edge says what to do."""
+    from release.overlay import publish_cli
+
+    def full(*_: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "evidence-x" / "venv"))
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(publish_cli, "publish_wheels", full)
+    assert main(["publish", WHEEL, str(tmp_path / "index")]) == DiskError.exit_code
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and f"the temporary directory {tmp_path} (TMPDIR)" in err, err
+    assert "swap" not in err
