@@ -286,7 +286,7 @@ def pinned(index: Path) -> dict[str, tuple[str, str]]:
         assert len(pins) == 1, path.read_text()
         vllm = path.name.removeprefix("vllm-").removesuffix(".txt")
         # vLLM first (issue 45): against another vLLM, pip's and uv's refusal names the vLLM this file needs.
-        assert [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")][0] == f"vllm=={vllm}"
+        assert next(ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")) == f"vllm=={vllm}"
         found[vllm] = pins[0]
     return found
 
