@@ -174,9 +174,10 @@ _GSM8K_EXITS = (
 # The doctor's code is its verdict's (docs/doctor.md, "Verdicts and exit codes"): one table in its --help.
 _DOCTOR_EXITS = (
     (EXIT_OK, "not affected, or fixed and live, or the command line after -- does not run the affected code"),
-    (EXIT_FAILED, "affected and not fixed, or fixed but not live: the report's fix: line says what to run"),
+    (EXIT_FAILED, "affected and not fixed, fixed but not live, or live but damaged: the report's fix: line says "
+     "what to run"),
     (EXIT_BAD_INPUT, "cannot tell (the report says why), vLLM would refuse the command line, the interpreter "
-     "gave no report (within --timeout), or bad input (--python, --env, --timeout)"),
+     "gave no report (within --timeout), or bad input (--python, --env, --timeout, --index-url)"),
 )  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
     Command("rebase", _rebase, "move vendor/ and patches/ onto another vLLM tag",

@@ -27,10 +27,12 @@ from release.core.layout import Layout
 from release.core.text import CONTROL_RE, escaped, redacted_url
 
 SCRIPT = "doctor.py"
-# A plain run takes well under a second and --live 8-20 s, a minute or more the first time after an install
-# (vLLM's import compiles its bytecode; docs/doctor.md "Cost");
-# anything past this is an interpreter that hangs (a sitecustomize waiting on the network, a lock).
+# A plain run takes well under a second; anything past this is an interpreter that hangs (a sitecustomize
+# waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
+# --live takes 8-20 s warm, and 72-153 s measured the first time after an install (vLLM's import compiles its
+# bytecode; docs/doctor.md "Cost"): its default leaves room for that on a loaded machine.
+LIVE_TIMEOUT = 300.0
 MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess
 STDERR_KEPT = 1 << 20  # of the child's stderr, its last bytes: vLLM's import logs are kilobytes
 # Where a virtual environment keeps its interpreter (venv: bin/ on POSIX, Scripts\ on Windows).
@@ -42,7 +44,7 @@ class DoctorOptions:
     """What `doctor` was asked (its options, one field each)."""
 
     python: Path  # the interpreter, or its virtual environment's directory
-    timeout: float = DEFAULT_TIMEOUT  # seconds before the interpreter and its process group are stopped
+    timeout: float | None = None  # seconds before it and its process group are stopped (None: the default)
     json: bool = False  # print the report as JSON
     live: bool = False  # import vLLM's classes there and read output_is_reduced()
     scan: Path | None = None  # scan data (default: this checkout's affected-releases.json)
@@ -97,8 +99,9 @@ def command(options: DoctorOptions, layout: Layout, python: Path | None = None) 
 
 
 def doctor(layout: Layout, options: DoctorOptions) -> int:
-    if not 0 < options.timeout <= MAX_TIMEOUT:  # inf, 1e300: no wait the process machinery can take
-        raise DoctorError(f"--timeout {options.timeout:g} is not a number of seconds in (0, {MAX_TIMEOUT:g}]")
+    timeout = options.timeout if options.timeout is not None else LIVE_TIMEOUT if options.live else DEFAULT_TIMEOUT
+    if not 0 < timeout <= MAX_TIMEOUT:  # inf, 1e300: no wait the process machinery can take
+        raise DoctorError(f"--timeout {timeout:g} is not a number of seconds in (0, {MAX_TIMEOUT:g}]")
     bad = [pair for pair in options.env if not pair.partition("=")[0] or "=" not in pair]
     if bad:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
@@ -107,7 +110,7 @@ def doctor(layout: Layout, options: DoctorOptions) -> int:
     if options.index_url and (problem := url_problem(options.index_url)):
         raise DoctorError(f"--index-url {escaped(redacted_url(options.index_url))} is no index URL: {problem}")
     python = interpreter(options.python)
-    returncode, stdout, stderr = _run_bounded(command(options, layout, python), options.timeout, python)
+    returncode, stdout, stderr = _run_bounded(command(options, layout, python), timeout, python)
     found = report_in(stdout)
     if found is None:
         # Its traceback is not printed above the error (it would read as ours): its last line is in it.

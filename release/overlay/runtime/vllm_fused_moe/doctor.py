@@ -87,8 +87,8 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
         prog=prog,
         description="Is this environment's vLLM affected by the FlashInfer NVLink double reduce, "
         "and is the fix live? Exit 0: not affected, or fixed and live, or the command line after -- does "
-        "not meet the bug; 1: affected and not fixed, or fixed but not live; 2: cannot tell, or vLLM "
-        "would refuse the command line (the report says why).",
+        "not meet the bug; 1: affected and not fixed, fixed but not live, or live but damaged (a fix is printed); "
+        "2: cannot tell, or vLLM would refuse the command line (the report says why), or a bad option.",
         usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [--env NAME=VALUE]... [-- VLLM_SERVE_ARGS...]",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/doctor.schema.json)")
