@@ -8,6 +8,7 @@ whatever that environment's start-up printed, and printed as JSON or as the doct
 from __future__ import annotations
 
 import collections
+import ctypes
 import importlib.util
 import json
 import os
@@ -190,6 +191,18 @@ def _last_line(text: str) -> str:
     return escaped(lines[-1].strip()[-300:]) if lines else ""
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs the interpreter (Linux): SIGKILL when the process that started it dies.
+
+    Its own session keeps it out of reach of the terminal's signals, so a `release doctor` killed (SIGKILL,
+    an OOM kill) left it running, and one that hangs ran forever (docs/guarantees.md, "Leftovers"). The
+    standard library has no prctl; ctypes calls libc's, as documented by prctl(2)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, str, str]:
     """Run the doctor script; past `timeout`, kill it and whatever it started (its own session), exit 2.
 
@@ -198,7 +211,13 @@ def _run_bounded(argv: list[str], timeout: float, python: Path) -> tuple[int, st
     Returns (exit status, stdout, stderr less the doctor's progress lines, which went on as they came).
     """
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # it calls prctl only: no lock taken
     )
     assert proc.stderr is not None
     stderr, proc.stderr = _Stderr(proc.stderr), None  # read by its thread, not by communicate()

@@ -183,3 +183,34 @@ def test_release_doctor_names_an_index_url_that_is_no_url_without_its_credential
     proc = _release_doctor("--python", sys.executable, "--index-url", f"https://tok:{SECRET}@index.example.invalid:x/")
     assert proc.returncode == 2 and SECRET not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert "--index-url https://****@index.example.invalid:x/ is no index URL" in proc.stderr, proc.stderr
+
+
+def test_a_killed_release_doctor_leaves_no_interpreter_behind(tmp_path: Path) -> None:
+    """The interpreter runs in its own session (so --timeout can stop its group): a `release doctor` killed
+    with SIGKILL left it running. It now dies with its parent (Linux)."""
+    pid_file = tmp_path / "pid"
+    hang = tmp_path / "python"
+    hang.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n", encoding="utf-8")
+    hang.chmod(0o755)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "release", "doctor", "--python", str(hang)], cwd=REPO, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.is_file() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None, "the interpreter never started"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), f"the interpreter {child} outlived the release doctor that started it"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
