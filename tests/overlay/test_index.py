@@ -284,10 +284,7 @@ def pinned(index: Path) -> dict[str, tuple[str, str]]:
     for path in sorted((index / REQUIREMENTS).glob("*.txt")):
         pins = re.findall(r"^vllm-fused-moe==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$", path.read_text(), re.M)
         assert len(pins) == 1, path.read_text()
-        vllm = path.name.removeprefix("vllm-").removesuffix(".txt")
-        # vLLM first (issue 45): against another vLLM, pip's and uv's refusal names the vLLM this file needs.
-        assert next(ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")) == f"vllm=={vllm}"
-        found[vllm] = pins[0]
+        found[path.name.removeprefix("vllm-").removesuffix(".txt")] = pins[0]
     return found
 
 
