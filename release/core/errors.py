@@ -12,6 +12,7 @@ with its hint and exit code; split, the map the CLI and docs/architecture.md rel
 
 from __future__ import annotations
 
+import errno
 import re
 import tempfile
 from collections.abc import Sequence
@@ -696,10 +697,11 @@ class DiskError(ReleaseError):
         """The error of `exc`, naming its file; where that file is in the temporary directory, TMPDIR is named."""
         where = f" ({exc.filename})" if exc.filename else ""
         scratch = tempfile.gettempdir()
-        if exc.filename and Path(str(exc.filename)).absolute().is_relative_to(scratch):
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full and exc.filename and Path(str(exc.filename)).absolute().is_relative_to(scratch):
             hint = (
-                f"the temporary directory {scratch} (TMPDIR) said no: free space there, or point TMPDIR at a disk "
-                "with room, and run the command again"
+                f"the temporary directory {scratch} (TMPDIR) is full: free space there, or point TMPDIR at a disk "
+                "with room, and run the command again (docs/guarantees.md, 'Leftovers and their way out')"
             )
             return cls(f"{exc.strerror or exc}{where}", hint)
         return cls(f"{exc.strerror or exc}{where}")

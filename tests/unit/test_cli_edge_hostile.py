@@ -35,6 +35,7 @@ WHEEL = "vllm_fused_moe-0.20.0+fm.1-py3-none-any.whl"
         ["doctor", "--python", ""],
         ["pq", "export", "--dir", ""],
         ["--root", "", "check"],
+        ["train", "watch", ""],
     ],
 )
 def test_an_empty_path_or_name_is_exit_2_before_any_work(
@@ -83,5 +84,5 @@ def test_a_full_tmpdir_is_named_in_the_hint_and_no_swap_is_spoken_of(
     monkeypatch.setattr(publish_cli, "publish_wheels", full)
     assert main(["publish", WHEEL, str(tmp_path / "index")]) == DiskError.exit_code
     err = capsys.readouterr().err
-    assert "No space left on device" in err and f"the temporary directory {tmp_path} (TMPDIR)" in err, err
+    assert "No space left on device" in err and f"the temporary directory {tmp_path} (TMPDIR) is full" in err, err
     assert "swap" not in err
