@@ -45,18 +45,3 @@ def escaped(text: str, keep: str = "") -> str:
         )
 
     return CONTROL_RE.sub(escape, text)
-
-
-def redacted_url(url: str) -> str:
-    """`url` without the credentials of its authority (`https://tok:s3cr3t@host/` -> `https://****@host/`).
-
-    Textual, so that a URL that does not parse (a port that is no number, a newline) is redacted too."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
-    end = min(ends) if ends else len(rest)
-    authority = rest[:end]
-    if "@" in authority:
-        authority = f"****@{authority.rpartition('@')[2]}"
-    return f"{scheme}{sep}{authority}{rest[end:]}"

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -25,7 +24,7 @@ from release.core import flags, log
 from release.core.errors import DoctorError
 from release.core.files import TEXT_LIMIT, read_regular
 from release.core.layout import Layout
-from release.core.text import CONTROL_RE, escaped, redacted_url
+from release.core.text import escaped
 
 SCRIPT = "doctor.py"
 # A plain run takes well under a second; anything past this is an interpreter that hangs (a sitecustomize
@@ -68,20 +67,6 @@ def interpreter(given: Path) -> Path:
     return given
 
 
-def url_problem(url: str) -> str | None:
-    """Why `url` is no index URL the doctor can read (the runtime's _doctor/reading.py says the same), or None."""
-    if CONTROL_RE.search(url) or " " in url:
-        return "it holds a space or a control character (a newline?)"
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - a port that is no number raises here
-    except ValueError as exc:
-        return f"it does not parse as a URL ({exc})"
-    if parts.scheme not in ("file", "http", "https"):
-        return "it is not a file://, http:// or https:// URL"
-    return None
-
-
 def command(options: DoctorOptions, layout: Layout, python: Path | None = None) -> list[str]:
     script = layout.runtime_package / SCRIPT
     scan = options.scan if options.scan is not None else layout.affected_json
@@ -108,8 +93,9 @@ def doctor(layout: Layout, options: DoctorOptions) -> int:
         raise DoctorError(f"--env {bad[0]!r} is not NAME=VALUE")
     if options.scan is not None:  # a FIFO or /dev/zero is refused here, before the doctor's process reads it
         read_regular(options.scan, TEXT_LIMIT, error=DoctorError, what="--scan: ")
-    if options.index_url and (problem := url_problem(options.index_url)):
-        raise DoctorError(f"--index-url {escaped(redacted_url(options.index_url))} is no index URL: {problem}")
+    script = _doctor_module(layout)  # formats the report; its rule for an index URL, and its redaction
+    if options.index_url and (problem := script.reading.url_problem(options.index_url)):
+        raise DoctorError(f"--index-url {script.reading.shown(options.index_url)} is no index URL: {problem}")
     python = interpreter(options.python)
     returncode, stdout, stderr = _run_bounded(command(options, layout, python), timeout, python)
     found = report_in(stdout)
@@ -134,7 +120,6 @@ def doctor(layout: Layout, options: DoctorOptions) -> int:
     if options.json:
         log.out(text, end="")
     else:
-        script = _doctor_module(layout)
         log.out(script.format_report(script.report_from_json(data)))
     return code
 

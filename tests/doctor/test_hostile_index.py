@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from doctor.test_evidence import BUG, VERSION, WHEEL, published
-from helpers import REPO
+from helpers import REPO, alive
 from helpers.doctor import SCRIPT, doctor_module, judge, overlay
 from helpers.trickle_server import TrickleServer
 
@@ -203,14 +203,6 @@ def test_a_killed_release_doctor_leaves_no_interpreter_behind(tmp_path: Path) ->
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), f"the interpreter {child} outlived the release doctor that started it"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    assert not alive(child), f"the interpreter {child} outlived the release doctor that started it"
