@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}, with --live "
-        f"{LIVE_TIMEOUT:g}: --live takes 8-20 s, 72-153 s measured the first time after an install); "
+        f"{LIVE_TIMEOUT:g}: --live takes 8-20 s, 47-153 s measured the first time after an install); "
         f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
     flags.add_json(parser, help="print the report as JSON (docs/doctor.schema.json)")

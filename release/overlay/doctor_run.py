@@ -30,7 +30,7 @@ SCRIPT = "doctor.py"
 # A plain run takes well under a second; anything past this is an interpreter that hangs (a sitecustomize
 # waiting on the network, a lock).
 DEFAULT_TIMEOUT = 120.0
-# --live takes 8-20 s warm, and 72-153 s measured the first time after an install (vLLM's import compiles its
+# --live takes 8-20 s warm, and 47-153 s measured the first time after an install (vLLM's import compiles its
 # bytecode; docs/doctor.md "Cost"): its default leaves room for that on a loaded machine.
 LIVE_TIMEOUT = 300.0
 MAX_TIMEOUT = 86400.0  # a day: longer is no deadline, and inf or 1e300 overflow the waits of subprocess

@@ -14,6 +14,7 @@ from release.core import log
 from release.core.errors import BadInputError
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.text import escaped
 from release.evidence.gather import gather_all, refuse, refuse_backwards
 from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.overlay.build import PROJECT
@@ -39,7 +40,8 @@ def held_evidence(index: Path) -> list[EvidenceRecord]:
     (release/evidence/record.py); any other file there proves nothing, and is said (docs/guarantees.md)."""
     records, problems = held_records(index, index / "simple" / PROJECT)
     for problem in problems:
-        log.note(f"note: {problem}: it proves nothing (a publish of that wheel writes its own evidence)")
+        # escaped: the problem names a file of the index, whose name may hold any byte but / and NUL
+        log.note(escaped(f"note: {problem}: it proves nothing (a publish of that wheel writes its own evidence)"))
     return records
 
 
