@@ -45,9 +45,15 @@ def links(page: Path) -> dict[str, tuple[str, str]]:
     return {href.replace("%2B", "+"): (sha, html.unescape(requires)) for href, sha, requires in found}
 
 
+def level(result: BuildResult) -> int:
+    """The patch level N of a build's X+fm.N (the train records it: never assumed to be 1)."""
+    return int(result.version.split("+fm.", 1)[1].split(".", 1)[0])
+
+
 @pytest.fixture(scope="module")
-def second(layout: Layout, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
-    return build(plan(layout, tmp_path_factory.mktemp("fm2"), patch_level=2))
+def second(layout: Layout, built: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> BuildResult:
+    """The head at the level above `built`'s."""
+    return build(plan(layout, tmp_path_factory.mktemp("fm2"), patch_level=level(built) + 1))
 
 
 @pytest.fixture
@@ -106,7 +112,7 @@ def test_wheel_whose_name_clashes_with_its_metadata_is_refused(
     published: Path, built: BuildResult, tmp_path: Path
 ) -> None:
     name, version, rest = built.wheel.name.split("-", 2)
-    renamed = tmp_path / "-".join([name, version.replace("+fm.1", "+fm.7"), rest])
+    renamed = tmp_path / "-".join([name, version.replace(f"+fm.{level(built)}", f"+fm.{level(built) + 5}"), rest])
     assert renamed.name != built.wheel.name
     shutil.copyfile(built.wheel, renamed)
     before = snapshot(published)
