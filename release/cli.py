@@ -20,10 +20,9 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -38,6 +37,7 @@ from release.core.errors import (
     UndeclaredExitError,
 )
 from release.core.layout import Layout
+from release.core.text import escaped
 
 PROG = "python -m release"
 
@@ -183,9 +183,10 @@ _GSM8K_EXITS = (
 # The doctor's code is its verdict's (docs/doctor.md, "Verdicts and exit codes"): one table in its --help.
 _DOCTOR_EXITS = (
     (EXIT_OK, "not affected, or fixed and live, or the command line after -- does not run the affected code"),
-    (EXIT_FAILED, "affected and not fixed, or fixed but not live: the report's fix: line says what to run"),
+    (EXIT_FAILED, "affected and not fixed, fixed but not live, or live but damaged: the report's fix: line says "
+     "what to run"),
     (EXIT_BAD_INPUT, "cannot tell (the report says why), vLLM would refuse the command line, the interpreter "
-     "gave no report (within --timeout), or bad input (--python, --env, --timeout)"),
+     "gave no report (within --timeout), or bad input (--python, --env, --timeout, --index-url)"),
 )  # fmt: skip
 COMMANDS: tuple[Command, ...] = (
     Command("rebase", _rebase, "move vendor/ and patches/ onto another vLLM tag",
@@ -350,7 +351,7 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
     )
     parser.add_argument(
         "--root",
-        type=Path,
+        type=flags.path,
         default=None,
         help="the checkout to work on (default: the one this program lies in, or else the one that holds the working "
         "directory)",
@@ -425,8 +426,7 @@ def edge(command: Callable[[], str | None], run: Callable[[], int]) -> int:
         return EXIT_INTERRUPTED
     except OSError as exc:
         # The last net under every command: the disk said no (full, read-only, gone). One line, never a traceback.
-        where = f" ({exc.filename})" if exc.filename else ""
-        return report(declared(command(), DiskError(f"{exc.strerror or exc}{where}")))
+        return report(declared(command(), DiskError.of(exc)))
 
 
 def declared(name: str | None, exc: ReleaseError) -> ReleaseError:
@@ -458,7 +458,9 @@ def refuse_undecodable(argv: list[str]) -> None:
 
 def report(exc: ReleaseError) -> int:
     """One error line that names the kind by its reference (docs/architecture.md, "Error references"), then its hint."""
-    log.error(f"error[{exc.reference}]: {exc}")
+    # A message may quote what came from outside (a commit subject, a file name, an index): its control
+    # characters are escaped here, once for every command; a log tail's own line breaks and tabs stay.
+    log.error(escaped(f"error[{exc.reference}]: {exc}", keep="\n\t"))
     if exc.hint:
-        log.error(f"hint: {exc.hint}")
+        log.error(escaped(f"hint: {exc.hint}", keep="\n\t"))
     return exc.exit_code

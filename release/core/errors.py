@@ -12,8 +12,11 @@ with its hint and exit code; split, the map the CLI and docs/architecture.md rel
 
 from __future__ import annotations
 
+import errno
 import re
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -720,7 +723,24 @@ class DiskError(ReleaseError):
     """The operating system refused a read or a write (disk full, read-only, gone) that no kind above names:
     the last net under every command (release/cli.py), one line, never a traceback."""
 
-    default_hint = "a swap cut short is finished by the next command; see docs/guarantees.md"
+    default_hint = (
+        "free space there (or make it writable) and run the command again: what a command cut short leaves, "
+        "its next run finishes or removes (docs/guarantees.md, 'Leftovers and their way out')"
+    )
+
+    @classmethod
+    def of(cls, exc: OSError) -> DiskError:
+        """The error of `exc`, naming its file; where that file is in the temporary directory, TMPDIR is named."""
+        where = f" ({exc.filename})" if exc.filename else ""
+        scratch = tempfile.gettempdir()
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full and exc.filename and Path(str(exc.filename)).absolute().is_relative_to(scratch):
+            hint = (
+                f"the temporary directory {scratch} (TMPDIR) is full: free space there, or point TMPDIR at a disk "
+                "with room, and run the command again (docs/guarantees.md, 'Leftovers and their way out')"
+            )
+            return cls(f"{exc.strerror or exc}{where}", hint)
+        return cls(f"{exc.strerror or exc}{where}")
 
 
 class OutputNotWritableError(BadInputError):

@@ -38,9 +38,35 @@ def add_json(options: Options, *, help: str) -> None:
 
 def add_report(options: Options, *, help: str, metavar: str | None = None) -> None:
     """`--report PATH`: where the command writes its report (None: its default place), as `args.report`."""
-    options.add_argument(REPORT, type=Path, default=None, metavar=metavar, help=help)
+    options.add_argument(REPORT, type=path, default=None, metavar=metavar, help=help)
 
 
 def add_allow_dirty(options: Options, *, help: str) -> None:
     """`--allow-dirty`: go on with a tree that is not pristine + series, as `args.allow_dirty`."""
     options.add_argument(ALLOW_DIRTY, action="store_true", help=help)
+
+
+def path(text: str) -> Path:
+    """A path argument (argparse `type=`): refused, as a usage error (exit 2) before any work, where it is empty
+    or a link to nothing.
+
+    An empty path is the working directory to Path (`Path('') == Path('.')`): `publish WHEEL ''` wrote an
+    index into the checkout. A link to nothing is created through (mkdir follows it): `publish` made an index
+    where a dangling INDEX_DIR pointed. Who means either says so: `.`, or the link's target."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path is no path (for the working directory, say `.`)")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("a path holds no NUL character")
+    given = Path(text)
+    if given.is_symlink() and not given.exists():
+        raise argparse.ArgumentTypeError(f"{text!r} is a link to nothing ({str(given.readlink())!r}): name its target")
+    return given
+
+
+def name(text: str) -> str:
+    """A name argument (a line, a tag; argparse `type=`): refused where it is empty, as a usage error (exit 2).
+
+    `evidence --line ''` proved nothing and exited 0: an empty name is no name, never "all" or "none"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name is no name")
+    return text

@@ -27,3 +27,21 @@ def control_character(text: str, allow: str = "") -> str | None:
 def described(char: str) -> str:
     """`char` as a message names it: U+001B."""
     return f"U+{ord(char):04X}"
+
+
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with each control character but those of `keep` written as its escape (`\\x1b`, `\\r`,
+    `\\u2028`): printed, it cannot move the cursor, recolour the terminal or start a line of its own.
+
+    For what the tool prints that came from outside (a commit subject, an index, a URL, a child's output).
+    The runtime's doctor restates it (its _doctor/reading.py), as it ships without `release/`."""
+
+    def escape(found: re.Match[str]) -> str:
+        char = found.group()
+        if char in keep:
+            return char
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
+            f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+        )
+
+    return CONTROL_RE.sub(escape, text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from release.core import flags
 from release.core.layout import Layout
 from release.evidence.proving import EvidenceOptions, prove_skips
 
@@ -24,16 +25,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "patch's skip needs no proof."
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--line", metavar="LINE", help="every train tag on LINE (patches/train.toml)")
+    which.add_argument("--line", type=flags.name, metavar="LINE", help="every train tag on LINE (patches/train.toml)")
     which.add_argument(
         "--tag",
         nargs="+",
+        type=flags.name,
         metavar="TAG",
         help="these tags: a train tag on its recorded line, another on --on's line or the scan data's",
     )
-    parser.add_argument("--on", metavar="LINE", help="with --tag: the line of a tag the train does not hold yet")
+    parser.add_argument(
+        "--on", type=flags.name, metavar="LINE", help="with --tag: the line of a tag the train does not hold yet"
+    )
     parser.add_argument(
         "--python",
+        type=flags.name,
         default=sys.executable,
         metavar="PYTHON",
         help="the interpreter the test runs under: one with torch (CPU), pytest and vLLM's import-time "

@@ -33,6 +33,7 @@ from release.core.errors import UnprovenWheelError
 from release.core.git import head_commit
 from release.evidence import runner
 from release.evidence.cache import cached_run, key_of
+from release.evidence.record import EvidenceRecord
 from release.model.wheel import OverlayWheel
 from release.pristine.wheel import lookup
 from release.queue.bugs import required_bugs
@@ -206,18 +207,19 @@ def _said(run: dict[str, Any]) -> str:
     return f"{verb} ({run.get('summary', '')}{detail})"
 
 
-def refuse_backwards(evidence: Evidence, held: list[dict[str, Any]], what: str) -> None:
-    """A new patch level fixes at least every bug the index's evidence says an earlier level of the release fixed."""
+def refuse_backwards(evidence: Evidence, held: list[EvidenceRecord], what: str) -> None:
+    """A new patch level fixes at least every bug the index's evidence says an earlier level of the release fixed.
+
+    `held`: the index's records, read and bound to their wheels by release/evidence/record.py."""
     for old in held:
-        if old.get("vllm", {}).get("version") != evidence.record["vllm"]["version"]:
+        if old.vllm_version != evidence.record["vllm"]["version"]:
             continue
-        before = {str(b.get("bug")) for b in old.get("bugs", []) if isinstance(b, dict) and b.get("verdict") == FIXED}
-        lost = sorted(before - evidence.fixed())
+        lost = sorted(old.with_verdict(FIXED) - evidence.fixed())
         if lost:
             raise UnprovenWheelError(
                 what=what,
                 problems=[
-                    f"{old.get('wheel', {}).get('name')} in the index fixes {', '.join(lost)} on vLLM "
+                    f"{old.wheel} in the index fixes {', '.join(lost)} on vLLM "
                     f"{evidence.tag} (line {evidence.line}), this wheel does not: the index never goes backwards"
                 ],
             )

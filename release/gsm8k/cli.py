@@ -82,7 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     which.add_argument(
         "--index",
-        type=Path,
+        type=flags.path,
         default=None,
         help="our PEP 503 index directory (holding simple/); the wheel comes from it alone (default: ./index)",
     )
@@ -98,17 +98,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="pip --index-url for vLLM and its dependencies (default: pip's own configuration)",
     )
     which.add_argument(
-        "--venv", type=Path, default=None, help="use this existing env for the run with the fix; skips the install"
+        "--venv",
+        type=flags.path,
+        default=None,
+        help="use this existing env for the run with the fix; skips the install",
     )
     which.add_argument(
         "--upstream-venv",
-        type=Path,
+        type=flags.path,
         default=None,
         help="use this existing env for the run without the fix; skips the install",
     )
     which.add_argument(
         "--work-dir",
-        type=Path,
+        type=flags.path,
         default=None,
         help="where fresh venvs are created (default: ./.work/gsm8k)",
     )
@@ -137,7 +140,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     evaluation.add_argument(
         "--data",
-        type=Path,
+        type=flags.path,
         default=None,
         help="directory with test.jsonl and train.jsonl (default: ../shared/data/gsm8k beside the checkout)",
     )

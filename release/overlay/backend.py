@@ -163,13 +163,15 @@ class Backend:
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            assert proc.stdin is not None
+            assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.close()
                 proc.wait(timeout=30)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
                 proc.wait()
+            finally:  # the answers' pipe too: left to the garbage collector it is a ResourceWarning
+                proc.stdout.close()
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None

@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "refused tag, exit 2, and nothing is built. --all builds every tag it can and then names each it "
         "could not, with the reason (exit 1); build those alone with --tag once fixed."
     )
-    parser.add_argument("--out", type=Path, default=Path("dist"), help="where the wheels go (default: dist/)")
+    parser.add_argument("--out", type=flags.path, default=Path("dist"), help="where the wheels go (default: dist/)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
         "--all",

@@ -12,11 +12,10 @@ exit 2. docs/doctor.md has the fields and the JSON schema. The stage is release/
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from release.core import flags
 from release.core.layout import Layout
-from release.overlay.doctor_run import DEFAULT_TIMEOUT, MAX_TIMEOUT, DoctorOptions, doctor
+from release.overlay.doctor_run import DEFAULT_TIMEOUT, LIVE_TIMEOUT, MAX_TIMEOUT, DoctorOptions, doctor
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,17 +26,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
-        type=Path,
+        type=flags.path,
         required=True,
         help="the interpreter of the environment to check, or its virtual environment's directory",
     )
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT,
+        default=None,
         metavar="SECONDS",
-        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}; --live needs 8-20 s, "
-        "a minute or more the first time after an install); "
+        help=f"stop the interpreter if it gives no report by then (default {DEFAULT_TIMEOUT:g}, with --live "
+        f"{LIVE_TIMEOUT:g}: --live takes 8-20 s, 47-153 s measured the first time after an install); "
         f"at most {MAX_TIMEOUT:g} (a day): more, inf or nan is refused (exit 2)",
     )
     flags.add_json(parser, help="print the report as JSON (docs/doctor.schema.json)")
@@ -48,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scan",
-        type=Path,
+        type=flags.path,
         default=None,
         help="scan data (default: this checkout's affected-releases.json, beside the doctor script)",
     )

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from release.core import log
 from release.core.errors import BadInputError
-from release.core.files import read_regular
 from release.core.journal import write_atomic
-from release.core.parse import parse_json
+from release.core.text import escaped
 from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.overlay.attest import load_signer, sign_published
 from release.overlay.build import PROJECT
 from release.overlay.fixes import refuse_wheels_missing_fixes
@@ -24,9 +23,8 @@ from release.overlay.index import REQUIREMENTS, preflight, publish
 from release.overlay.wheel import WheelReads
 from release.queue.snapshot import Checkout
 
-# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json, what each published wheel proved.
-EVIDENCE = "evidence"
-EVIDENCE_LIMIT = 1 << 20  # the doctor reads these with the same bound (the runtime's _doctor/evidence.py)
+# Beside simple/ and requirements/: INDEX_DIR/evidence/<wheel>.json (EVIDENCE), what each published wheel proved,
+# read back bounded and bound to its wheel by release/evidence/record.py.
 
 
 @dataclass(frozen=True)
@@ -40,17 +38,21 @@ class PublishOptions:
     signing_key: Path | None = None  # the ed25519 key that signs the evidence (else $VLLM_FUSED_MOE_SIGNING_KEY)
 
 
-def held_evidence(index: Path) -> list[dict[str, Any]]:
-    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json)."""
-    found = []
-    for path in sorted((index / EVIDENCE).glob("*.whl.json")):
-        try:
-            data = parse_json(read_regular(path, EVIDENCE_LIMIT, follow_links=False), where=str(path))
-        except (BadInputError, ValueError):
-            continue  # not evidence a publish wrote: it proves nothing
-        if isinstance(data, dict):
-            found.append(data)
-    return found
+def held_evidence(index: Path, reads: WheelReads) -> list[EvidenceRecord]:
+    """The evidence the index keeps beside its wheels (INDEX_DIR/evidence/<wheel>.json), each bound to the wheel
+    the index holds under its name (read once, by `reads`; release/evidence/record.py); any other file there
+    proves nothing, and is said (docs/guarantees.md)."""
+    project_dir = index / "simple" / PROJECT
+
+    def held(name: str) -> str | None:
+        path = project_dir / name
+        return reads(path).sha256 if path.is_file() else None
+
+    records, problems = held_records(index, held)
+    for problem in problems:
+        # escaped: the problem names a file of the index, whose name may hold any byte but / and NUL
+        log.note(escaped(f"note: {problem}: it proves nothing (a publish of that wheel writes its own evidence)"))
+    return records
 
 
 def publish_wheels(checkout: Checkout, options: PublishOptions) -> int:
@@ -69,7 +71,7 @@ def publish_wheels(checkout: Checkout, options: PublishOptions) -> int:
     refuse_wheels_missing_fixes(checkout, given)
     # Evidence, not records: each bug's test fails on the wheel's pristine release and passes with the wheel;
     # gathered for the wheels the publish would add, after every cheaper refusal.
-    held = held_evidence(index)
+    held = held_evidence(index, reads)
     proofs = gather_all(
         checkout,
         preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty, reads=reads),
@@ -80,7 +82,7 @@ def publish_wheels(checkout: Checkout, options: PublishOptions) -> int:
         refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
     outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty, reads=reads)
     # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
-    kept = [w for w in given if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
+    kept = [w for w in given if w.name in outcome.already and not has_record(index, w.name, w.sha256)]
     for evidence in gather_all(checkout, kept, options.python):
         refuse(evidence, f"{evidence.wheel} is in the index, but")
         proofs.append(evidence)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from release.core import flags
 from release.core.errors import BadInputError
@@ -29,10 +28,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Each wheel first proves its fixes under --python (INDEX_DIR/evidence/<wheel>.json). "
         "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
     )
-    parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
-    parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
+    parser.add_argument("dist", type=flags.path, metavar="DIST", help="a directory of wheels, or one wheel")
+    parser.add_argument("index", type=flags.path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
     parser.add_argument(
         "--python",
+        type=flags.name,
         default=sys.executable,
         metavar="PYTHON",
         help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--signing-key",
-        type=Path,
+        type=flags.path,
         metavar="FILE",
         help="an ed25519 private key (PEM) that signs each wheel's evidence as an in-toto attestation "
         f"(INDEX_DIR/evidence/<wheel>{SUFFIX}; docs/overlay.md, 'Signed evidence'); default: the PEM text in "

@@ -31,14 +31,16 @@ from release.core import log
 from release.core.errors import BadInputError, PackageIndexError, ServerClashError, UploadError
 from release.core.journal import write_atomic
 from release.core.lock import index_lock
+from release.core.text import escaped
 from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.model.wheel import OverlayWheel
 from release.overlay.attest import load_signer, sign_published
 from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index_plan import read_candidates
 from release.overlay.pages import REQUIREMENTS, requirements_text
 from release.overlay.project import PROJECT
-from release.overlay.publish import EVIDENCE, PublishOptions, held_evidence
+from release.overlay.publish import PublishOptions
 from release.overlay.wheel import WheelReads
 from release.pristine import transport
 from release.pristine.index import JSON_ACCEPT, PAGE_LIMIT, SHA256_RE, parse_project_page
@@ -160,9 +162,9 @@ def publish_to_server(checkout: Checkout, options: PublishOptions, target: Serve
             )
     directory.mkdir(parents=True, exist_ok=True)
     evidence_dir = directory / EVIDENCE
-    missing = [w for w in already if not (evidence_dir / f"{w.name}.json").exists()]
+    missing = [w for w in already if not has_record(directory, w.name, w.sha256)]
     proofs = gather_all(checkout, new + missing, options.python)
-    kept = held_evidence(directory)
+    kept = server_records(directory, held)
     for evidence in proofs:
         refuse(evidence, f"not publishing {evidence.wheel}")
         refuse_backwards(evidence, kept, f"not publishing {evidence.wheel}")
@@ -199,14 +201,19 @@ def publish_to_server(checkout: Checkout, options: PublishOptions, target: Serve
     return 0
 
 
+def server_records(directory: Path, listed: dict[str, str | None]) -> list[EvidenceRecord]:
+    """The evidence DIR keeps, each bound to the wheel the server lists under its name (by sha256); any other
+    file there proves nothing, and is said, as publish says it of a directory index."""
+    records, problems = held_records(directory, listed.get)
+    for problem in problems:
+        log.note(escaped(f"note: {problem}: it proves nothing (a publish of that wheel writes its own evidence)"))
+    return records
+
+
 def write_requirements(directory: Path, listed: dict[str, str | None]) -> list[str]:
     """DIR/requirements/vllm-X.txt: per vLLM release X, the newest wheel the server lists whose evidence DIR
     holds for that very sha256 (what this tool published and proved); returns the files written."""
-    proven = {
-        str(e["wheel"]["name"]): str(e["wheel"]["sha256"])
-        for e in held_evidence(directory)
-        if isinstance(e.get("wheel"), dict)
-    }
+    proven = {record.wheel: record.sha256 for record in server_records(directory, listed)}
     newest: dict[str, OverlayWheel] = {}
     for name, sha256 in listed.items():
         if sha256 is None or proven.get(name) != sha256 or not (directory / EVIDENCE / f"{name}.json").is_file():

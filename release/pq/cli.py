@@ -89,7 +89,7 @@ _IMPORT_DESCRIPTION = wrapped(
 
 def _import_arguments(imp: argparse.ArgumentParser) -> None:
     imp.add_argument(
-        "--dir", type=Path, default=None, help=WHERE + "; one that cannot be (created as) a directory is exit 2"
+        "--dir", type=flags.path, default=None, help=WHERE + "; one that cannot be (created as) a directory is exit 2"
     )
     imp.add_argument("--force", action="store_true", help="replace a work tree even if it holds work not exported")
     imp.add_argument(
@@ -123,7 +123,7 @@ def _new_arguments(new: argparse.ArgumentParser) -> None:
         help=f"the file name's words, e.g. shape-check: lowercase letters, digits and '-', at most {SLUG_LENGTH} "
         "characters (exit 2 otherwise)",
     )
-    new.add_argument("--dir", type=Path, default=None, help=WHERE)
+    new.add_argument("--dir", type=flags.path, default=None, help=WHERE)
 
 
 def _new(args: argparse.Namespace, layout: Layout) -> int:
@@ -145,7 +145,7 @@ _EXPORT_DESCRIPTION = wrapped(
 
 
 def _export_arguments(exp: argparse.ArgumentParser) -> None:
-    exp.add_argument("--dir", type=Path, default=None, help=WHERE)
+    exp.add_argument("--dir", type=flags.path, default=None, help=WHERE)
     exp.add_argument(
         "--check",
         action="store_true",
@@ -205,7 +205,7 @@ _DROP_DESCRIPTION = wrapped(
 
 def _drop_arguments(drp: argparse.ArgumentParser) -> None:
     drp.add_argument("patch", metavar="PATCH", help="a patch of patches/series: its file name or number (0002)")
-    drp.add_argument("--dir", type=Path, default=None, help=WHERE)
+    drp.add_argument("--dir", type=flags.path, default=None, help=WHERE)
     flags.add_json(drp, help="print the export's result as JSON")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from release.core import flags, log
 from release.core.errors import EXIT_CONFLICT, EXIT_OK, BadInputError, TransportError
@@ -68,9 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "run's own pair is kept in DIR/runs/NNNN/, never overwritten",
     )
     parser.add_argument(
-        "--continue", dest="resume", type=Path, metavar="WORKDIR", help="finish a rebase stopped by a conflict"
+        "--continue", dest="resume", type=flags.path, metavar="WORKDIR", help="finish a rebase stopped by a conflict"
     )
-    parser.add_argument("--abort", type=Path, metavar="WORKDIR", help="drop a rebase stopped by a conflict")
+    parser.add_argument("--abort", type=flags.path, metavar="WORKDIR", help="drop a rebase stopped by a conflict")
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:

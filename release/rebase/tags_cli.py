@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from release.core import log
+from release.core import flags, log
 from release.core.errors import EXIT_OK
 from release.core.files import read_text
 from release.core.layout import Layout
@@ -25,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ls-remote-output",
-        type=Path,
+        type=flags.path,
         default=None,
         metavar="FILE",
         help="read recorded `git ls-remote --tags` output from FILE instead of asking the remote",

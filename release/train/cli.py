@@ -13,7 +13,6 @@ tag still reproduces what is recorded. Both refuse a release line silent about a
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from release.core import flags
 from release.core.actions import Action, add_actions, dispatch
@@ -138,7 +137,9 @@ def _check(args: argparse.Namespace, layout: Layout) -> int:
 
 
 def _watch_arguments(watch: argparse.ArgumentParser) -> None:
-    watch.add_argument("scan", type=Path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`")
+    watch.add_argument(
+        "scan", type=flags.path, metavar="SCAN_JSON", help="the output of `python -m release scan --json`"
+    )
     flags.add_report(watch, metavar="FILE.md", help="write the Markdown report here, and FILE.json")
     flags.add_from(watch, default=DEFAULT_TRAIN_SOURCE, help="where to read new tags from")
 

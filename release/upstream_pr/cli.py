@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from release.core import flags
 from release.core.layout import Layout
 from release.upstream_pr.propose import PrOptions, propose
 
@@ -49,13 +49,15 @@ that name is never overwritten: delete it to regenerate.
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.add_argument("patch", metavar="PATCH", help="a path, a file name in patches/, or a number such as 0001")
     parser.add_argument(
-        "--vllm", type=Path, default=None, metavar="PATH", help="a clone of vLLM to create the branch in"
+        "patch", type=flags.name, metavar="PATCH", help="a path, a file name in patches/, or a number such as 0001"
+    )
+    parser.add_argument(
+        "--vllm", type=flags.path, default=None, metavar="PATH", help="a clone of vLLM to create the branch in"
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=flags.path,
         default=None,
         metavar="DIR",
         help="where the .patch and PR.md go (default: reports/upstream-pr/<slug>/); checked before any work: "
@@ -63,7 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reports",
-        type=Path,
+        type=flags.path,
         default=None,
         metavar="DIR",
         help="where to look for contract, kernel and GSM8K reports (default: reports/)",
@@ -76,6 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
+        type=flags.name,
         default=sys.executable,
         metavar="PATH",
         help="the interpreter the regression test runs under: pytest, torch and what vLLM imports "

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, alive
 from helpers.doctor import (
     FIXTURE_SCAN,
     SCHEMA,
@@ -391,14 +391,6 @@ def test_release_doctor_stops_an_interpreter_that_hangs(tmp_path: Path) -> None:
     assert took < 60, took
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(child), f"the interpreter's child {child} outlived the timeout"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"  # a zombie is dead, waiting for its parent (init) to reap it
+    assert not alive(child), f"the interpreter's child {child} outlived the timeout"

@@ -23,6 +23,7 @@ Releases come from data (UPSTREAM.toml and the scan data), not from this file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -42,6 +43,7 @@ from helpers.failure import failed
 from helpers.freshvenv import create, install_no_deps, pip_env, requirements_met, site_packages
 from helpers.synthetic import impostor
 from release.core.layout import Layout
+from release.evidence.gather import FIXED, Evidence
 from release.model.pin import Pin
 from release.overlay.build import build
 from release.overlay.index import publish
@@ -248,9 +250,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         [sys.executable, "-m", "pip", "--python", fix[0], *fix[3:]], capture_output=True, text=True, env=pip_env()
     )
     serve = ["--", "vllm", "serve", "m", "-tp", "2", "--all2all-backend", "flashinfer_nvlink_two_sided"]
+    _evidence_of(wheel, index, releases)
     results |= many(
         {
             "fixed": lambda: _run(installed(py["pinned"])),
+            "evidence": lambda: _run(installed(py["pinned"], "--index-url", url)),
             "fixed-live": lambda: _run(installed(py["pinned"], "--live")),
             "off-live": lambda: _run(installed(py["pinned"], "--live"), mode="off"),
             "off-tp-only": lambda: _run(installed(py["pinned"], *serve), mode="off"),
@@ -277,7 +281,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
         "gone": _break_and_fix(
             lambda: shutil.rmtree(site / "vllm_fused_moe"),
             ask_pinned,
-            also=lambda: [_run([str(pinned.with_name("vllm-fused-moe")), "doctor"])],
+            also=lambda: [
+                _run([str(pinned.with_name("vllm-fused-moe")), "doctor"]),
+                _run([str(pinned.with_name("vllm-fused-moe")), "doctor", "--index-url", url]),
+            ],
         ),
         "impostor": _break_and_fix(
             lambda: _pip(
@@ -318,6 +325,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory, releases: Releases) -> Iterat
     # About 1 GB of unpacked vLLM per venv: not worth keeping after the module.
     for name in ("pinned", "other", "fixed", "chunked"):
         shutil.rmtree(tmp / name, ignore_errors=True)
+
+
+def _evidence_of(wheel: Path, index: Path, releases: Releases) -> None:
+    """INDEX/evidence/<wheel>.json as the evidence stage writes it: each bug the pinned release has, fixed."""
+    entry = releases.data["releases"][releases.pinned]
+    bugs = [b for b, status in entry["bugs"].items() if status == "affected"]
+    record = {
+        "schema": 1,
+        "wheel": {"name": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()},
+        "vllm": {"tag": f"v{releases.pinned}", "version": releases.pinned},
+        "line": entry["line"],
+        "bugs": [{"bug": bug, "test": "t.py", "verdict": FIXED} for bug in bugs],
+    }
+    (index / "evidence").mkdir(exist_ok=True)
+    (index / "evidence" / f"{wheel.name}.json").write_bytes(Evidence(wheel.name, record).text())
 
 
 def _verdict(run: Run, verdict: str, code: int) -> dict[str, Any]:
@@ -371,7 +393,10 @@ def test_live_reads_upstreams_unreduced_classes_where_the_fix_is_missing(runs: d
     # The wait is said on stderr, before and after (issue 38, 4); the first import in this fresh venv.
     stderr = runs["bare-live"][1].stderr
     assert "doctor: --live: importing vllm.model_executor." in stderr and "doctor: --live: the import took " in stderr
-    print(f"first --live import in a fresh venv: {report['live']['seconds']} s")
+    # Issue 45: a line at least every 10 s while it imports (the first import was silent for up to 120 s).
+    ticks = stderr.count("doctor: --live: still importing ")
+    assert ticks >= int(report["live"]["seconds"] // 10) - 1, (ticks, report["live"]["seconds"], stderr[-2000:])
+    print(f"first --live import in a fresh venv: {report['live']['seconds']} s, {ticks} progress lines")
 
 
 def test_the_printed_fix_makes_it_fixed_and_live(runs: dict[str, Any], releases: Releases) -> None:
@@ -499,12 +524,23 @@ def test_an_install_pip_would_keep_is_reinstalled_by_the_printed_fix(runs: dict[
 
 def test_the_console_script_without_its_package_names_the_repair(runs: dict[str, Any]) -> None:
     assert runs["broken"]["gone"]["broken"] is None, runs["broken"]["gone"]["broken"]
-    [(_, proc)] = runs["broken"]["gone"]["also"]
+    [(_, proc), (_, given)] = runs["broken"]["gone"]["also"]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     error = failed(proc)  # the runtime's own line: no reference (it is no part of release/)
     assert (
         error.reference == "" and error.message.startswith("vllm-fused-moe ") and "--force-reinstall" in error.hint
     ), proc.stderr
+    # Issue 45: run with --index-url, the hint's command names that index, not the placeholder.
+    hint = failed(given).hint
+    assert f"--find-links {runs['url']}/simple/vllm-fused-moe/" in hint and "<INDEX_URL>" not in hint, given.stderr
+
+
+def test_the_evidence_of_the_installed_wheel_binds_to_it(runs: dict[str, Any]) -> None:
+    """Issue 43: the evidence of the wheel installed here (its sha256, its files, each bug fixed): no problem."""
+    report = _verdict(runs["evidence"], "fixed-live", 0)
+    evidence = report["evidence"]
+    assert evidence["found"] and evidence["problem"] is None, evidence
+    assert evidence["wheel"] == runs["wheel"].name and evidence["bugs"], evidence
 
 
 def test_an_overlay_left_behind_on_a_fixed_vllm_is_named_and_the_fix_removes_it(
@@ -526,7 +562,7 @@ def test_an_overlay_left_behind_on_a_fixed_vllm_is_named_and_the_fix_removes_it(
     [
         ("pth", "fixed-not-live", "--force-reinstall"),  # the hook is never installed: vLLM runs its own file
         ("build-info", "affected", "--force-reinstall"),  # the overlay reads as a source tree carrying no patch
-        ("record", "fixed-live", "--ignore-installed"),  # live, but pip can neither uninstall nor reinstall it
+        ("record", "damaged", "--ignore-installed"),  # live, but pip can neither uninstall nor reinstall it: exit 1
         ("pth-module", "affected", "--force-reinstall"),  # the package no longer imports
     ],
 )
@@ -539,7 +575,7 @@ def test_a_damaged_install_is_named_and_repaired_by_the_fix_as_printed(
     that repairs it as printed; then it says fixed-live."""
     broken = runs["broken"][state]
     assert broken["broken"] is None, broken["broken"]
-    report = _verdict(broken["before"], verdict, 0 if verdict == "fixed-live" else 1)
+    report = _verdict(broken["before"], verdict, 1)  # a fix is printed: never exit 0
     assert "damaged" in report["summary"], report["summary"]
     assert report["fix"]["argv"][3:6] == ["install", forced, "--no-deps"], report["fix"]
     assert report["fix"]["argv"][-2:] == ["-r", f"{runs['url']}/requirements/{Path(report['fix']['argv'][-1]).name}"]

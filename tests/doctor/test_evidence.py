@@ -57,7 +57,8 @@ def test_the_installed_wheels_evidence_is_read_from_the_index_and_reported(tmp_p
     doctor = doctor_module()
     index = tmp_path / "index"
     published(index)
-    read = doctor.evidence.read_evidence(f"file://{index}/simple/", WHEEL)  # its simple/ page: the same index
+    # Its simple/ page: the same index. Not bound to an install here (test_hostile_index.py binds it).
+    read = doctor.evidence.read_evidence(f"file://{index}/simple/", WHEEL, bind=False)
     assert read.found and read.problem is None, read
     assert (read.vllm_tag, read.line, read.wheel_sha256) == (f"v{VERSION}", LINE, "ab" * 32)
     assert [(b.bug, b.verdict, b.test) for b in read.bugs] == [(BUG, FIXED, TEST)]
@@ -90,7 +91,7 @@ def test_evidence_the_doctor_cannot_read_is_a_finding_not_a_crash(tmp_path: Path
         "another wheel's": "not of",
         "not JSON": "not JSON",
         "too large": "larger than",
-        "no scheme": "not file://",
+        "no scheme": "not a file://",
     }[case]
     assert said in read.problem, read.problem
 

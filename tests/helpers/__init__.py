@@ -96,3 +96,12 @@ def work_leftovers(root: Path) -> list[str]:
     """What .work/ holds besides the repository lock (release.core.lock), which stays by design."""
     work = root / ".work"
     return sorted(p.name for p in work.iterdir() if not p.name.startswith("repo.lock")) if work.is_dir() else []
+
+
+def alive(pid: int) -> bool:
+    """Is process `pid` running? A zombie is dead, waiting for its parent (init) to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

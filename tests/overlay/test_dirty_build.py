@@ -96,8 +96,12 @@ def test_a_clean_checkout_builds_clean(clone: Path, tmp_path: Path) -> None:
     ), again.stderr
     _git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "levels")
     recorded = train.read_bytes()
-    third = _build(clone, tmp_path / "dist3")
+    # With ResourceWarning an error (issue 45: the backend worker's answer pipe was left open).
+    third = run_release(
+        clone, "build", "--out", str(tmp_path / "dist3"), env={"PYTHONWARNINGS": "error::ResourceWarning"}
+    )
     assert third.returncode == 0 and train.read_bytes() == recorded, third.stderr  # the same files: no write
+    assert "ResourceWarning" not in third.stderr, third.stderr
 
 
 @pytest.mark.parametrize("dirty", DIRT)

@@ -13,6 +13,7 @@ import pytest
 from release.core.errors import UnprovenWheelError
 from release.evidence import cache
 from release.evidence.gather import FIXED, NOT_AFFECTED, UNPROVEN, Evidence, refuse, refuse_backwards
+from release.evidence.record import EvidenceRecord, HeldBug
 from release.evidence.runner import ERROR, FAILED, PASSED, verdict
 
 BUG = "https://example.org/bug/1"
@@ -100,7 +101,9 @@ def test_the_verdicts_refuse_naming_the_bug_the_tag_and_the_line() -> None:
 
 
 def test_the_index_never_goes_backwards() -> None:
-    held = [{**evidence((FAILED, PASSED, FIXED, True)).record, "wheel": {"name": "vllm_fused_moe-1.2.3+fm.1.whl"}}]
+    held = [
+        EvidenceRecord(Path("held.json"), "vllm_fused_moe-1.2.3+fm.1.whl", "ab" * 32, "1.2.3", (HeldBug(BUG, FIXED),))
+    ]
     refuse_backwards(evidence((FAILED, PASSED, FIXED, True)), held, "x")
     with pytest.raises(UnprovenWheelError) as refused:
         refuse_backwards(evidence(), held, "not publishing w")

@@ -46,7 +46,7 @@ def test_train_watch_checks_its_report_before_the_work(
     assert error.message.startswith(f"--report {a_file / 'r.md'}:") and "not a directory" in error.message, error
 
 
-@pytest.mark.parametrize("scan", ["", "."])
+@pytest.mark.parametrize("scan", ["."])  # an empty path is a usage error: tests/unit/test_cli_edge_hostile.py
 def test_train_watch_of_no_file_is_bad_input(project: Path, capsys: pytest.CaptureFixture[str], scan: str) -> None:
     error = refused(capsys, project, "train", "watch", scan)
     assert error.reference == BadInputError.reference and "is a directory, not a regular file" in error.message, error

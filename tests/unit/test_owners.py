@@ -155,7 +155,7 @@ def test_every_file_that_names_a_patch_takes_the_same_names(tmp_path: Path, name
 def test_the_evidence_publish_keeps_is_no_larger_than_the_doctor_reads() -> None:
     """publish reads back the evidence files it wrote and the doctor reads them from the index: one bound, written
     twice because the runtime cannot import release/."""
-    from release.overlay.publish import EVIDENCE_LIMIT
+    from release.evidence.record import EVIDENCE_LIMIT
     from vllm_fused_moe._doctor import evidence
 
     assert EVIDENCE_LIMIT == evidence.EVIDENCE_LIMIT

@@ -37,8 +37,10 @@ def broken_package(exc: BaseException) -> str:
 
     python = shlex.quote(sys.executable)
     ours, vllm = version("vllm-fused-moe") or "?", (version("vllm") or "X").split("+", 1)[0]
-    # Our overlay index (the doctor's words.INDEX_ENV; not imported: this must work when our package does not)
-    known = os.environ.get("VLLM_FUSED_MOE_OVERLAY_INDEX_URL", "").rstrip("/")
+    # Our overlay index: the doctor's --index-url, else its words.INDEX_ENV (not imported: this must work
+    # when our package does not), without credentials and control characters: it is printed.
+    known = safe_url(given_index_url(sys.argv[1:]) or os.environ.get("VLLM_FUSED_MOE_OVERLAY_INDEX_URL", ""))
+    known = known.rstrip("/")
     index = (known[: -len("/simple")] if known.endswith("/simple") else known) or "<INDEX_URL>"
     # A placeholder is no command that runs as pasted: say what goes there.
     placeholder = (
@@ -54,3 +56,31 @@ def broken_package(exc: BaseException) -> str:
         f"-r {index}/requirements/vllm-{vllm}.txt && {python} -m pip check; or, where vLLM {vllm} needs no "
         f"overlay, remove it: {python} -m pip uninstall -y vllm-fused-moe{where} (docs/doctor.md)"
     )
+
+
+def given_index_url(argv: "list[str]") -> "str | None":
+    """The value of the doctor's `--index-url URL` (or `--index-url=URL`) in `argv`, before any `--`."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--index-url" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--index-url="):
+            return arg.partition("=")[2]
+    return None
+
+
+def safe_url(url: str) -> str:
+    """`url` as it may be printed: its credentials out (`https://****@host/`), none where it holds a control
+    character or a space (it is then no URL; the hint keeps the placeholder). The doctor's _doctor/reading.py
+    has the same rule; this module runs where that package is gone."""
+    import re
+
+    if re.search(r"[\x00-\x20\x7f-\x9f\u2028\u2029]", url):
+        return ""
+    scheme, sep, rest = url.partition("://")
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    end = min(ends) if ends else len(rest)
+    if sep and "@" in rest[:end]:
+        rest = "****@" + rest[:end].rpartition("@")[2] + rest[end:]
+    return scheme + sep + rest

@@ -41,15 +41,15 @@ def _parts_beside() -> None:
 
 
 if TYPE_CHECKING or __package__:  # vllm_fused_moe.doctor, in the installed package
-    from vllm_fused_moe._doctor import attestation, evidence, installed, live, records, serve, verdict, words
+    from vllm_fused_moe._doctor import attestation, evidence, installed, live, reading, records, serve, verdict, words
     from vllm_fused_moe._doctor.report import format_report, report
 else:  # a file: run by a path, or loaded by one (release doctor, the tests)
     import importlib
 
     _parts_beside()
-    attestation, evidence, installed, live, records, serve, verdict, words = (
+    attestation, evidence, installed, live, reading, records, serve, verdict, words = (
         importlib.import_module(f"_vllm_fused_moe_doctor.{n}")
-        for n in ("attestation", "evidence", "installed", "live", "records", "serve", "verdict", "words")
+        for n in ("attestation", "evidence", "installed", "live", "reading", "records", "serve", "verdict", "words")
     )
     format_report = importlib.import_module("_vllm_fused_moe_doctor.report").format_report
     report = importlib.import_module("_vllm_fused_moe_doctor.report").report
@@ -87,8 +87,8 @@ def parser(prog: str = "vllm-fused-moe doctor") -> argparse.ArgumentParser:
         prog=prog,
         description="Is this environment's vLLM affected by the FlashInfer NVLink double reduce, "
         "and is the fix live? Exit 0: not affected, or fixed and live, or the command line after -- does "
-        "not meet the bug; 1: affected and not fixed, or fixed but not live; 2: cannot tell, or vLLM "
-        "would refuse the command line (the report says why).",
+        "not meet the bug; 1: affected and not fixed, fixed but not live, or live but damaged (a fix is printed); "
+        "2: cannot tell, or vLLM would refuse the command line (the report says why), or a bad option.",
         usage=f"{prog} [--json] [--live] [--scan FILE] [--index-url URL] [--evidence-key KEY] [--env NAME=VALUE]... "
         "[-- VLLM_SERVE_ARGS...]",
     )
@@ -133,7 +133,13 @@ def main(argv: list[str] | None = None, prog: str = "vllm-fused-moe doctor") -> 
     if "--" in args:
         cut = args.index("--")
         args, serve_argv = args[:cut], args[cut + 1 :]
-    options = parser(prog).parse_args(args)
+    checker = parser(prog)
+    options = checker.parse_args(args)
+    index_url = options.index_url or os.environ.get(INDEX_ENV) or None
+    problem = reading.url_problem(index_url) if index_url else None
+    if index_url and problem:  # a usage error (exit 2), the URL named without its credentials
+        named = "--index-url" if options.index_url else INDEX_ENV
+        checker.error(f"{named} {reading.shown(index_url)} is no index URL the doctor can read: {problem}")
     given = dict(options.env)
     # The serve environment is the one every fact is read in: the overlay's switch (VLLM_FUSED_MOE)
     # and, with --live, vLLM's own import see it too. This process exits right after.
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None, prog: str = "vllm-fused-moe doctor") -> 
         options.scan,
         options.live,
         serve_argv,
-        options.index_url,
+        index_url,
         given,
         evidence_key=options.evidence_key,
     )

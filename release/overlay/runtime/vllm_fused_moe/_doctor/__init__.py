@@ -5,6 +5,9 @@
 - `installed`: what is installed (vLLM, FlashInfer, our overlay and the hook's decision), and what
   the scan data says of the installed release; `live`: what `--live` reads from vLLM's own import;
 - `serve`: what a `vllm serve` command line asks of the installed release;
+- `evidence`: what `publish` proved of the installed wheel, read from the index; `binding`: whether that
+  evidence is of the wheel installed here; `reading`: bounded reads of a file or URL, and the words
+  (credentials out, control characters escaped) anything read from outside is printed in;
 - `verdict`: the verdict and the fix;
 - `report`: the whole report, gathered, and in words.
 

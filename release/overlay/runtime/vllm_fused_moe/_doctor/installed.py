@@ -3,12 +3,10 @@ and our overlay with the import hook's own decision. Nothing here imports torch 
 
 from __future__ import annotations
 
-import errno
 import importlib
 import json
 import os
 import re
-import stat
 import sys
 from dataclasses import replace
 from importlib import metadata
@@ -17,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .reading import read_file
 from .records import Bug, CarriedPatch, Json, Overlay, Release, ScanData
 from .words import MODE_ENV, PACKAGE, PROJECT, SCAN_NAME, SCAN_SCHEMA, ScanSource, Status
 
@@ -56,23 +55,6 @@ def version_key(version: str) -> tuple[Any, ...]:
 SCAN_LIMIT = 16 << 20  # the scan data is ~100 kB; the tooling's release/core/files.py bounds it the same
 
 
-def _read_regular(path: Path) -> bytes:
-    """`path`'s bytes if it is a regular file of at most SCAN_LIMIT (a FIFO opens at once, unread; /dev/zero
-    is refused by its kind), else OSError. The tooling's reader, restated: this package imports nothing of it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)")
-        if status.st_size > SCAN_LIMIT:
-            raise OSError(errno.EFBIG, "larger than 16 MiB")
-        os.set_blocking(fd, True)
-        data = handle.read(SCAN_LIMIT + 1)
-    if len(data) > SCAN_LIMIT:
-        raise OSError(errno.EFBIG, "larger than 16 MiB")
-    return data
-
-
 def load_scan(path: Path) -> tuple[ScanData | None, str | None]:
     """The scan data at `path`, or why it cannot be used.
 
@@ -80,7 +62,7 @@ def load_scan(path: Path) -> tuple[ScanData | None, str | None]:
     because it ships in the wheel, where release/ is not. It holds the same rule (schema 1, `releases` an
     object) and asks for `scanned` too, which the doctor reads."""
     try:
-        data = json.loads(_read_regular(path).decode("utf-8"))
+        data = json.loads(read_file(path, SCAN_LIMIT).decode("utf-8"))
     except OSError as exc:
         return None, f"cannot read the scan data {path}: {exc.strerror or exc}"
     except RecursionError:

@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,7 +66,7 @@ def live_classes(overlay_dir: str | None, module_name: str = ALL2ALL_MODULE, nam
     ours = str(Path(overlay_dir).resolve()) + os.sep if overlay_dir else None
     say_waiting(module_name)
     try:
-        with stdout_to_stderr():
+        with stdout_to_stderr(), still_importing(module_name, started):
             module = importlib.import_module(module_name)
         classes = {name: read_class(module, name, ours) for name in names}
         live = Live(module_name, hook_active=hook_active(), classes=classes)
@@ -78,16 +79,36 @@ def live_classes(overlay_dir: str | None, module_name: str = ALL2ALL_MODULE, nam
     return Live(live.module, live.error, seconds, live.hook_active, live.classes)
 
 
+# Measured (docs/doctor.md, "Cost"): 8-20 s warm; the first import after an install compiles torch's and
+# vLLM's bytecode: 47-72 s in the tests' fresh venvs, 137-153 s in the audit of issue 45, on 2 busy cores,
+# with up to 120 s without a line from vLLM.
+WAIT_WORDS = "8-20 s warm; the first run after an install also compiles their bytecode: 1-3 minutes on 2 cores"
+PROGRESS_S = 10.0  # a line at least this often while the import runs: a silent minute reads as a hang
+
+
 def say_waiting(module_name: str) -> None:
-    """What --live waits for, on stderr (stdout is the report's): vLLM's import is silent for seconds,
-    and for a minute or more the first time after an install, when Python compiles torch's and vLLM's
-    modules to bytecode (docs/doctor.md, "Cost")."""
-    print(
-        f"doctor: --live: importing {module_name} as vLLM does (torch and vLLM: 8-20 s; the first run "
-        "after an install also compiles their bytecode, about a minute)...",
-        file=sys.stderr,
-        flush=True,
-    )
+    """What --live waits for, on stderr (stdout is the report's)."""
+    print(f"doctor: --live: importing {module_name} as vLLM does (torch and vLLM: {WAIT_WORDS})...", file=sys.stderr,
+          flush=True)  # fmt: skip
+
+
+@contextlib.contextmanager
+def still_importing(module_name: str, started: float, every: float = PROGRESS_S) -> Iterator[None]:
+    """Say on stderr every `every` seconds that the import still runs, until it ends (a thread that waits)."""
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(every):
+            print(f"doctor: --live: still importing {module_name} ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    ticker = threading.Thread(target=tick, name="doctor-live-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
 
 
 def hook_active() -> bool | None:

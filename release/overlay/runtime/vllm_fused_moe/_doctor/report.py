@@ -11,6 +11,7 @@ from .attestation import verify_attestation
 from .evidence import read_evidence, wheel_name
 from .installed import compare_fixes, dist_version, find_scan, load_scan, overlay_state, public_version, release_facts
 from .live import live_classes, live_target
+from .reading import escaped, redacted
 from .records import AttestationRead, EvidenceRead, Facts, Live, Overlay, Report, ScanRead, Serve
 from .serve import serve_facts, serve_layout
 from .verdict import conclude
@@ -59,7 +60,7 @@ def report(
             frozenset(given),
         ),
         # What publish proved of the installed wheel, where the index it came from is known.
-        evidence=read_evidence(index_url, wheel_name(overlay.version))
+        evidence=read_evidence(index_url, wheel_name(overlay.version), needs=release.needs)
         if index_url and overlay.installed and overlay.version
         else None,
         # Issue 47: its signed evidence, verified against the key the operator pins.
@@ -67,7 +68,8 @@ def report(
         if index_url and overlay.installed and overlay.version
         else None,
     )
-    return conclude(facts, index_url)
+    # The fix is printed: the index without its credentials (pip takes them from netrc or a keyring).
+    return conclude(facts, redacted(index_url) if index_url else None)
 
 
 # ----------------------------------------------------------------------------- in words
@@ -90,7 +92,9 @@ def format_report(report: Report) -> str:
         lines.append(f"fix: {fix.command}" if fix.command else f"fix: {fix.why}")
         if fix.command:
             lines.append(f"     {fix.why}")
-    return "\n".join(lines)
+    # What came from an index, a URL, the scan data or an install is in these lines: each line is printed
+    # with its control characters escaped, so none can end a line early, print a second verdict or colour it.
+    return "\n".join(escaped(line) for line in lines)
 
 
 Rows = list[tuple[str, str]]
@@ -156,7 +160,10 @@ def evidence_rows(evidence: EvidenceRead) -> Rows:
     if not evidence.found:
         return [("evidence", f"{evidence.url}: {evidence.problem}")]
     bugs = "; ".join(f"{b.bug}: {b.verdict}" for b in evidence.bugs) or "no bug to prove"
-    return [("evidence", f"{evidence.wheel} on vLLM {evidence.vllm_tag} (line {evidence.line}): {bugs}")]
+    rows = [("evidence", f"{evidence.wheel} on vLLM {evidence.vllm_tag} (line {evidence.line}): {bugs}")]
+    if evidence.problem:  # read, but it does not prove the fix of the wheel installed here
+        rows.append(("evidence problem", evidence.problem))
+    return rows
 
 
 def attestation_rows(read: AttestationRead) -> Rows:

@@ -51,9 +51,16 @@ def judge_affected(facts: Facts, reduced: bool | None) -> tuple[Verdict, str]:
             + damage
         )
     if ours and overlay.activates and overlay.hook_installed and reduced is not False:
+        live = facts.live
+        if live is not None and reduced is None:  # --live asked, and vLLM's import did not say
+            return Verdict.CANNOT_TELL, (
+                f"{why}; the hook would activate our overlay, but --live could not read the classes vLLM "
+                f"resolves here: {live.error or 'none of them was found'}"
+            )
         how = "the classes vLLM resolves say so (--live)" if reduced else "the import hook's own decision"
-        damage = f"; but the install is damaged: {overlay.reason}" if overlay.damaged else ""
-        return Verdict.FIXED_LIVE, f"{why}; our fix is live here: {how}{damage}"
+        if overlay.damaged:  # live in this process, but an install pip can neither upgrade nor remove
+            return Verdict.DAMAGED, f"{why}; our fix is live here ({how}), but the install is damaged: {overlay.reason}"
+        return Verdict.FIXED_LIVE, f"{why}; our fix is live here: {how}"
     if serve is not None and serve.conclusive and not serve.reduce_runs:
         return Verdict.NOT_USED, f"{why}, but this command line does not run it: {serve.why}"
     if ours:
@@ -141,7 +148,7 @@ def fix_for(facts: Facts, verdict: Verdict, index_url: str | None) -> Fix | None
         if overlay.record_lost and overlay.leftovers:  # pip uninstall refuses it: "no RECORD file was found"
             return make_fix(["rm", "-r", *overlay.leftovers], f"{why}; by hand, as pip cannot (its RECORD is gone)")
         return make_fix([python, "-m", "pip", "uninstall", "-y", PROJECT], why)
-    if verdict is Verdict.FIXED_LIVE and overlay.damaged:  # live now, but pip cannot keep it (upgrade, remove)
+    if verdict is Verdict.DAMAGED:  # live now, but pip cannot keep it (upgrade, remove)
         return fix_by_install(facts, index_url)
     # not-used, not-affected, fixed-live: nothing to do; cannot-tell: nothing known to do.
     if verdict not in (Verdict.AFFECTED, Verdict.FIXED_NOT_LIVE):

@@ -47,6 +47,7 @@ class Verdict(str, Enum):
     NOT_USED = "not-used"
     AFFECTED = "affected"
     FIXED_NOT_LIVE = "fixed-not-live"
+    DAMAGED = "damaged"  # live now, but pip keeps the install as it is and can neither upgrade nor remove it
     CANNOT_TELL = "cannot-tell"
     REFUSED = "refused"
 
@@ -61,6 +62,7 @@ EXIT_CODES = {
     Verdict.NOT_USED.value: EXIT_OK,
     Verdict.AFFECTED.value: EXIT_AFFECTED,
     Verdict.FIXED_NOT_LIVE.value: EXIT_AFFECTED,
+    Verdict.DAMAGED.value: EXIT_AFFECTED,
     Verdict.CANNOT_TELL.value: EXIT_CANNOT_TELL,
     Verdict.REFUSED.value: EXIT_CANNOT_TELL,
 }
