@@ -9,6 +9,8 @@ command line (release/overlay/runtime/) ships without `release/` and keeps its `
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,3 +46,17 @@ def add_report(options: Options, *, help: str, metavar: str | None = None) -> No
 def add_allow_dirty(options: Options, *, help: str) -> None:
     """`--allow-dirty`: go on with a tree that is not pristine + series, as `args.allow_dirty`."""
     options.add_argument(ALLOW_DIRTY, action="store_true", help=help)
+
+
+def absolute(path: Path) -> Path:
+    """A path argument resolved once, at the command line, against the caller's working directory: the
+    stages run processes in temporary directories (pip, pytest), where a relative path means another file."""
+    return path.absolute()
+
+
+def interpreter(given: str) -> str:
+    """`--python`'s value as an absolute path: a path (it holds a "/") against the working directory, a bare
+    name (`python3`) as the shell finds it on PATH; left as given where neither finds it (the run then says so)."""
+    if os.sep in given or (os.altsep and os.altsep in given):
+        return str(Path(given).absolute())
+    return shutil.which(given) or given

@@ -92,7 +92,10 @@ def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
     broken = undone(wheel, tmp_path / "broken", pristine_files(layout, entry), text)
 
     index = tmp_path / "index"
-    published = run_release(project, "publish", "--allow-dirty", str(broken), str(index))
+    # Relative DIST and INDEX_DIR, read from the caller's directory (issue 44: the wheel was looked for in the
+    # run's temporary directory, so every wheel "errored" and none was proven).
+    relative = [str(broken.relative_to(tmp_path)), index.name]
+    published = run_release(project, "publish", "--allow-dirty", *relative, cwd=tmp_path)
     assert published.returncode == 2, published.stdout + published.stderr
     [bug] = entry.bugs
     error = failed(published)

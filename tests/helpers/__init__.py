@@ -29,10 +29,13 @@ def copy_project(directory: Path) -> Path:
     return root
 
 
-def run_release(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a real process, pointed at `root`."""
+def run_release(
+    root: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a real process, pointed at `root`; started in `cwd` (`-C`), where relative paths are read."""
+    where = ["-C", str(cwd)] if cwd is not None else []
     return subprocess.run(
-        [sys.executable, "-m", "release", "--root", str(root), *args],
+        [sys.executable, "-m", "release", *where, "--root", str(root), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
