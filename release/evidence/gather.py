@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from release.core.git import head_commit
 from release.core.hashing import file_sha256
 from release.core.layout import BUILD_INFO_MEMBER, Layout
 from release.core.parse import parse_json
-from release.evidence import runner
+from release.evidence import envs, runner
 from release.evidence.cache import cached_run, key_of
 from release.model.train import Train
 from release.pristine.wheel import lookup
@@ -101,8 +100,9 @@ def release_line(layout: Layout, version: str, wheel: Path, data: dict[str, Any]
     return _build_line(wheel)
 
 
-def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
-    """The evidence of `wheel` (each run cached); `refuse` judges it."""
+def gather(layout: Layout, wheel: Path, python: str | None) -> Evidence:
+    """The evidence of `wheel` (each run cached); `refuse` judges it. `python`: an interpreter to run under
+    (`--python`); None: the proving environment of the wheel's release line (release/evidence/envs.py)."""
     version = wheel_release(wheel)
     tag = f"v{version}"
     data = scan_data(layout)
@@ -115,7 +115,7 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
         "vllm": {"tag": tag, "version": version, "wheel": None, "sha256": None},
         "line": line,
         "tool": {"digest": tool, "commit": ""},
-        "python": str(Path(python).absolute()),
+        "python": python or "",
         "bugs": [],
     }
     if not line:
@@ -125,7 +125,10 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     record["tool"]["commit"] = head_commit(layout.root)
     release = lookup(version)
     record["vllm"].update(wheel=release.filename, sha256=release.sha256)
-    identity = str(Path(python).absolute())
+    # The runs are keyed by what the environment has installed, not by where it lies (issue 43).
+    env = envs.resolve(layout, line, python)
+    record["python"], record["environment"] = env.python, env.digest
+    python, identity = env.python, env.digest
     for test in bug_tests(layout, line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
         pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
@@ -148,7 +151,7 @@ def gather(layout: Layout, wheel: Path, python: str) -> Evidence:
     return Evidence(wheel.name, record)
 
 
-def gather_all(layout: Layout, wheels: list[Path], python: str, workers: int | None = None) -> list[Evidence]:
+def gather_all(layout: Layout, wheels: list[Path], python: str | None, workers: int | None = None) -> list[Evidence]:
     """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
     run is a process of its own that spends its time importing torch and vLLM."""
     workers = workers or os.cpu_count() or 1
@@ -175,17 +178,17 @@ def _verdict(pristine: str, installed: str) -> str:
 
 
 def pristine_run(python: str, tag: str, test: BugTest) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
-        result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, Path(tmp))
+    with runner.work_dir() as tmp:
+        result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, tmp)
     return {"result": result, "summary": summary, "detail": detail}
 
 
 def _with_wheel(python: str, tag: str, wheel: Path, test: BugTest) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
-        venv_python, problem = runner.wheel_venv(python, tag, wheel, Path(tmp))
+    with runner.work_dir() as tmp:
+        venv_python, problem = runner.wheel_venv(python, tag, wheel, tmp)
         if problem:
             return {"result": runner.ERROR, "summary": "not installed", "detail": problem}
-        result, summary, detail = runner.run_test(venv_python, None, test.path, test.text, Path(tmp))
+        result, summary, detail = runner.run_test(venv_python, None, test.path, test.text, tmp)
     return {"result": result, "summary": summary, "detail": detail}
 
 

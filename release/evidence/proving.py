@@ -25,7 +25,7 @@ from release.queue.bugs import scan_data
 class EvidenceOptions:
     """What `evidence` proves: every train tag of `line`, or `tags` (on `on`'s line where given), under `python`."""
 
-    python: str
+    python: str | None  # None: each line's proving environment (release/evidence/envs.py)
     line: str | None = None
     tags: tuple[str, ...] = ()
     on: str | None = None

@@ -5,7 +5,6 @@ The stage is release/overlay/publish.py."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from release.core import flags
@@ -21,17 +20,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "newest wheel for X, pinned by version and sha256. Users install through that file, never by name "
         f"(pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt; "
         "docs/overlay.md, 'Install'). Rerunning is a no-op; nothing is written unless every wheel passes. "
-        "Each wheel first proves its fixes under --python (INDEX_DIR/evidence/<wheel>.json). "
+        "Each wheel first proves its fixes (INDEX_DIR/evidence/<wheel>.json) in its line's proving environment "
+        "(envs/). "
         "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
     )
     parser.add_argument("dist", type=Path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=Path, metavar="INDEX_DIR", help="the index directory (holds simple/)")
     parser.add_argument(
         "--python",
-        default=sys.executable,
+        default=None,
         metavar="PYTHON",
-        help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
-        "pytest and pip (`nox -s publish` makes one); default: this one",
+        help="run the evidence under this interpreter instead (one with torch CPU, vLLM's import-time packages, "
+        "pytest and pip); default: each release line's proving environment (envs/lines.toml), made by the tool",
     )
     flags.add_allow_dirty(
         parser,
@@ -43,5 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     return publish_wheels(
         layout,
-        PublishOptions(dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty),
+        PublishOptions(
+            dist=flags.absolute(args.dist),
+            index=flags.absolute(args.index),
+            python=flags.interpreter(args.python) if args.python else None,
+            allow_dirty=args.allow_dirty,
+        ),
     )
