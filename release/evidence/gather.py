@@ -35,7 +35,7 @@ from release.core.git import head_commit
 from release.core.hashing import file_sha256
 from release.core.layout import BUILD_INFO_MEMBER, Layout
 from release.core.parse import parse_json
-from release.evidence import envs, runner
+from release.evidence import envs, progress, runner
 from release.evidence.cache import cached_run, key_of
 from release.model.train import Train
 from release.pristine.wheel import lookup
@@ -131,9 +131,18 @@ def gather(layout: Layout, wheel: Path, python: str | None) -> Evidence:
     python, identity = env.python, env.digest
     for test in bug_tests(layout, line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
-        installed = cached_run(
-            key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel, test), _clean
+        said = f"evidence: vLLM {tag} {test.bug}"
+        pristine = progress.timed(
+            f"{said}: pristine",
+            partial(cached_run, key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
+            _outcome,
+        )
+        installed = progress.timed(
+            f"{said}: with {wheel.name}",
+            partial(
+                cached_run, key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel, test), _clean
+            ),
+            _outcome,
         )
         record["bugs"].append(
             {
@@ -155,10 +164,26 @@ def gather_all(layout: Layout, wheels: list[Path], python: str | None, workers: 
     """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
     run is a process of its own that spends its time importing torch and vLLM."""
     workers = workers or os.cpu_count() or 1
-    if workers == 1 or len(wheels) < 2:
-        return [gather(layout, wheel, python) for wheel in wheels]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda wheel: gather(layout, wheel, python), wheels))
+    total = len(wheels)
+
+    def one(numbered: tuple[int, Path]) -> Evidence:
+        n, wheel = numbered
+        label = f"evidence: {n}/{total} {wheel.name}"
+        return progress.timed(label, partial(gather, layout, wheel, python), _verdicts)
+
+    with progress.heartbeat("evidence"):
+        if workers == 1 or total < 2:
+            return [one(item) for item in enumerate(wheels, 1)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, enumerate(wheels, 1)))
+
+
+def _outcome(run: dict[str, Any]) -> str:
+    return f"{run.get('result')} ({run.get('summary', '')})"
+
+
+def _verdicts(evidence: Evidence) -> str:
+    return ", ".join(f"{b['bug']} {b['verdict']}" for b in evidence.bugs) or "no bug to prove"
 
 
 def _clean(result: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from release.core.errors import EXIT_OK, BadInputError, UnprovenSkipError
 from release.core.files import present
 from release.core.layout import Layout
 from release.core.versions import canonical_tag, version_of_tag
+from release.evidence import progress
 from release.evidence.skips import SkipRun, prove
 from release.model.lines import read_lines
 from release.model.train import Train
@@ -57,11 +58,12 @@ def targets(layout: Layout, options: EvidenceOptions) -> list[tuple[str, str]]:
 def prove_skips(layout: Layout, options: EvidenceOptions) -> int:
     """Prove every target's skips, say each result, and refuse (exit 2) where one is not proven."""
     runs: list[SkipRun] = []
-    for tag, line in targets(layout, options):
-        proved = prove(layout, tag, line, options.python)
-        if not proved:
-            log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")
-        runs += proved
+    with progress.heartbeat("evidence"):
+        for tag, line in targets(layout, options):
+            proved = prove(layout, tag, line, options.python)
+            if not proved:
+                log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")
+            runs += proved
     for skip in runs:
         log.out(skip.sentence())
     failed = [r for r in runs if not r.proven]

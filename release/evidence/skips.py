@@ -16,7 +16,7 @@ from typing import Any
 from release.core.journal import write_atomic
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.evidence import envs, runner
+from release.evidence import envs, progress, runner
 from release.evidence.cache import cached_run, key_of
 from release.evidence.gather import pristine_run
 from release.pristine.wheel import lookup
@@ -58,7 +58,11 @@ def prove(layout: Layout, tag: str, line: str, python: str | None) -> list[SkipR
     found = []
     for test in tests:
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        run = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
+        run = progress.timed(
+            f"evidence: vLLM {tag} {test.bug}: pristine",
+            partial(cached_run, key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
+            lambda done: f"{done.get('result')} ({done.get('summary', '')})",
+        )
         if run.get("result") == PASSED:
             _write(tag, test, tool, identity, release.filename, release.sha256, run)
         found.append(SkipRun(tag, test, run))
