@@ -47,8 +47,9 @@ from typing import Any
 
 from release.core import log
 from release.core.errors import NoPytestError
+from release.core.layout import PROJECT_ROOT
 from release.core.versions import version_of_tag
-from release.evidence import scratch
+from release.evidence import forkserver, scratch
 from release.pristine import safe
 from release.pristine.wheel import Want, cache_dir, lookup, member_content, verified_content
 
@@ -68,6 +69,9 @@ PLUGIN = "vllm_fused_moe_evidence_report"  # CHILD/<this>.py, named with -p
 FD_VAR = "VLLM_FUSED_MOE_EVIDENCE_FD"
 OUTCOMES = ("failed", "errors", "skipped", "passed")  # one per test case, from the plugin's reports
 TIMED_OUT, ORPHANED = 124, 125  # the guard's own exit codes
+# What each fork server imports once (envs/lines.toml's [server] `preload`; none where the tool runs without
+# its checkout: the runs are then as slow as processes of their own).
+PRELOAD = forkserver.preload(PROJECT_ROOT / "envs" / "lines.toml")
 WORK_PREFIX = "vllm-fused-moe-evidence-"
 # What a run inherits of the caller's environment; everything else (PYTEST_ADDOPTS, PYTHONPATH, PIP_*,
 # tokens, HOME) stays out. The OPENBLAS_* pair works around OpenBLAS builds that crash on some CPUs.
@@ -195,7 +199,15 @@ def wheel_venv(python: str, tag: str, wheel: Path, work: Path) -> tuple[str, str
     installed = _run([*command, "--no-compile", str(wheel)], work, env)
     if installed.startswith("!"):
         return "", f"pip did not install {wheel.name}: {installed.removeprefix('!')}"
+    with _venvs_lock:
+        _venvs[venv_python] = (python, str(lib[0]))  # a fork server of `python` runs it with this site added
     return venv_python, ""
+
+
+# A wheel run's venv python -> (the interpreter it was made from, its site-packages): such a run is forked
+# from that interpreter's server with the venv's site-packages added by `site.addsitedir` (.pth files run).
+_venvs: dict[str, tuple[str, str]] = {}
+_venvs_lock = threading.Lock()
 
 
 @contextmanager
@@ -266,8 +278,45 @@ def run_test(python: str, tree: Path | None, test_path: str, test_text: str, wor
         env["VLLM_FUSED_MOE"] = "off"  # our overlay, if that interpreter has it, must not serve its files
     pytest = [python, "-s", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "--rootdir", str(checkout)]
     pytest += ["-c", str(checkout / "pytest.ini"), test_path]
+    served = _on_server(python, tree, checkout, env, pytest[4:])
+    if served is not None:
+        returncode, lines, text = served
+    else:
+        returncode, lines, text = _as_process(python, pytest, checkout, env)
+    if returncode == TIMED_OUT:
+        return ERROR, "timed out", f"pytest ran past {RUN_TIMEOUT_S} s; the guard ended it and what it started"
+    if returncode != 0 and NO_PYTEST in text and not lines:
+        raise NoPytestError(f"{python} has no pytest: the regression test {test_path} cannot run there")
+    tail = text.strip().splitlines()[-1:] or ["no output"]
+    return judge(returncode, [_parse(line) for line in lines], tail[0])
+
+
+def _on_server(
+    python: str, tree: Path | None, checkout: Path, env: dict[str, str], argv: list[str]
+) -> tuple[int, list[bytes], str] | None:
+    """The run forked from the fork server of its environment (release/evidence/forkserver.py), or None."""
+    server_python, site = _venvs.get(python, (python, None))
+    request = {
+        "cwd": str(checkout),
+        "env": env,
+        "path": [str(tree)] if tree is not None else [],
+        "site": site,
+        "argv": argv,
+        "timeout": RUN_TIMEOUT_S,
+    }
+    own = {k: v for k, v in env.items() if k != "VLLM_FUSED_MOE"}
+    own["PYTHONPATH"] = str(CHILD)
+    answer = forkserver.run(server_python, PRELOAD, own, request, RUN_TIMEOUT_S + 30)
+    if not isinstance(answer, dict) or not isinstance(answer.get("status"), int):
+        return None
+    reports = [str(line).encode() for line in answer.get("reports", [])]
+    return int(answer["status"]), reports, str(answer.get("output", ""))
+
+
+def _as_process(python: str, pytest: list[str], checkout: Path, env: dict[str, str]) -> tuple[int, list[bytes], str]:
+    """The run as a process of its own, under the guard script: (exit status, report lines, its output)."""
     read, write = os.pipe()
-    env[FD_VAR] = str(write)
+    env = {**env, FD_VAR: str(write)}
     lines: list[bytes] = []
     printed: list[bytes] = []
     try:
@@ -285,7 +334,7 @@ def run_test(python: str, tree: Path | None, test_path: str, test_text: str, wor
         )
     except OSError as exc:
         os.close(read)
-        return ERROR, "did not start", f"{python}: {exc.strerror}"
+        return 127, [], f"{python}: {exc.strerror}"
     finally:
         os.close(write)
     assert proc.stdout is not None and proc.stdin is not None  # both are pipes
@@ -304,14 +353,11 @@ def run_test(python: str, tree: Path | None, test_path: str, test_text: str, wor
         proc.stdout.close()
     for reader in readers:
         reader.join(timeout=10)
-    output = b"\n".join(printed)
-    text = output.decode("utf-8", "replace")
-    if proc.returncode == TIMED_OUT:
-        return ERROR, "timed out", f"pytest ran past {RUN_TIMEOUT_S} s; the guard ended it and what it started"
-    if proc.returncode != 0 and NO_PYTEST in text and not lines:
-        raise NoPytestError(f"{python} has no pytest: the regression test {test_path} cannot run there")
-    tail = text.strip().splitlines()[-1:] or ["no output"]
-    return judge(proc.returncode, [_parse(line) for line in lines], tail[0])
+    return (
+        int(proc.returncode if proc.returncode is not None else -9),
+        lines,
+        b"\n".join(printed).decode("utf-8", "replace"),
+    )
 
 
 def _drain(fd: int, into: list[bytes]) -> None:

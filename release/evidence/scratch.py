@@ -32,13 +32,19 @@ def owned(prefix: str, parent: Path | None = None) -> Iterator[Path]:
     base.mkdir(parents=True, exist_ok=True)
     remove_abandoned(base, prefix)
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    fd = os.open(path / LOCK, os.O_CREAT | os.O_WRONLY, 0o600)
+    fd = hold(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
     finally:
         os.close(fd)  # the lock goes with the descriptor
         shutil.rmtree(path, ignore_errors=True)
+
+
+def hold(path: Path) -> int:
+    """Lock `path` as owned by this process for as long as the returned descriptor is open (or the process lives)."""
+    fd = os.open(path / LOCK, os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def remove_abandoned(base: Path, prefix: str) -> list[Path]:

@@ -85,8 +85,9 @@ def test_a_test_that_rewrites_its_report_at_exit_is_no_pass(tmp_path: Path) -> N
         """,
         tmp_path / "work",
     )
-    assert result[0] == runner.ERROR, result
-    assert "pytest reported exit 1, but the run exited 0" in result[2], result
+    # As a process of its own the run exits 0 against pytest's 1 (an error); forked, its atexit never runs.
+    assert result[0] in (runner.ERROR, runner.FAILED), result
+    assert result[0] == runner.FAILED or "pytest reported exit 1, but the run exited 0" in result[2], result
 
 
 def test_a_daemon_the_test_leaves_is_ended_with_the_run(tmp_path: Path) -> None:

@@ -20,11 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def copy_project(directory: Path) -> Path:
-    """A copy of vendor/, patches/ and our runtime code under `directory`/project that a test may rebase,
-    break, build and inspect."""
+    """A copy of vendor/, patches/, our runtime code and envs/ (each line's proving environment) under
+    `directory`/project that a test may rebase, break, build, publish and inspect."""
     root = directory / "project"
     root.mkdir()
-    for name in ("vendor", "patches", "release/overlay/runtime"):
+    for name in ("vendor", "patches", "release/overlay/runtime", "envs"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
