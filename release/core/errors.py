@@ -357,8 +357,9 @@ class NoPytestError(ToolMissingError):
     cannot run there."""
 
     default_hint = (
-        "run it through nox (`nox -s upstream_pr -- PATCH`, `nox -s publish -- DIST INDEX_DIR`), which makes a "
-        "venv with pytest, torch and what vLLM imports, or give --python such an interpreter"
+        "leave --python out of `publish` and `evidence` (the tool makes each release line's proving environment), "
+        "run `nox -s upstream_pr -- PATCH`, which makes a venv with pytest, torch and what vLLM imports, or give "
+        "--python such an interpreter"
     )
 
 
