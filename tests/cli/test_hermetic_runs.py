@@ -137,7 +137,7 @@ def test_a_run_that_never_ends_is_ended_at_the_bound(tmp_path: Path, monkeypatch
         """,
         tmp_path / "work",
     )
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 60  # the bound, plus starting a fork server where none runs yet
     assert result[:2] == (runner.ERROR, "timed out"), result
     assert not alive(int(child.read_text()))
 
