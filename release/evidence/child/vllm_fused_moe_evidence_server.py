@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from typing import Any
 
 import vllm_fused_moe_evidence_guard as guard
@@ -76,6 +77,9 @@ def _guard(request: dict[str, Any], report_fd: int, out_fd: int, server: int) ->
     if run == 0:
         try:
             _run(request, report_fd, out_fd)
+        except BaseException:  # said where the tool reads the run's output, as an interpreter would say it
+            traceback.print_exc()
+            sys.stderr.flush()
         finally:
             os._exit(70)
     os.close(report_fd)
@@ -159,6 +163,11 @@ def serve(requests: Any, answer: Any) -> None:
 
 def main(modules: list[str]) -> int:
     guard.subreaper()  # what a guard child leaves when it is killed comes here, and is ended at the end
+    try:
+        import pytest  # noqa: F401  (without it no run can start: the tool then runs processes, which say so)
+    except ImportError as exc:
+        print(json.dumps({"ready": False, "why": str(exc)}), flush=True)
+        return 1
     for name in modules:
         try:
             importlib.import_module(name)
