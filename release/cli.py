@@ -15,6 +15,7 @@ into their exit code (release.core.errors).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import textwrap
@@ -350,6 +351,15 @@ def build_parser(argv: Sequence[str] | None = None, prog: str = PROG) -> argpars
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
+        "-C",
+        dest="directory",
+        type=flags.path,
+        default=None,
+        metavar="DIR",
+        help="run as if started in DIR: relative path arguments (DIST, INDEX_DIR, --out, --python) are read from "
+        "there (the nox sessions pass the directory nox was started in, as nox itself runs in the checkout)",
+    )
+    parser.add_argument(
         "--root",
         type=flags.path,
         default=None,
@@ -404,6 +414,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         args = build_parser(argv, prog).parse_args(argv)
         parsed.append(args)
         log.configure(args.verbosity)
+        if args.directory is not None:
+            # Before the layout and any path argument is read: `--root` and relative paths mean the caller's.
+            os.chdir(args.directory)
         layout = Layout(args.root.resolve()) if args.root else Layout.default()
         return int(args.func(args, layout))
 

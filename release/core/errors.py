@@ -178,8 +178,8 @@ class UnprovenWheelError(BadInputError):
 
     default_hint = (
         "the wheel must carry the fix of every bug its release has, proven by the bug's test "
-        "(patches/upstream-tests/); give --python an interpreter with torch and vLLM's import-time packages "
-        "(`nox -s publish` does); nothing was published"
+        "(patches/upstream-tests/): where the wheel run fails, rebuild the wheel from this checkout "
+        "(`nox -s build -- --tag TAG`); where a run errors, its detail says why; nothing was published"
     )
 
     def __init__(self, *, what: str, problems: Sequence[str], hint: str | None = None) -> None:
@@ -193,8 +193,8 @@ class UnprovenSkipError(BadInputError):
     no clean pass of the bug's regression test on the release as published (release/queue/skip_proof.py)."""
 
     default_hint = (
-        "prove the skip: `python -m release evidence --line LINE` under an interpreter with torch "
-        "(`nox -s evidence -- --line LINE`), or carry the fix to the line (`python -m release pq carry NAME`); "
+        "prove the skip: `python -m release evidence --line LINE` (`nox -s evidence -- --line LINE`; the tool "
+        "makes the line's proving environment), or carry the fix to the line (`python -m release pq carry NAME`); "
         "nothing was changed"
     )
 
@@ -213,8 +213,8 @@ class UnprovenSkipError(BadInputError):
         self.what, self.skips, self.tag, self.line, self.patch = what, tuple(skips), tag, line, patch
         if hint is None and tag and line:
             hint = (
-                f"run `python -m release evidence --tag {tag} --on {line} --python PY` under an interpreter with "
-                f"torch (`nox -s evidence -- --tag {tag} --on {line}`): it proves the skip where the test passes on "
+                f"run `python -m release evidence --tag {tag} --on {line}` (`nox -s evidence -- --tag {tag} --on "
+                f"{line}`; the tool makes the line's proving environment): it proves the skip where the test passes on "
                 "the pristine release; where it fails, the release has the bug: carry the fix (`python -m release pq "
                 f"carry {patch or 'NAME'}`); nothing was changed"
             )
@@ -362,8 +362,9 @@ class NoPytestError(ToolMissingError):
     cannot run there."""
 
     default_hint = (
-        "run it through nox (`nox -s upstream_pr -- PATCH`, `nox -s publish -- DIST INDEX_DIR`), which makes a "
-        "venv with pytest, torch and what vLLM imports, or give --python such an interpreter"
+        "leave --python out of `publish` and `evidence` (the tool makes each release line's proving environment), "
+        "run `nox -s upstream_pr -- PATCH`, which makes a venv with pytest, torch and what vLLM imports, or give "
+        "--python such an interpreter"
     )
 
 

@@ -9,6 +9,8 @@ command line (release/overlay/runtime/) ships without `release/` and keeps its `
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,3 +72,17 @@ def name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty name is no name")
     return text
+
+
+def absolute(path: Path) -> Path:
+    """A path argument resolved once, at the command line, against the caller's working directory: the
+    stages run processes in temporary directories (pip, pytest), where a relative path means another file."""
+    return path.absolute()
+
+
+def interpreter(given: str) -> str:
+    """`--python`'s value as an absolute path: a path (it holds a "/") against the working directory, a bare
+    name (`python3`) as the shell finds it on PATH; left as given where neither finds it (the run then says so)."""
+    if os.sep in given or (os.altsep and os.altsep in given):
+        return str(Path(given).absolute())
+    return shutil.which(given) or given

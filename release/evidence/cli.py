@@ -1,13 +1,12 @@
-"""`python -m release evidence --line L | --tag T... --python PY`: prove a line's `skip` of a bug's patch.
+"""`python -m release evidence --line L | --tag T... [--python PY]`: prove a line's `skip` of a bug's patch.
 
-Run under an interpreter with torch (`nox -s evidence`); what it proves is read by `check` and
-`train add` (release/queue/skip_proof.py), which run under the tooling's and cannot run the test.
+The test runs in the line's proving environment, which the tool makes (release/evidence/envs.py), or
+under `--python`; what it proves is read by `check` and `train add` (release/queue/skip_proof.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from release.core import flags
 from release.core.layout import Layout
@@ -17,7 +16,8 @@ from release.evidence.proving import EvidenceOptions, prove_skips
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Prove a release line's `skip` of a bug's patch: the bug's regression test (patches/upstream-tests/) "
-        "runs on each of the line's pristine vLLM releases under --python, and where it passes cleanly the "
+        "runs on each of the line's pristine vLLM releases in the line's proving environment, and where it passes "
+        "cleanly the "
         "release does without the bug; the proof is kept in the evidence cache, where `check` and `train add` "
         "read it (they refuse a skip without it), and `scan` (a release it proves is not affected by the bug). "
         "Where the test fails, the release has the bug: exit 2, "
@@ -39,14 +39,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",
         type=flags.name,
-        default=sys.executable,
+        default=None,
         metavar="PYTHON",
-        help="the interpreter the test runs under: one with torch (CPU), pytest and vLLM's import-time "
-        "packages (`nox -s evidence` makes one); default: this one",
+        help="run the test under this interpreter instead (one with torch CPU, pytest and vLLM's import-time "
+        "packages); default: the line's proving environment (envs/lines.toml), made by the tool with uv",
     )
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    return prove_skips(
-        layout, EvidenceOptions(python=args.python, line=args.line, tags=tuple(args.tag or ()), on=args.on)
-    )
+    python = flags.interpreter(args.python) if args.python else None
+    return prove_skips(layout, EvidenceOptions(python=python, line=args.line, tags=tuple(args.tag or ()), on=args.on))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -31,7 +30,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.core.errors import UnprovenWheelError
 from release.core.git import head_commit
-from release.evidence import runner
+from release.evidence import envs, progress, runner
 from release.evidence.cache import cached_run, key_of
 from release.evidence.record import EvidenceRecord
 from release.model.wheel import OverlayWheel
@@ -90,8 +89,9 @@ def release_line(checkout: Checkout, version: str, wheel: OverlayWheel) -> str:
     return line if isinstance(line, str) else ""
 
 
-def gather(checkout: Checkout, wheel: OverlayWheel, python: str) -> Evidence:
-    """The evidence of `wheel` (each run cached); `refuse` judges it."""
+def gather(checkout: Checkout, wheel: OverlayWheel, python: str | None) -> Evidence:
+    """The evidence of `wheel` (each run cached); `refuse` judges it. `python`: an interpreter to run under
+    (`--python`); None: the proving environment of the wheel's release line (release/evidence/envs.py)."""
     layout = checkout.layout
     version = wheel_release(wheel.path)
     tag = f"v{version}"
@@ -104,7 +104,7 @@ def gather(checkout: Checkout, wheel: OverlayWheel, python: str) -> Evidence:
         "vllm": {"tag": tag, "version": version, "wheel": None, "sha256": None},
         "line": line,
         "tool": {"digest": tool, "commit": ""},
-        "python": str(Path(python).absolute()),
+        "python": python or "",
         "bugs": [],
     }
     if not line:
@@ -114,12 +114,27 @@ def gather(checkout: Checkout, wheel: OverlayWheel, python: str) -> Evidence:
     record["tool"]["commit"] = head_commit(layout.root)
     release = lookup(version)
     record["vllm"].update(wheel=release.filename, sha256=release.sha256)
-    identity = str(Path(python).absolute())
+    # The runs are keyed by what the environment has installed, not by where it lies (issue 43).
+    env = envs.resolve(layout, line, python)
+    record["python"], record["environment"] = env.python, env.digest
+    python, identity = env.python, env.digest
     for test in checkout.bug_tests(line):
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        pristine = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
-        installed = cached_run(
-            key_of("wheel", wheel_sha, *inputs), partial(_with_wheel, python, tag, wheel.path, test), _clean
+        said = f"evidence: vLLM {tag} {test.bug}"
+        pristine = progress.timed(
+            f"{said}: pristine",
+            partial(cached_run, key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
+            _outcome,
+        )
+        installed = progress.timed(
+            f"{said}: with {wheel.name}",
+            partial(
+                cached_run,
+                key_of("wheel", wheel_sha, *inputs),
+                partial(_with_wheel, python, tag, wheel.path, test),
+                _clean,
+            ),
+            _outcome,
         )
         record["bugs"].append(
             {
@@ -138,15 +153,31 @@ def gather(checkout: Checkout, wheel: OverlayWheel, python: str) -> Evidence:
 
 
 def gather_all(
-    checkout: Checkout, wheels: list[OverlayWheel], python: str, workers: int | None = None
+    checkout: Checkout, wheels: list[OverlayWheel], python: str | None, workers: int | None = None
 ) -> list[Evidence]:
     """The evidence of each wheel, in order; `workers` wheels at a time (default: one per core), since each
     run is a process of its own that spends its time importing torch and vLLM."""
     workers = workers or os.cpu_count() or 1
-    if workers == 1 or len(wheels) < 2:
-        return [gather(checkout, wheel, python) for wheel in wheels]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda wheel: gather(checkout, wheel, python), wheels))
+    total = len(wheels)
+
+    def one(numbered: tuple[int, OverlayWheel]) -> Evidence:
+        n, wheel = numbered
+        label = f"evidence: {n}/{total} {wheel.name}"
+        return progress.timed(label, partial(gather, checkout, wheel, python), _verdicts)
+
+    with progress.heartbeat("evidence"):
+        if workers == 1 or total < 2:
+            return [one(item) for item in enumerate(wheels, 1)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, enumerate(wheels, 1)))
+
+
+def _outcome(run: dict[str, Any]) -> str:
+    return f"{run.get('result')} ({run.get('summary', '')})"
+
+
+def _verdicts(evidence: Evidence) -> str:
+    return ", ".join(f"{b['bug']} {b['verdict']}" for b in evidence.bugs) or "no bug to prove"
 
 
 def _clean(result: dict[str, Any]) -> bool:
@@ -166,17 +197,17 @@ def _verdict(pristine: str, installed: str) -> str:
 
 
 def pristine_run(python: str, tag: str, test: BugTest) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
-        result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, Path(tmp))
+    with runner.work_dir() as tmp:
+        result, summary, detail = runner.run_test(python, runner.source_tree(tag), test.path, test.text, tmp)
     return {"result": result, "summary": summary, "detail": detail}
 
 
 def _with_wheel(python: str, tag: str, wheel: Path, test: BugTest) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-evidence-") as tmp:
-        venv_python, problem = runner.wheel_venv(python, tag, wheel, Path(tmp))
+    with runner.work_dir() as tmp:
+        venv_python, problem = runner.wheel_venv(python, tag, wheel, tmp)
         if problem:
             return {"result": runner.ERROR, "summary": "not installed", "detail": problem}
-        result, summary, detail = runner.run_test(venv_python, None, test.path, test.text, Path(tmp))
+        result, summary, detail = runner.run_test(venv_python, None, test.path, test.text, tmp)
     return {"result": result, "summary": summary, "detail": detail}
 
 

@@ -16,6 +16,7 @@ from release.core.files import present
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag, version_of_tag
+from release.evidence import progress
 from release.evidence.skips import SkipRun, prove
 from release.model.lines import read_lines
 from release.model.train import Train
@@ -27,7 +28,7 @@ from release.queue.snapshot import Checkout
 class EvidenceOptions:
     """What `evidence` proves: every train tag of `line`, or `tags` (on `on`'s line where given), under `python`."""
 
-    python: str
+    python: str | None  # None: each line's proving environment (release/evidence/envs.py)
     line: str | None = None
     tags: tuple[str, ...] = ()
     on: str | None = None
@@ -62,11 +63,12 @@ def prove_skips(layout: Layout, options: EvidenceOptions) -> int:
     # A reader of the checkout, as `check` is: the skips it proves are those of one read of it.
     with repo_lock(layout, "evidence", shared=True):
         checkout = Checkout.load(layout)
-    for tag, line in targets(layout, options):
-        proved = prove(checkout, tag, line, options.python)
-        if not proved:
-            log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")
-        runs += proved
+    with progress.heartbeat("evidence"):
+        for tag, line in targets(layout, options):
+            proved = prove(checkout, tag, line, options.python)
+            if not proved:
+                log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")
+            runs += proved
     for skip in runs:
         log.out(skip.sentence())
     failed = [r for r in runs if not r.proven]

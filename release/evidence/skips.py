@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from release.core.journal import write_atomic
 from release.core.versions import version_of_tag
-from release.evidence import runner
+from release.evidence import envs, progress, runner
 from release.evidence.cache import cached_run, key_of
 from release.evidence.gather import pristine_run
 from release.pristine.wheel import lookup
@@ -46,18 +45,24 @@ class SkipRun:
         return f"not proven: {where}: errors ({self.run.get('summary', '')}{detail}), which is no evidence"
 
 
-def prove(checkout: Checkout, tag: str, line: str, python: str) -> list[SkipRun]:
-    """Run each skipped bug's test on `tag`'s pristine release under `python`; write the proof of each clean pass."""
+def prove(checkout: Checkout, tag: str, line: str, python: str | None) -> list[SkipRun]:
+    """Run each skipped bug's test on `tag`'s pristine release under `python` (None: the line's proving
+    environment, release/evidence/envs.py); write the proof of each clean pass."""
     tests = skipped_bug_tests(checkout, line)
     if not tests:
         return []
     version, tool = version_of_tag(tag), tool_digest()
     release = lookup(version)
-    identity = str(Path(python).absolute())
+    env = envs.resolve(checkout.layout, line, python)
+    python, identity = env.python, env.digest  # keyed by what it has installed, not by where it lies
     found = []
     for test in tests:
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        run = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
+        run = progress.timed(
+            f"evidence: vLLM {tag} {test.bug}: pristine",
+            partial(cached_run, key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
+            lambda done: f"{done.get('result')} ({done.get('summary', '')})",
+        )
         if run.get("result") == PASSED:
             _write(tag, test, tool, identity, release.filename, release.sha256, run)
         found.append(SkipRun(tag, test, run))

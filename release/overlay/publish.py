@@ -33,7 +33,7 @@ class PublishOptions:
 
     dist: Path  # a directory of wheels, or one wheel
     index: Path  # the index directory (holds simple/)
-    python: str  # the interpreter the evidence runs under
+    python: str | None  # the interpreter the evidence runs under (None: each line's proving environment)
     allow_dirty: bool = False  # publish a dirty build (`build --allow-dirty`) too
     signing_key: Path | None = None  # the ed25519 key that signs the evidence (else $VLLM_FUSED_MOE_SIGNING_KEY)
 

@@ -5,7 +5,6 @@ The stage is release/overlay/publish.py; `--to URL` (an index server) is release
 from __future__ import annotations
 
 import argparse
-import sys
 
 from release.core import flags
 from release.core.errors import BadInputError
@@ -25,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "newest wheel for X, pinned by version and sha256. Users install through that file, never by name "
         f"(pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt; "
         "docs/overlay.md, 'Install'). Rerunning is a no-op; nothing is written unless every wheel passes. "
-        "Each wheel first proves its fixes under --python (INDEX_DIR/evidence/<wheel>.json). "
+        "Each wheel first proves its fixes (INDEX_DIR/evidence/<wheel>.json) in its line's proving environment "
+        "(envs/). "
         "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
     )
     parser.add_argument("dist", type=flags.path, metavar="DIST", help="a directory of wheels, or one wheel")
@@ -33,10 +33,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",
         type=flags.name,
-        default=sys.executable,
+        default=None,
         metavar="PYTHON",
-        help="the interpreter the evidence runs under: one with torch (CPU) and vLLM's import-time packages, "
-        "pytest and pip (`nox -s publish` makes one); default: this one",
+        help="run the evidence under this interpreter instead (one with torch CPU, vLLM's import-time packages, "
+        "pytest and pip); default: each release line's proving environment (envs/lines.toml), made by the tool",
     )
     # issue 47: an index server (release/overlay/upload.py), and the key that signs the evidence (attest.py).
     parser.add_argument(
@@ -71,7 +71,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     options = PublishOptions(
-        dist=args.dist, index=args.index, python=args.python, allow_dirty=args.allow_dirty, signing_key=args.signing_key
+        dist=flags.absolute(args.dist),
+        index=flags.absolute(args.index),
+        python=flags.interpreter(args.python) if args.python else None,
+        allow_dirty=args.allow_dirty,
+        signing_key=flags.absolute(args.signing_key) if args.signing_key else None,
     )
     if args.simple_url and not args.to:
         raise BadInputError("--simple-url is the page of the server --to uploads to: give --to too")

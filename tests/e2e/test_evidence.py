@@ -92,7 +92,10 @@ def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
     broken = undone(wheel, tmp_path / "broken", pristine_files(layout, entry), text)
 
     index = tmp_path / "index"
-    published = run_release(project, "publish", "--allow-dirty", str(broken), str(index))
+    # Relative DIST and INDEX_DIR, read from the caller's directory (issue 44: the wheel was looked for in the
+    # run's temporary directory, so every wheel "errored" and none was proven).
+    relative = [str(broken.relative_to(tmp_path)), index.name]
+    published = run_release(project, "publish", "--allow-dirty", *relative, cwd=tmp_path)
     assert published.returncode == 2, published.stdout + published.stderr
     [bug] = entry.bugs
     error = failed(published)
@@ -192,3 +195,43 @@ def test_a_skip_that_evidence_proves_lets_train_add_record_the_tag(project: Path
     assert f"proven: bug {SECOND} on vLLM {entry.tag} (line {entry.line}), test {LINE_TEST}" in proved.stdout
     added = run_release(project, "train", "add", entry.tag)
     assert added.returncode == 0, added.stdout + added.stderr
+
+
+SERVED_TEST = '''"""Where the class the line's fix changes comes from: our overlay's file, or vLLM's own."""
+import importlib
+import inspect
+
+
+def test_the_class_is_the_overlays():
+    module = importlib.import_module({module!r})
+    source = inspect.getsourcefile(getattr(module, {cls!r}))
+    assert "vllm_fused_moe" in source.split("site-packages")[-1], source
+'''
+
+
+def test_a_forked_wheel_run_is_served_by_the_wheels_hook_and_the_pristine_run_is_not(
+    project: Path, tmp_path: Path
+) -> None:
+    """The runs are forked from a server that imported torch once (release/evidence/forkserver.py): the wheel run
+    must still see the wheel as a user installs it (its .pth hook serving our file under vLLM's name) and the
+    pristine run vLLM's own file. Both runs here go through the server (the second reuses it)."""
+    from release.evidence import envs, forkserver, runner
+
+    layout = Layout(project)
+    entry = older_line_tag(layout)
+    line = read_lines(layout.lines).get(entry.line)
+    built = run_release(project, "build", "--tag", entry.tag, "--allow-dirty", "--out", str(tmp_path / "dist"))
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    python = envs.for_line(layout, entry.line).python
+    text = SERVED_TEST.format(module=line.live_module, cls=line.live_classes[0])
+    assert forkserver.enabled()
+    with runner.work_dir() as work:
+        pristine = runner.run_test(python, runner.source_tree(entry.tag), "tests/test_served.py", text, work)
+    with runner.work_dir() as work:
+        venv_python, problem = runner.wheel_venv(python, entry.tag, wheel, work)
+        assert not problem, problem
+        installed = runner.run_test(venv_python, None, "tests/test_served.py", text, work)
+    assert forkserver._idle.get(python), "the runs were not forked from a server"
+    assert pristine[0] == runner.FAILED and "vllm_fused_moe" not in pristine[2], pristine
+    assert installed[0] == runner.PASSED, installed

@@ -31,19 +31,22 @@ LOADED_MACHINE_S = 10.0
 
 
 def copy_project(directory: Path) -> Path:
-    """A copy of vendor/, patches/ and our runtime code under `directory`/project that a test may rebase,
-    break, build and inspect."""
+    """A copy of vendor/, patches/, our runtime code and envs/ (each line's proving environment) under
+    `directory`/project that a test may rebase, break, build, publish and inspect."""
     root = directory / "project"
     root.mkdir()
-    for name in ("vendor", "patches", "release/overlay/runtime"):
+    for name in ("vendor", "patches", "release/overlay/runtime", "envs"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 
-def run_release(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a real process, pointed at `root`."""
+def run_release(
+    root: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a real process, pointed at `root`; started in `cwd` (`-C`), where relative paths are read."""
+    where = ["-C", str(cwd)] if cwd is not None else []
     return subprocess.run(
-        [sys.executable, "-m", "release", "--root", str(root), *args],
+        [sys.executable, "-m", "release", *where, "--root", str(root), *args],
         cwd=REPO,
         capture_output=True,
         text=True,

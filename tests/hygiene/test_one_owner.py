@@ -17,6 +17,9 @@ OWN_PARSER = {
     "release/core/parse.py": "the one parser",
     "release/overlay/backend_worker.py": "run by path under the build backend's interpreter, it imports the "
     "standard library alone; its parent parses each answer with release/core/parse.py",
+    "release/evidence/child/vllm_fused_moe_evidence_server.py": "the fork server, run by path under the proving "
+    "interpreter, imports the standard library alone (never the tool); its parent parses its answers with "
+    "release/core/parse.py",
 }
 # Module: why it opens a zip other than on release/core/files.py's open_regular handle.
 OWN_ZIP = {

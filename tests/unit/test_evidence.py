@@ -14,7 +14,7 @@ from release.core.errors import UnprovenWheelError
 from release.evidence import cache
 from release.evidence.gather import FIXED, NOT_AFFECTED, UNPROVEN, Evidence, refuse, refuse_backwards
 from release.evidence.record import EvidenceRecord, HeldBug
-from release.evidence.runner import ERROR, FAILED, PASSED, verdict
+from release.evidence.runner import ERROR, FAILED, PASSED, judge, verdict
 
 BUG = "https://example.org/bug/1"
 
@@ -111,3 +111,31 @@ def test_the_index_never_goes_backwards() -> None:
         f"not publishing w: vllm_fused_moe-1.2.3+fm.1.whl in the index fixes {BUG} on vLLM v1.2.3 (line some_line), "
         "this wheel does not: the index never goes backwards"
     )
+
+
+def _test(outcome: str, when: str = "call", xfail: bool = False) -> dict[str, Any]:
+    return {"kind": "test", "id": "t.py::t", "when": when, "outcome": outcome, "xfail": xfail, "message": "m"}
+
+
+def _end(status: int) -> dict[str, Any]:
+    return {"kind": "session", "exitstatus": status, "collected": 1}
+
+
+@pytest.mark.parametrize(
+    ("returncode", "reports", "expected", "detail"),
+    [
+        (1, [_test("failed"), _end(1)], FAILED, "m"),
+        (0, [_test("passed"), _end(0)], PASSED, ""),
+        (0, [_test("passed")], ERROR, "before pytest reported its end"),  # os._exit(0) in the test
+        (0, [_test("failed"), _end(1)], ERROR, "pytest reported exit 1, but the run exited 0"),  # rewritten at exit
+        (0, [_test("passed", xfail=True), _end(0)], ERROR, ""),  # an xpass/xfail is no clean run
+        (1, [_test("failed", when="setup"), _end(1)], ERROR, "m"),  # a fixture error
+        (2, [{"kind": "collect", "id": "t.py", "outcome": "failed", "message": "m"}, _end(2)], ERROR, "m"),
+        (1, [{"kind": "made up"}, _end(1)], ERROR, "never writes"),  # not the tool's plugin's line
+    ],
+)
+def test_the_verdict_is_what_the_tools_plugin_reported_held_to_the_exit_status(
+    returncode: int, reports: list[dict[str, Any]], expected: str, detail: str
+) -> None:
+    result, _, said = judge(returncode, reports, "tail")
+    assert result == expected and detail in said, (result, said)
