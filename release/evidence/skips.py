@@ -16,9 +16,10 @@ from typing import Any
 
 from release.core.journal import write_atomic
 from release.core.layout import Layout
+from release.core.seal import sealed
 from release.core.versions import version_of_tag
 from release.evidence import runner
-from release.evidence.cache import cached_run, key_of
+from release.evidence.cache import cache_root, cached_run
 from release.evidence.gather import pristine_run
 from release.pristine.wheel import lookup
 from release.queue.regression import BugTest
@@ -57,7 +58,7 @@ def prove(layout: Layout, tag: str, line: str, python: str) -> list[SkipRun]:
     found = []
     for test in tests:
         inputs = (release.sha256, test.path, test.digest, tool, identity)
-        run = cached_run(key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
+        run = cached_run(("pristine", *inputs), partial(pristine_run, python, tag, test), _clean)
         if run.get("result") == PASSED:
             _write(tag, test, tool, identity, release.filename, release.sha256, run)
         found.append(SkipRun(tag, test, run))
@@ -86,4 +87,5 @@ def _write(tag: str, test: BugTest, tool: str, python: str, wheel: str, sha256: 
     }
     path = proof_path(version, test, tool)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    # Sealed (release/core/seal.py): a proof any other process writes for the test is no proof to check.
+    write_atomic(path, (json.dumps(sealed(cache_root(), record), indent=1, sort_keys=True) + "\n").encode())

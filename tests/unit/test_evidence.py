@@ -5,6 +5,7 @@ The runs themselves (pytest under an interpreter with torch, pip into a venv) ar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,51 @@ def test_the_cache_keeps_clean_runs_only_and_a_changed_input_is_another_key(
     def clean(r: dict[str, Any]) -> bool:
         return r["result"] in (PASSED, FAILED)
 
-    key = cache.key_of("pristine", "release-sha", "test.py", "sha256:test", "tool", "python")
-    assert cache.cached_run(key, lambda: run(ERROR), clean)["result"] == ERROR
-    assert cache.cached_run(key, lambda: run(FAILED), clean)["result"] == FAILED  # an error is computed again
-    assert cache.cached_run(key, lambda: run(PASSED), clean)["result"] == FAILED  # a clean run is kept
+    inputs = ("pristine", "release-sha", "test.py", "sha256:test", "tool", "python")
+    key = cache.key_of(*inputs)
+    assert cache.cached_run(inputs, lambda: run(ERROR), clean)["result"] == ERROR
+    assert cache.cached_run(inputs, lambda: run(FAILED), clean)["result"] == FAILED  # an error is computed again
+    assert cache.cached_run(inputs, lambda: run(PASSED), clean)["result"] == FAILED  # a clean run is kept
     assert calls == [ERROR, FAILED]
-    other = cache.key_of("pristine", "release-sha", "test.py", "sha256:changed", "tool", "python")
-    assert other != key and cache.cached_run(other, lambda: run(PASSED), clean)["result"] == PASSED
+    other = ("pristine", "release-sha", "test.py", "sha256:changed", "tool", "python")
+    assert cache.key_of(*other) != key and cache.cached_run(other, lambda: run(PASSED), clean)["result"] == PASSED
     assert (tmp_path / "evidence" / f"{key}.json").is_file()
+
+
+@pytest.mark.parametrize("edit", ["failed to passed", "inputs changed", "copied from another key", "no mac"])
+def test_a_cache_entry_the_tool_did_not_write_stands_for_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    """Issue 43: one entry edited from `failed` to `passed` published a fix-less wheel. An entry is trusted only
+    when its recorded inputs hash to its key and the MAC under the cache's secret covers it; else it is run again."""
+    monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path))
+    inputs = ("wheel", "wheel-sha", "release-sha", "test.py", "sha256:test", "tool", "python")
+    other = ("wheel", "other-wheel-sha", "release-sha", "test.py", "sha256:test", "tool", "python")
+    calls: list[str] = []
+
+    def run(result: str) -> Any:
+        return lambda: calls.append(result) or {"result": result}
+
+    def clean(r: dict[str, Any]) -> bool:
+        return r["result"] in (PASSED, FAILED)
+
+    assert cache.cached_run(inputs, run(FAILED), clean)["result"] == FAILED
+    assert cache.cached_run(other, run(PASSED), clean)["result"] == PASSED
+    path = tmp_path / "evidence" / f"{cache.key_of(*inputs)}.json"
+    entry = json.loads(path.read_text())
+    forged = {
+        "failed to passed": {**entry, "result": PASSED},
+        "inputs changed": {**entry, "inputs": list(other)},
+        "copied from another key": {
+            **json.loads((tmp_path / "evidence" / f"{cache.key_of(*other)}.json").read_text()),
+            "key": entry["key"],
+        },
+        "no mac": {k: v for k, v in {**entry, "result": PASSED}.items() if k != "mac"},
+    }[edit]
+    path.write_text(json.dumps(forged))
+    assert cache.cached_run(inputs, run(FAILED), clean)["result"] == FAILED  # run again, not read
+    assert calls == [FAILED, PASSED, FAILED]
+    assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
 
 
 def evidence(*bugs: tuple[str, str, str, bool]) -> Evidence:
