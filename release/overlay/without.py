@@ -1,0 +1,81 @@
+"""The same wheel built without one bug's patch: the third run of each bug's test (release/evidence/gather.py).
+
+Pristine fails and the wheel passes shows that the test tells the two runs apart, not that the fix is why:
+a test can tell them by how the runs are set up (the pristine run has our hook off) or by anything else
+the wheel brings. So the tool builds the wheel again from the tree it was built from (the commit's
+checkout, or this checkout's tree: release/overlay/rebuild.py `References`), at its tag and patch level,
+with the tag's series less every patch that fixes the bug (the common patch or the line's variant), replayed
+on the tag's pristine release and built by the one build code path (build.py `build_target`); the test
+must fail cleanly on it. Where the series carries no patch for the bug, that wheel is the wheel itself.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from release.core.errors import ReleaseError
+from release.core.layout import Layout
+from release.model.lines import Line
+from release.model.patch import Patch
+from release.model.pin import Pin
+from release.overlay.backend import Backend, Isolation, use_isolation
+from release.overlay.build import BuildPlan, BuildTarget, build_target
+from release.overlay.rebuild import Origin, References
+from release.pristine.sources import fetch
+from release.queue.load import is_head
+from release.queue.regression import BugTest
+from release.queue.snapshot import Checkout
+from release.train.replay import line_made_on, replay_tag
+
+
+class Without:
+    """Builds, for one publish, each wheel without a bug's patch (kept until the publish ends)."""
+
+    def __init__(self, references: References, origins: dict[str, Origin], stack: ExitStack) -> None:
+        self.references = references
+        self.origins = origins
+        self.scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vllm-fused-moe-without-")))
+        self.count = 0
+
+    def __call__(self, wheel: Path, test: BugTest) -> tuple[Path | None, str]:
+        made = self.origins.get(wheel.name)
+        if made is None:
+            return None, f"{wheel.name} was not proven to be a build of this checkout"
+        try:
+            return self._build(made, test)
+        except ReleaseError as exc:
+            return None, f"the build of {made.tag} without the fix of {test.bug} failed: {exc}"
+
+    def _build(self, made: Origin, test: BugTest) -> tuple[Path | None, str]:
+        layout = Layout(self.references.root(made.commit))
+        checkout = Checkout.load(layout)
+        entry = checkout.require_train().get(made.tag)
+        if entry is None:
+            return None, f"{made.tag} is not in the train at {made.where}"
+        line = checkout.line(entry.line)
+        series = checkout.tag_patches(line, made.tag)
+        kept = [p for p in series if p.purpose.bug != test.bug]
+        if len(kept) == len(series):
+            return made.wheel, ""  # it carries no patch for the bug: without it, it is the wheel itself
+        head = is_head(layout, line)
+        upstream = fetch(made.tag, entry.recorded_source(), None if head else line, lazy=True)
+        base = checkout.drift()[1] if head else line_made_on(checkout.require_train(), line, "")
+        replay = replay_tag(upstream, base, kept, line.root)
+        if replay.conflict:
+            return None, f"without its patch the series does not apply on {made.tag}: {replay.conflict}"
+        applied = tuple(p for p in kept if p.name in replay.applied)
+        return self._wheel(layout, made, entry.pin(line.root), replay.files, line, applied), ""
+
+    def _wheel(
+        self, layout: Layout, made: Origin, pin: Pin, files: dict[str, bytes], line: Line, patches: tuple[Patch, ...]
+    ) -> Path:
+        self.count += 1
+        scratch = self.scratch / str(self.count)
+        flashinfer = str(made.info.get("flashinfer_specifier") or "")
+        # The wheel's own level (its version), no train entry: nothing is recorded, and the version is the wheel's.
+        plan = BuildPlan(layout, scratch / "out", patch_level=made.level)
+        target = BuildTarget(pin, flashinfer, files, line, patches, None)
+        with Backend(use_isolation(Isolation.AUTO), made.epoch) as backend:
+            return build_target(plan, target, scratch, [], backend).wheel
