@@ -7,16 +7,26 @@ checkout, or this checkout's tree: release/overlay/rebuild.py `References`), at 
 with the tag's series less every patch that fixes the bug (the common patch or the line's variant), replayed
 on the tag's pristine release and built by the one build code path (build.py `build_target`); the test
 must fail cleanly on it. Where the series carries no patch for the bug, that wheel is the wheel itself.
+
+Each such wheel is kept under the cache (`<cache>/without/<key>/<the wheel's name>`, the key the wheel's sha256, the bug
+and the digest of the tool's code): the wheel was proven to be the build of its tree, so its bytes fix
+every input of the build without the patch. Its sealed record (release/core/seal.py) names the kept
+wheel's sha256, which is checked on every read; anything else is built again.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
 from release.core.errors import ReleaseError
+from release.core.hashing import file_sha256
+from release.core.journal import copy_atomic, write_atomic
 from release.core.layout import Layout
+from release.core.seal import sealed
+from release.evidence.cache import cache_root, key_of, read_entry, trusted
 from release.model.lines import Line
 from release.model.patch import Patch
 from release.model.pin import Pin
@@ -26,6 +36,7 @@ from release.overlay.rebuild import Origin, References
 from release.pristine.sources import fetch
 from release.queue.load import is_head
 from release.queue.regression import BugTest
+from release.queue.replay_cache import tool_digest
 from release.queue.snapshot import Checkout
 from release.train.replay import line_made_on, replay_tag
 
@@ -43,10 +54,29 @@ class Without:
         made = self.origins.get(wheel.name)
         if made is None:
             return None, f"{wheel.name} was not proven to be a build of this checkout"
+        inputs = ("without", file_sha256(wheel), test.bug, tool_digest())
+        key = key_of(*inputs)
+        directory = cache_root() / "without"
+        kept = directory / key / wheel.name  # pip installs a wheel by its name: the same as the wheel's
+        stored = read_entry(directory / f"{key}.json")
+        if stored is not None and trusted(stored, key):
+            if stored.get("same"):
+                return wheel, ""
+            if kept.is_file() and file_sha256(kept) == stored.get("sha256"):
+                return kept, ""
         try:
-            return self._build(made, test)
+            built, problem = self._build(made, test)
         except ReleaseError as exc:
             return None, f"the build of {made.tag} without the fix of {test.bug} failed: {exc}"
+        if built is None:
+            return None, problem
+        directory.mkdir(parents=True, exist_ok=True)
+        record = {"key": key, "inputs": list(inputs), "same": built == wheel, "sha256": file_sha256(built)}
+        if built != wheel:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            copy_atomic(built, kept)
+        write_atomic(directory / f"{key}.json", (json.dumps(sealed(cache_root(), record)) + "\n").encode())
+        return built, ""
 
     def _build(self, made: Origin, test: BugTest) -> tuple[Path | None, str]:
         layout = Layout(self.references.root(made.commit))
