@@ -25,7 +25,7 @@ from release.evidence.gather import Evidence, gather_all, refuse, refuse_backwar
 from release.overlay.build import PROJECT
 from release.overlay.fixes import build_info, carried_bugs, refuse_wheels_missing_fixes
 from release.overlay.index import REQUIREMENTS, open_wheel, preflight, publish
-from release.overlay.rebuild import References, origins
+from release.overlay.rebuild import Origin, References, origins
 from release.overlay.without import Without
 from release.queue.status import check
 
@@ -92,15 +92,15 @@ def refuse_as_check(layout: Layout, allow_dirty: bool) -> None:
 
 
 def prove(
-    layout: Layout, wheels: list[Path], options: PublishOptions, held: list[dict[str, Any]], stack: ExitStack
+    layout: Layout, made: list[Origin], options: PublishOptions, held: list[dict[str, Any]], stack: ExitStack
 ) -> list[Evidence]:
-    """Each wheel proven to be the checkout's build, then its evidence (three runs per bug)."""
-    if not wheels:
+    """Each wheel (with its origin) proven to be the checkout's build, then its evidence (three runs per bug)."""
+    if not made:
         return []
     references = stack.enter_context(References(layout))
-    made = origins(layout, wheels, options.allow_dirty)
     references.verify(made)  # before any test runs: a wheel that is not the checkout's build runs nothing
     without = Without(references, {m.wheel.name: m for m in made}, stack)
+    wheels = [m.wheel for m in made]
     return gather_all(layout, wheels, options.python, without=without, records=records_of(wheels, held))
 
 
@@ -114,20 +114,21 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
     index = options.index.resolve()
     # A wheel for a release affected by a bug it carries no fix for would be installed as the fix.
     refuse_wheels_missing_fixes(layout, wheels)
-    refuse_as_check(layout, options.allow_dirty)
     # Evidence, not records: each bug's test fails on the wheel's pristine release, passes with the wheel and fails
     # with the wheel built without the fix; gathered for the wheels the publish would add, after every cheaper refusal.
     held = held_evidence(index)
+    adding = preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
+    made = origins(layout, adding, options.allow_dirty)  # a wheel that names no build of this checkout
+    refuse_as_check(layout, options.allow_dirty)
     with ExitStack() as stack:
-        adding = preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
-        proofs = prove(layout, adding, options, held, stack)
+        proofs = prove(layout, made, options, held, stack)
         for evidence in proofs:
             refuse(evidence, f"not publishing {evidence.wheel}")
             refuse_backwards(evidence, held, f"not publishing {evidence.wheel}")
         outcome = publish(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
         # A wheel a killed publish left in the index without its evidence file gets it now (from the cache).
         kept = [w for w in wheels if w.name in outcome.already and not (index / EVIDENCE / f"{w.name}.json").exists()]
-        for evidence in prove(layout, kept, options, held, stack):
+        for evidence in prove(layout, origins(layout, kept, options.allow_dirty), options, held, stack):
             refuse(evidence, f"{evidence.wheel} is in the index, but")
             proofs.append(evidence)
     if proofs:

@@ -41,6 +41,7 @@ from packaging.utils import parse_wheel_filename
 
 import release
 from release.core.errors import ReleaseError, UnprovenWheelError
+from release.core.flags import ALLOW_DIRTY
 from release.core.git import checkout_at, head_commit, in_history
 from release.core.hashing import file_sha256, sha256_hex
 from release.core.journal import write_atomic
@@ -221,7 +222,7 @@ class References:
         with tempfile.TemporaryDirectory(prefix="vllm-fused-moe-rebuilt-") as out:
             command = [sys.executable, "-m", "release", "--root", str(root), "build", "--out", out]
             command += [arg for tag in tags for arg in ("--tag", tag)] + ["--patch-level", str(level)]
-            command += [] if commit else ["--allow-dirty"]
+            command += [] if commit else [ALLOW_DIRTY]
             env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
             try:
                 proc = subprocess.run(

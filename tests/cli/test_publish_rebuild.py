@@ -1,0 +1,48 @@
+"""Publish only what the checkout builds (issue 43): a wheel that names no build of this checkout is refused before
+anything is rebuilt or any test runs, and the index is left as it was.
+
+A crafted wheel that names a real commit is rebuilt there and refused at its first differing member
+(tests/e2e/test_rebuild.py); here, the wheels that name nothing a rebuild could start from, against this
+checkout (a git repository), with the real CLI in a process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, run_release
+from helpers.failure import failed
+from helpers.synthetic import demo_wheel
+from release.core.errors import UnprovenWheelError
+from release.core.layout import Layout
+from release.model.train import Train
+
+FACTS = {"source_date_epoch": 315532800, "dirty": []}
+
+
+@pytest.mark.parametrize(
+    ("facts", "said"),
+    [
+        (None, "it has no build facts (_build_info.json): it is no build of this checkout"),
+        ({**FACTS, "commit": "f" * 40}, f"its build facts name commit {'f' * 40}, which is not in this checkout's"),
+        ({**FACTS, "commit": "--output=/tmp/x"}, "its build facts name commit --output=/tmp/x, which is not in"),
+        ({**FACTS, "commit": ""}, "its build facts name no commit, and this checkout is a git repository"),
+        ({"commit": "0" * 40}, "its build facts name no commit, date or dirt"),
+    ],
+    ids=["no build facts", "a commit of another history", "an option for a commit", "no commit", "no date"],
+)
+def test_a_wheel_that_names_no_build_of_this_checkout_is_refused(
+    tmp_path: Path, facts: dict[str, object] | None, said: str
+) -> None:
+    tag = Train.load(Layout(REPO).train).entries[-1].tag
+    wheel = demo_wheel(tmp_path / "dist", f"{tag.removeprefix('v')}+fm.1", facts)
+    index = tmp_path / "index"
+    published = run_release(REPO, "publish", str(wheel), str(index))
+    assert published.returncode == 2, published.stdout + published.stderr
+    error = failed(published)
+    assert error.reference == UnprovenWheelError.reference, error
+    assert error.message.startswith(f"not publishing: {wheel.name}: {said}"), error
+    assert "nothing was published" in error.hint
+    assert not index.exists()
