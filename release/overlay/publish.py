@@ -80,10 +80,10 @@ def records_of(wheels: list[Path], held: list[dict[str, Any]]) -> dict[str, dict
     return found
 
 
-def refuse_as_check(layout: Layout, allow_dirty: bool) -> None:
-    """`check`'s gates, the same function: a queue `check` refuses is not published from (with --allow-dirty, a
-    vendor/ that drifted is the dirt it allows; every other gate holds)."""
-    drifted = check(layout)
+def refuse_as_check(layout: Layout, wheels: list[Path], allow_dirty: bool) -> None:
+    """`check`'s gates, the same function: a queue `check` refuses is not published from, its per-tag gates held for
+    the tags of `wheels` (with --allow-dirty, a vendor/ that drifted is the dirt it allows; every other gate holds)."""
+    drifted = check(layout, tags={f"v{wheel_release(wheel)}" for wheel in wheels})
     if drifted and not allow_dirty:
         raise DriftError(
             f"vendor/ drifted from pristine + series in {len(drifted)} file(s) (`python -m release check` lists "
@@ -119,7 +119,7 @@ def publish_wheels(layout: Layout, options: PublishOptions) -> int:
     held = held_evidence(index)
     adding = preflight(wheels, index, project=PROJECT, allow_dirty=options.allow_dirty)
     made = origins(layout, adding, options.allow_dirty)  # a wheel that names no build of this checkout
-    refuse_as_check(layout, options.allow_dirty)
+    refuse_as_check(layout, wheels, options.allow_dirty)
     with ExitStack() as stack:
         proofs = prove(layout, made, options, held, stack)
         for evidence in proofs:

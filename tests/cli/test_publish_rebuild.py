@@ -15,7 +15,7 @@ import pytest
 from helpers import REPO, run_release
 from helpers.failure import failed
 from helpers.synthetic import demo_wheel
-from release.core.errors import UnprovenWheelError
+from release.core.errors import MissingFixError, UnprovenWheelError
 from release.core.layout import Layout
 from release.model.train import Train
 
@@ -45,4 +45,24 @@ def test_a_wheel_that_names_no_build_of_this_checkout_is_refused(
     assert error.reference == UnprovenWheelError.reference, error
     assert error.message.startswith(f"not publishing: {wheel.name}: {said}"), error
     assert "nothing was published" in error.hint
+    assert not index.exists()
+
+
+def test_publish_runs_checks_gates_a_bug_that_lost_its_trailer_is_refused(project: Path, tmp_path: Path) -> None:
+    """Issue 43, path 3: the head's bug patch's `Bug:` made `Downstream:` (one word of a commit message). `check`
+    refused (the records still say the head has the bug), `publish` exited 0 with `"bugs": []`. It runs check's
+    gates now, on a wheel that names this checkout's tree (a copy that is no git repository, commit "")."""
+    layout = Layout(project)
+    head = Train.load(layout.train).entries[-1]
+    [bug] = head.bugs
+    patch = next(p for p in sorted(layout.patches.glob("*.patch")) if f"Bug: {bug} " in p.read_text())
+    patch.write_text(patch.read_text().replace(f"Bug: {bug} ", "Downstream: ", 1))
+    wheel = demo_wheel(tmp_path / "dist", f"{head.tag.removeprefix('v')}+fm.1", {**FACTS, "commit": ""})
+    index = tmp_path / "index"
+    published = run_release(project, "publish", str(wheel), str(index))
+    assert published.returncode == 2, published.stdout + published.stderr
+    error = failed(published)
+    assert error.reference == MissingFixError.reference, error
+    first = next(e for e in Train.load(layout.train).entries if e.line == head.line)  # check's first refusal
+    assert error.message.startswith(f"check: vLLM {first.tag} (line {head.line}) is affected by {bug}"), error
     assert not index.exists()
