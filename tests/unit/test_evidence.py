@@ -6,15 +6,30 @@ The runs themselves (pytest under an interpreter with torch, pip into a venv) ar
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import tag_facts
+from helpers.synthetic import demo_wheel
 from release.core.errors import UnprovenWheelError
+from release.core.layout import Layout
 from release.evidence import cache
-from release.evidence.gather import FIXED, NOT_AFFECTED, UNPROVEN, Evidence, refuse, refuse_backwards
+from release.evidence.gather import (
+    FIXED,
+    NOT_AFFECTED,
+    UNPROVEN,
+    Evidence,
+    recorded_anywhere,
+    refuse,
+    refuse_backwards,
+)
 from release.evidence.runner import ERROR, FAILED, PASSED, verdict
+from release.model.train import Train
+from release.overlay.publish import records_of
+from release.queue.bugs import scan_data
 
 BUG = "https://example.org/bug/1"
 
@@ -145,4 +160,68 @@ def test_the_index_never_goes_backwards() -> None:
     assert str(refused.value) == (
         f"not publishing w: vllm_fused_moe-1.2.3+fm.1.whl in the index fixes {BUG} on vLLM v1.2.3 (line some_line), "
         "this wheel does not: the index never goes backwards"
+    )
+
+
+def test_a_recorded_bug_that_no_patch_proves_is_refused(project: Path) -> None:
+    """Issue 43, paths 3 and 4: the bugs to prove are every record's. With patches/train.toml's `bugs` emptied and
+    the release's scan entry gone (what a partial scan leaves), the wheel's build facts and the index's evidence
+    still name the bug; a bug no patch of the queue proves on the line is refused, naming every record of it."""
+    layout = Layout(project)
+    entry = tag_facts.older_line_tag(Train.load(layout.train))
+    [bug] = entry.bugs
+    train = Train.load(layout.train)
+    layout.train.write_text(train.with_entry(replace(entry, bugs=())).dumps())
+    data = json.loads(layout.affected_json.read_text())
+    del data["releases"][entry.tag.removeprefix("v")]
+    layout.affected_json.write_text(json.dumps(data))
+    index = project.parent / "index"
+    old = f"vllm_fused_moe-{entry.tag.removeprefix('v')}+fm.1-py3-none-any.whl"
+    held = [
+        {
+            "wheel": {"name": old},
+            "vllm": {"version": entry.tag.removeprefix("v")},
+            "bugs": [{"bug": bug, "verdict": FIXED}],
+        }
+    ]
+    patches = [{"name": "0001-x.patch", "bug": bug, "trailers": {}}]
+    wheel = demo_wheel(index.parent / "dist", f"{entry.tag.removeprefix('v')}+fm.2", {"patches": patches})
+    more = records_of([wheel], held)[wheel.name]
+    assert more == {bug: ["the wheel's build facts", f"the index's evidence of {old}"]}
+    recorded = recorded_anywhere(layout, entry.tag, scan_data(layout), more)
+    assert recorded == more  # the checkout's own records say nothing any more
+    unproven = Evidence(wheel.name, {"vllm": {"tag": entry.tag}, "line": entry.line, "bugs": [
+        {"bug": bug, "test": "", "verdict": UNPROVEN, "recorded": True, "records": recorded[bug]}
+    ]})  # fmt: skip
+    with pytest.raises(UnprovenWheelError) as refused:
+        refuse(unproven, f"not publishing {wheel.name}")
+    assert str(refused.value) == (
+        f"not publishing {wheel.name}: bug {bug} on vLLM {entry.tag} (line {entry.line}): the wheel's build facts, "
+        f"the index's evidence of {old} record(s) it, but no patch of the queue fixes it with a regression test on "
+        "that line: a recorded bug is proven or the wheel is not published"
+    )
+
+
+def test_not_affected_needs_every_record_to_agree() -> None:
+    """A test that always passes gives `not affected` (pristine passes, the wheel passes); any one record that says
+    the release has the bug refuses it, naming that record."""
+    said = evidence((PASSED, PASSED, NOT_AFFECTED, True))
+    said.record["bugs"][0]["records"] = ["the wheel's build facts"]
+    with pytest.raises(UnprovenWheelError) as refused:
+        refuse(said, "not publishing w")
+    assert "test tests/test_bug.py: the wheel's build facts say(s) the release has the bug, but its test passes" in str(
+        refused.value
+    )
+
+
+def test_a_fixed_verdict_needs_the_run_without_the_fix_to_fail() -> None:
+    """Pristine fails and the wheel passes, but the wheel built without the bug's patch passes too: refused, naming
+    that run (the test tells the runs apart, not the fix)."""
+    said = evidence((FAILED, PASSED, UNPROVEN, True))
+    said.record["bugs"][0].update(patch="0001-fix.patch", without={"result": PASSED, "summary": "1 passed"})
+    with pytest.raises(UnprovenWheelError) as refused:
+        refuse(said, "not publishing w")
+    assert str(refused.value).endswith(
+        "test tests/test_bug.py: with the wheel built without 0001-fix.patch it passes (1 passed): the test passes for "
+        "a reason other than the fix (it tells the runs apart, not the fix)"
     )
