@@ -220,9 +220,11 @@ COMMANDS: tuple[Command, ...] = (
             examples=(("build", "the head's overlay wheel into dist/"),
                       ("build --all", "one wheel per train tag"))),
     Command("publish", _publish, "add wheels to a PEP 503 index directory", _COMMON,
-            exit_texts=((EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
-                         "device, a directory), not ours, dirty or missing a fix; a clash or an index no publish "
-                         "leaves; the index was not changed"),),
+            exit_texts=((EXIT_FAILED, "vendor/ drifted from pristine + series (`check`), without --allow-dirty"),
+                        (EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
+                         "device, a directory), not ours, dirty or missing a fix; a queue `check` refuses; a wheel "
+                         "that is not the checkout's own build of its tag, or whose evidence does not prove every "
+                         "recorded bug; a clash or an index no publish leaves; the index was not changed"),),
             examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
                       ("publish dist/ONE.whl index", "add one wheel"))),
     Command("evidence", _evidence, "prove a release line's skip of a bug's patch (under torch)", _NETWORK,
