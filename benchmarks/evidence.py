@@ -1,12 +1,14 @@
-"""Wall time of the evidence of the whole train: each bug's test on every train tag, pristine and with its wheel.
+"""Wall time of the proof of the whole train, as `publish` makes it: each wheel built again at its commit and
+compared (release/overlay/rebuild.py), then each bug's test on every train tag three times: pristine, with its
+wheel, and with its wheel built without the bug's patch (release/overlay/without.py).
 
-Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart), then gathers the
-evidence of all of them (release/evidence) twice, each run with its own cache directory whose release
-wheels are linked from the user's cache (so nothing is downloaded twice) but whose evidence and
-compiled modules start empty:
+Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart; on a clean checkout a
+clean build of HEAD), then proves all of them (release/overlay/publish.py `prove`) twice, in one cache
+directory whose release wheels are linked from the user's cache (so nothing is downloaded twice) but whose
+evidence, rebuilt digests, wheels without a fix and compiled modules start empty:
 
-- cold: no evidence cached, no compiled vLLM modules (every run imports torch and vLLM from source);
-- warm: the same wheels again, every run read back from the evidence cache.
+- cold: nothing cached, no compiled vLLM modules (every run imports torch and vLLM from source);
+- warm: the same wheels again, every rebuild, wheel without a fix and run read back from the cache.
 
 Run it with an interpreter that has torch (CPU), vLLM's import-time packages, pytest and pip, such as
 the test venv: `.nox/test/bin/python benchmarks/evidence.py [--workers N]`. It prints the load average
@@ -26,8 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contextlib import ExitStack  # noqa: E402
+
 from release.core.layout import Layout  # noqa: E402
-from release.evidence.gather import gather_all, refuse  # noqa: E402
+from release.evidence.gather import refuse  # noqa: E402
+from release.overlay.publish import PublishOptions, prove  # noqa: E402
+from release.overlay.rebuild import origins  # noqa: E402
 from release.pristine.wheel import cache_dir  # noqa: E402
 
 
@@ -67,7 +73,9 @@ def main() -> int:
         for label in ("cold", "warm"):
             before = load()
             start = time.perf_counter()
-            proofs = gather_all(layout, wheels, sys.executable, args.workers)
+            options = PublishOptions(dist, Path(tmp) / "index", sys.executable, allow_dirty=True)
+            with ExitStack() as stack:
+                proofs = prove(layout, origins(layout, wheels, True), options, [], stack, args.workers)
             seconds = time.perf_counter() - start
             refused = []
             for evidence in proofs:
@@ -77,7 +85,7 @@ def main() -> int:
                     refused.append(str(exc).splitlines()[0])
             runs = sum(len(e.bugs) for e in proofs)
             print(
-                f"{label}: {len(wheels)} wheels, {runs} bugs x 2 runs, {seconds:.1f} s "
+                f"{label}: {len(wheels)} wheels, {runs} bugs x 3 runs, {seconds:.1f} s "
                 f"({args.workers} at a time; load {before} -> {load()}); refused: {len(refused)}"
             )
             for line in refused:

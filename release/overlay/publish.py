@@ -92,16 +92,22 @@ def refuse_as_check(layout: Layout, wheels: list[Path], allow_dirty: bool) -> No
 
 
 def prove(
-    layout: Layout, made: list[Origin], options: PublishOptions, held: list[dict[str, Any]], stack: ExitStack
+    layout: Layout,
+    made: list[Origin],
+    options: PublishOptions,
+    held: list[dict[str, Any]],
+    stack: ExitStack,
+    workers: int | None = None,
 ) -> list[Evidence]:
-    """Each wheel (with its origin) proven to be the checkout's build, then its evidence (three runs per bug)."""
+    """Each wheel (with its origin) proven to be the checkout's build, then its evidence (three runs per bug);
+    `workers` wheels at a time (gather_all's default: one per core)."""
     if not made:
         return []
     references = stack.enter_context(References(layout))
     references.verify(made)  # before any test runs: a wheel that is not the checkout's build runs nothing
     without = Without(references, {m.wheel.name: m for m in made}, stack)
     wheels = [m.wheel for m in made]
-    return gather_all(layout, wheels, options.python, without=without, records=records_of(wheels, held))
+    return gather_all(layout, wheels, options.python, workers, without=without, records=records_of(wheels, held))
 
 
 def publish_wheels(layout: Layout, options: PublishOptions) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -49,6 +50,9 @@ class Without:
         self.origins = origins
         self.scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vllm-fused-moe-without-")))
         self.count = 0
+        # gather_all proves several wheels at once, in threads: one build at a time (each is a few seconds, and
+        # they share the scratch directory, the tree checked out per commit and the backend's build directory).
+        self._lock = threading.Lock()
 
     def __call__(self, wheel: Path, test: BugTest) -> tuple[Path | None, str]:
         made = self.origins.get(wheel.name)
@@ -65,7 +69,8 @@ class Without:
             if kept.is_file() and file_sha256(kept) == stored.get("sha256"):
                 return kept, ""
         try:
-            built, problem = self._build(made, test)
+            with self._lock:
+                built, problem = self._build(made, test)
         except ReleaseError as exc:
             return None, f"the build of {made.tag} without the fix of {test.bug} failed: {exc}"
         if built is None:
