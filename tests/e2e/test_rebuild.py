@@ -38,7 +38,14 @@ pytestmark = pytest.mark.network  # the tag's release wheel: the cache, or the p
 BUILD_INFO = "vllm_fused_moe/_build_info.json"
 # What the auditor's plugin did: every failed report a pass, unless the run is the pristine one.
 PLUGIN = """import os
-def pytest_runtest_logreport(report):
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
     if report.failed and os.environ.get("VLLM_FUSED_MOE") != "off":
         report.outcome = "passed"
 """
