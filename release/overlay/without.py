@@ -6,11 +6,12 @@ the wheel brings. So the tool builds the wheel again from the tree it was built 
 checkout, or this checkout's tree: release/overlay/rebuild.py `References`), at its tag and patch level,
 with the tag's series less every patch that fixes the bug (the common patch or the line's variant), replayed
 on the tag's pristine release and built by the one build code path (build.py `build_target`); the test
-must fail cleanly on it. Where the series carries no patch for the bug, that wheel is the wheel itself.
+must fail cleanly on it. A later patch stacked on the fix, which does not apply without it, leaves with it.
+Where the series carries no patch for the bug, that wheel is the wheel itself.
 
-Each such wheel is kept under the cache (`<cache>/without/<key>/<the wheel's name>`, the key the wheel's sha256, the bug
-and the digest of the tool's code): the wheel was proven to be the build of its tree, so its bytes fix
-every input of the build without the patch. Its sealed record (release/core/seal.py) names the kept
+Each such wheel is kept under the cache (`<cache>/without/<key>/<the wheel's name>`, the key the wheel's
+sha256, the bug and the digest of the tool's code): the wheel was proven to be the build of its tree, so its
+bytes fix every input of the build without the patch. Its sealed record (release/core/seal.py) names the kept
 wheel's sha256, which is checked on every read; anything else is built again.
 """
 
@@ -29,6 +30,7 @@ from release.core.layout import Layout
 from release.core.seal import sealed
 from release.evidence.cache import cache_root, key_of, read_entry, trusted
 from release.model.lines import Line
+from release.model.outcome import PatchStatus
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.overlay.backend import Backend, Isolation, use_isolation
@@ -98,8 +100,12 @@ class Without:
         upstream = fetch(made.tag, entry.recorded_source(), None if head else line, lazy=True)
         base = checkout.drift()[1] if head else line_made_on(checkout.require_train(), line, "")
         replay = replay_tag(upstream, base, kept, line.root)
-        if replay.conflict:
-            return None, f"without its patch the series does not apply on {made.tag}: {replay.conflict}"
+        while replay.conflict:
+            # A later patch stacked on the fix (its context is the fix's lines) cannot apply without it: it leaves
+            # with the fix, as `git rebase --onto` would stop there. Each replay is the replay cache's.
+            stacked = next(o.name for o in replay.outcomes if o.status == PatchStatus.CONFLICT)
+            kept = [p for p in kept if p.name != stacked]
+            replay = replay_tag(upstream, base, kept, line.root)
         applied = tuple(p for p in kept if p.name in replay.applied)
         return self._wheel(layout, made, entry.pin(line.root), replay.files, line, applied), ""
 
