@@ -1,18 +1,20 @@
-"""Wall time of the evidence of the whole train: each bug's test on every train tag, pristine and with its wheel,
-with each run forked from a fork server (release/evidence/forkserver.py) beside the baseline of one process
-per run, measured side by side in one run of this script.
+"""Wall time of the proof of the whole train, as `publish` makes it: each wheel built again at its commit and
+compared (release/overlay/rebuild.py), then each bug's test on every train tag three times: pristine, with its
+wheel, and with its wheel built without the bug's patch (release/overlay/without.py); each run forked from a
+fork server (release/evidence/forkserver.py) beside the baseline of one process per run, measured side by side
+in one run of this script.
 
 Not a test. Builds one wheel per train tag (`build --all --allow-dirty`, timed apart), then, for each way of
-running (`process`: VLLM_FUSED_MOE_EVIDENCE_FORK=0, then `fork`), gathers the evidence of all of them
-(release/evidence) twice, each way with its own cache directory whose release wheels and proving
-environments are linked from the user's cache (so nothing is downloaded or made twice) but whose
-evidence and compiled modules start empty:
+running (`process`: VLLM_FUSED_MOE_EVIDENCE_FORK=0, then `fork`), proves all of them (release/overlay/publish.py
+`prove`) twice, each way with its own cache directory whose release wheels and proving environments are linked
+from the user's cache (so nothing is downloaded or made twice) but whose evidence, rebuilt digests, wheels
+without a fix and compiled modules start empty:
 
-- cold: no evidence cached, no compiled modules (every run imports torch and vLLM from source);
-- warm: the same wheels again, every run read back from the evidence cache.
+- cold: nothing cached, no compiled vLLM modules (every run imports torch and vLLM from source);
+- warm: the same wheels again, every rebuild, wheel without a fix and run read back from the cache.
 
-The runs are two per bug (pristine, wheel); the third run the evidence gate adds (the wheel without the
-bug's fix) is estimated as one more wheel run: cold x 3/2. Run it with the tooling's interpreter:
+The runs are three per bug (pristine, wheel, the wheel without the bug's fix). Run it with the tooling's
+interpreter:
 `python benchmarks/evidence.py [--workers N]` (the proving environments are the tool's). It prints the
 load average before and after each figure, since the machine's other work slows the cold runs.
 """
@@ -30,8 +32,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contextlib import ExitStack  # noqa: E402
+
 from release.core.layout import Layout  # noqa: E402
-from release.evidence.gather import gather_all, refuse  # noqa: E402
+from release.evidence.gather import refuse  # noqa: E402
+from release.overlay.publish import PublishOptions, prove  # noqa: E402
 from release.overlay.wheel import read_wheel  # noqa: E402
 from release.pristine.wheel import cache_dir  # noqa: E402
 from release.queue.snapshot import Checkout  # noqa: E402
@@ -77,7 +82,9 @@ def main() -> int:
             for label in ("cold", "warm"):
                 before = load()
                 start = time.perf_counter()
-                proofs = gather_all(Checkout.load(layout), wheels, None, args.workers)
+                options = PublishOptions(dist, Path(tmp) / "index", None, allow_dirty=True)
+                with ExitStack() as stack:
+                    proofs = prove(Checkout.load(layout), wheels, options, [], stack, args.workers)
                 seconds = time.perf_counter() - start
                 refused = []
                 for evidence in proofs:
@@ -86,9 +93,8 @@ def main() -> int:
                     except Exception as exc:  # a refusal is a result here, not a failure of the benchmark
                         refused.append(str(exc).splitlines()[0])
                 runs = sum(len(e.bugs) for e in proofs)
-                third = f"; with a third run per bug about {seconds * 1.5:.0f} s" if label == "cold" else ""
                 print(
-                    f"{mode} {label}: {len(wheels)} wheels, {runs} bugs x 2 runs, {seconds:.1f} s{third} "
+                    f"{mode} {label}: {len(wheels)} wheels, {runs} bugs x 3 runs, {seconds:.1f} s "
                     f"({args.workers} at a time; load {before} -> {load()}); refused: {len(refused)}",
                     flush=True,
                 )

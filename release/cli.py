@@ -234,14 +234,17 @@ COMMANDS: tuple[Command, ...] = (
                       ("build --all", "one wheel per train tag"))),
     Command("publish", _publish, "add wheels to a PEP 503 index directory, or upload them to an index server",
             _NETWORK,
-            exit_texts=((EXIT_TRANSPORT, "a wheel's evidence needs its release wheel, not in the cache, and the "
+            exit_texts=((EXIT_FAILED, "vendor/ drifted from pristine + series (`check`), without --allow-dirty"),
+                        (EXIT_TRANSPORT, "a wheel's evidence needs its release wheel, not in the cache, and the "
                          "package index broke while it was read; --to: the server's page could not be read, the "
                          "upload was refused (credentials, HTTP), or the server lists other bytes than those "
                          "uploaded; the index was not changed"),
                         (EXIT_BAD_INPUT, "bad input: a wheel that is no regular file of at most 1 GiB (a FIFO, a "
-                         "device, a directory), not ours, dirty or missing a fix; a clash (in the index, or on the "
-                         "server: other bytes under that name) or an index no publish leaves; an unusable "
-                         "--signing-key; the index was not changed, nothing was uploaded"),),
+                         "device, a directory), not ours, dirty or missing a fix; a queue `check` refuses; a wheel "
+                         "that is not the checkout's own build of its tag, or whose evidence does not prove every "
+                         "recorded bug; a clash (in the index, or on the server: other bytes under that name) or an "
+                         "index no publish leaves; an unusable --signing-key; the index was not changed, nothing "
+                         "was uploaded"),),
             examples=(("publish dist index", "add dist/'s wheels to index/simple/ and write index/requirements/"),
                       ("publish dist/ONE.whl index", "add one wheel"),
                       ("publish dist site --to URL --signing-key key.pem",

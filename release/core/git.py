@@ -384,6 +384,24 @@ def commit_time(root: Path) -> int | None:
     return int(text) if result.ok and text.isdigit() else None
 
 
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def in_history(root: Path, commit: str) -> bool:
+    """Whether `commit` (40 hex digits) is HEAD of the checkout at `root` or one of its ancestors."""
+    if not COMMIT_RE.match(commit):
+        return False
+    return git("merge-base", "--is-ancestor", commit, "HEAD", cwd=root, check=False).ok
+
+
+def checkout_at(root: Path, commit: str, target: Path) -> None:
+    """A checkout of `commit` of the repository at `root` in `target` (a new directory), its objects borrowed
+    (`clone --shared`): the repository itself is not written, and the copy is a git checkout whose HEAD is
+    `commit`, as the tree a build at that commit ran in."""
+    git("clone", "-q", "--shared", "--no-checkout", "--", str(root), str(target))
+    git("checkout", "-q", "--detach", commit, cwd=target)
+
+
 def ls_remote_tags(url: str, timeout: float = 120) -> str:
     """The raw `git ls-remote --tags URL` text, peeled entries kept."""
     return git("ls-remote", "--tags", url, timeout=timeout).out

@@ -31,6 +31,7 @@ SHA256_HEX = 64
 class HeldBug:
     bug: str
     verdict: str
+    recorded: bool = False  # a record (train.toml, the scan data, ...) said the release has it
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,9 @@ def read_record(path: Path) -> EvidenceRecord:
     for bug in bugs:
         if not isinstance(bug, dict):
             raise RecordError(f"{path}: a bug of it is no object")
-        held.append(HeldBug(_name(bug.get("bug"), "bug"), _name(bug.get("verdict"), "verdict")))
+        held.append(
+            HeldBug(_name(bug.get("bug"), "bug"), _name(bug.get("verdict"), "verdict"), bug.get("recorded") is True)
+        )
     name = _name(wheel.get("name"), "wheel's name")
     return EvidenceRecord(path, name, sha256, _name(vllm.get("version"), "vLLM version"), tuple(held))
 

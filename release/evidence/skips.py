@@ -14,9 +14,10 @@ from functools import partial
 from typing import Any
 
 from release.core.journal import write_atomic
+from release.core.seal import sealed
 from release.core.versions import version_of_tag
 from release.evidence import envs, progress, runner
-from release.evidence.cache import cached_run, key_of
+from release.evidence.cache import cache_root, cached_run
 from release.evidence.gather import pristine_run
 from release.pristine.wheel import lookup
 from release.queue.regression import BugTest
@@ -60,7 +61,7 @@ def prove(checkout: Checkout, tag: str, line: str, python: str | None) -> list[S
         inputs = (release.sha256, test.path, test.digest, tool, identity)
         run = progress.timed(
             f"evidence: vLLM {tag} {test.bug}: pristine",
-            partial(cached_run, key_of("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
+            partial(cached_run, ("pristine", *inputs), partial(pristine_run, python, tag, test), _clean),
             lambda done: f"{done.get('result')} ({done.get('summary', '')})",
         )
         if run.get("result") == PASSED:
@@ -91,4 +92,5 @@ def _write(tag: str, test: BugTest, tool: str, python: str, wheel: str, sha256: 
     }
     path = proof_path(version, test, tool)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    # Sealed (release/core/seal.py): a proof any other process writes for the test is no proof to check.
+    write_atomic(path, (json.dumps(sealed(cache_root(), record), indent=1, sort_keys=True) + "\n").encode())

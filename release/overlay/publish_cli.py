@@ -23,10 +23,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(created if missing), and write INDEX_DIR/requirements/vllm-X.txt for each vLLM release X: our "
         "newest wheel for X, pinned by version and sha256. Users install through that file, never by name "
         f"(pip install --no-index --find-links URL/simple/{PROJECT}/ -r URL/requirements/vllm-X.txt; "
-        "docs/overlay.md, 'Install'). Rerunning is a no-op; nothing is written unless every wheel passes. "
-        "Each wheel first proves its fixes (INDEX_DIR/evidence/<wheel>.json) in its line's proving environment "
-        "(envs/). "
-        "What is refused (exit 2, index unchanged) and what is repaired: docs/overlay.md, 'The index'."
+        "docs/overlay.md, 'Install'). Nothing is written unless `check` passes, each wheel is byte for byte "
+        "its build again at the commit it names, and each recorded bug's test fails on the pristine release, "
+        "passes with it and fails with it built without the fix. "
+        "Refusals (exit 2, index unchanged), repairs: docs/overlay.md, 'The index'."
     )
     parser.add_argument("dist", type=flags.path, metavar="DIST", help="a directory of wheels, or one wheel")
     parser.add_argument("index", type=flags.path, metavar="INDEX_DIR", help="the index directory (holds simple/)")

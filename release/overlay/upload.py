@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import io
 import urllib.parse
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from release.core.errors import BadInputError, PackageIndexError, ServerClashErr
 from release.core.journal import write_atomic
 from release.core.lock import index_lock
 from release.core.text import escaped
-from release.evidence.gather import gather_all, refuse, refuse_backwards
+from release.evidence.gather import refuse, refuse_backwards
 from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.model.wheel import OverlayWheel
 from release.overlay.attest import load_signer, sign_published
@@ -40,7 +41,7 @@ from release.overlay.fixes import refuse_wheels_missing_fixes
 from release.overlay.index_plan import read_candidates
 from release.overlay.pages import REQUIREMENTS, requirements_text
 from release.overlay.project import PROJECT
-from release.overlay.publish import PublishOptions
+from release.overlay.publish import PublishOptions, prove, refuse_as_check
 from release.overlay.wheel import WheelReads
 from release.pristine import transport
 from release.pristine.index import JSON_ACCEPT, PAGE_LIMIT, SHA256_RE, parse_project_page
@@ -163,8 +164,12 @@ def publish_to_server(checkout: Checkout, options: PublishOptions, target: Serve
     directory.mkdir(parents=True, exist_ok=True)
     evidence_dir = directory / EVIDENCE
     missing = [w for w in already if not has_record(directory, w.name, w.sha256)]
-    proofs = gather_all(checkout, new + missing, options.python)
     kept = server_records(directory, held)
+    # The same proof as a directory index's (release/overlay/publish.py): check's gates, each wheel the
+    # checkout's own build of its tag, three runs per recorded bug.
+    refuse_as_check(checkout, ours, options.allow_dirty)
+    with ExitStack() as stack:
+        proofs = prove(checkout, new + missing, options, kept, stack)
     for evidence in proofs:
         refuse(evidence, f"not publishing {evidence.wheel}")
         refuse_backwards(evidence, kept, f"not publishing {evidence.wheel}")

@@ -8,8 +8,9 @@ release, line, test, tool): `<cache>/evidence/skips/<key>.json`, the key the sha
 version, the line, the test's path and digest and the digest of the evidence stage's own code. The
 record names the release wheel's sha256 it ran on, which must be the one patches/train.toml records
 for the tag (where it records one). Only a clean pass is written; a change of the test or of the
-tool makes every proof stale, so nothing vacuous or stale stands for a run. A `Downstream:` patch's
-skip needs none.
+tool makes every proof stale, so nothing vacuous or stale stands for a run. A proof carries the MAC the
+tool gave it under the cache's secret (release/core/seal.py): one written by anything else (a hostile
+test writing proofs for the genuine test, a hand edit) proves nothing. A `Downstream:` patch's skip needs none.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from release.core.errors import BadInputError, UnprovenSkipError
 from release.core.files import read_regular
 from release.core.hashing import code_digest, sha256_hex
 from release.core.parse import parse_json
+from release.core.seal import is_sealed
 from release.core.versions import version_of_tag
 from release.model.series import EntryKind
 from release.queue.regression import BugTest, refuse_untested, upstream_test
@@ -38,12 +40,16 @@ def tool_digest() -> str:
     return "sha256:" + code_digest(EVIDENCE_CODE, list(EVIDENCE_CODE.glob("*.py")))
 
 
-def proofs_dir() -> Path:
+def cache_root() -> Path:
     # Imported here: the release reader brings `requests`, which `check --help` must not load
     # (tests/cli/test_install.py); only a check that reads a proof needs the cache's place.
     from release.pristine.wheel import cache_dir
 
-    return cache_dir().parent / "evidence" / "skips"
+    return cache_dir().parent
+
+
+def proofs_dir() -> Path:
+    return cache_root() / "evidence" / "skips"
 
 
 def proof_key(version: str, test: BugTest, tool: str) -> str:
@@ -103,6 +109,8 @@ def unproven_skips(checkout: Checkout, tag: str, line: str, release_sha256: str 
             found.append(Unproven(test, "no run of its test on the pristine release proves it"))
         elif proof.get("key") != proof_key(version, test, tool) or proof.get("result") != PASSED:
             found.append(Unproven(test, f"{path} is no clean pass of its test"))
+        elif not is_sealed(cache_root(), proof):
+            found.append(Unproven(test, f"{path} was not written by `python -m release evidence` (no valid MAC)"))
         elif release_sha256 and proof.get("vllm", {}).get("sha256") != release_sha256:
             found.append(
                 Unproven(test, f"its proof ran on another release wheel than patches/train.toml records ({path})")

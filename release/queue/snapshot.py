@@ -2,7 +2,7 @@
 
 A command loads a `Checkout` once, under its lock, and hands it to its stages, which read the facts
 from it and never from the files (no stage takes `None` for it and reads them itself). Every file of
-patches/ and vendor/'s pins is read at most once per command (tests/unit/test_checkout_read_once.py counts it
+patches/ and vendor/'s pins is read at most once per command (tests/cli/test_checkout_read_once.py counts it
 for `check`, `build --all` and `publish`): a patch is read once, whichever stage first asks for it (the
 queue, a line's series, the known bugs, the common patch a variant varies), and kept. What not every
 stage needs is read the first time one asks for it: each line's series with the patch files it names (a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from release.core.files import present
 from release.model.patch import APPLIED_UPSTREAM
 from release.queue.bugs import missing_fixes, refuse_missing_fixes
@@ -13,25 +15,29 @@ from release.queue.skip_proof import refuse_unproven_skips
 from release.queue.snapshot import Checkout
 
 
-def check(checkout: Checkout) -> list[Drift]:
+def check(checkout: Checkout, tags: Collection[str] | None = None) -> list[Drift]:
     """How vendor/ differs from pristine + series. First refused (exit 2): a release line silent about a
     common patch, a line's variant carried from another version of its common patch (stale), and a train
     tag whose line's series carries no fix for a bug the tag has (patches/train.toml's record, the scan data),
     or skips a bug's patch with no proof that the tag does without the bug (release/queue/skip_proof.py).
-    `checkout`: the checkout as the command read it under its lock."""
+    `checkout`: the checkout as the command read it under its lock. `tags`: the train tags held to the per-tag
+    gates (None: every one; `publish` names the tags of its wheels)."""
     require_accounted(checkout)
     refuse_untested(checkout.layout, checkout.queue.patches, "check")
     refuse_stale("check", stale_variants(checkout))
-    refuse_train_missing_fixes(checkout)
+    refuse_train_missing_fixes(checkout, tags)
     return checkout.drift()[0]
 
 
-def refuse_train_missing_fixes(checkout: Checkout) -> None:
-    """Every train tag's series, as its line's series stands, carries a fix for every bug the tag has."""
+def refuse_train_missing_fixes(checkout: Checkout, tags: Collection[str] | None = None) -> None:
+    """Every train tag's series (of `tags`, when given), as its line's series stands, carries a fix for every bug
+    the tag has."""
     layout = checkout.layout
     if not present(layout.train):
         return
     for entry in checkout.require_train().entries:
+        if tags is not None and entry.tag not in tags:
+            continue
         patches = checkout.tag_patches(checkout.line(entry.line), entry.tag)
         missing = missing_fixes(checkout, entry.tag, patches, list(entry.bugs))
         refuse_missing_fixes("check", entry.tag, missing, [p.name for p in patches], entry.line)

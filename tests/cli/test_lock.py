@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_release, snapshot
+from helpers.index_stage import publish_index
 from helpers.synthetic import NEXT_TAG, demo_wheel, make_dir, next_tree
 from release.core.layout import Layout
 from release.core.lock import TIMEOUT_ENV, index_lock, repo_lock
@@ -98,16 +99,17 @@ def test_a_killed_holder_frees_the_lock_by_itself(project: Path) -> None:
 
 
 def test_publish_holds_the_index_lock(tmp_path: Path) -> None:
+    """The index stage, the part of publish that writes (helpers/index_stage.py: its gates refuse demo wheels)."""
     index = tmp_path / "index"
     index.mkdir()
     wheel = demo_wheel(tmp_path / "dist", "1.0")
     with index_lock(index, "another publish"):
-        result = run_release(REPO, "publish", str(wheel), str(index), env={TIMEOUT_ENV: "0"})
+        result = publish_index(wheel, index, env={TIMEOUT_ENV: "0"})
         # INDEX_DIR is served as it is: no file there names the holder, so the waiter cannot either.
         assert [p.name for p in index.iterdir()] == [".publish.lock"]
     assert result.returncode == 2 and f"another command still holds the index {index}" in result.stderr, result.stderr
     assert not (index / "simple").exists()
-    assert run_release(REPO, "publish", str(wheel), str(index)).returncode == 0
+    assert publish_index(wheel, index).returncode == 0
 
 
 @pytest.mark.parametrize(

@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 from filelock import FileLock, Timeout
 
-from helpers import REPO, snapshot, tag_facts
+from helpers import snapshot, tag_facts
 from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInputError, LockedError
+from release.core.errors import EXIT_BAD_INPUT, BadInputError, LockedError
 from release.core.layout import Layout
 from release.core.lock import INDEX_LOCK, REPO_LOCK, TIMEOUT_ENV, index_lock, repo_lock
 from release.model.train import Train
+from release.overlay.build import PROJECT
+from release.overlay.index import publish
 
 
 def held_elsewhere(path: Path) -> FileLock:
@@ -82,18 +84,19 @@ def test_the_repository_lock_is_reentrant_and_free_once_let_go(project: Path, mo
 
 
 def test_publish_refuses_an_index_another_publish_holds_then_publishes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The index stage (release/overlay/index.py) under publish's gates: a demo wheel is no build of the checkout,
+    which the command refuses first (tests/cli/test_publish_rebuild.py)."""
     index = tmp_path / "index"
     index.mkdir()
     wheel = demo_wheel(tmp_path / "dist", "1.0")
     monkeypatch.setenv(TIMEOUT_ENV, "0")
-    with held_elsewhere(index / INDEX_LOCK):
-        refused = main(["--root", str(REPO), "publish", str(wheel), str(index)])
-    err = capsys.readouterr().err
-    assert refused == EXIT_BAD_INPUT and f"still holds the index {index}" in err, err
+    with held_elsewhere(index / INDEX_LOCK), pytest.raises(LockedError) as refused:
+        publish([wheel], index, project=PROJECT)
+    assert f"still holds the index {index}" in str(refused.value) and refused.value.exit_code == EXIT_BAD_INPUT
     assert not (index / "simple").exists()
-    assert main(["--root", str(REPO), "publish", str(wheel), str(index)]) == EXIT_OK
+    publish([wheel], index, project=PROJECT)
     assert (index / "simple" / "vllm-fused-moe" / wheel.name).read_bytes() == wheel.read_bytes()
     with index_lock(index, "after"):
         pass
@@ -108,4 +111,6 @@ def test_publish_reads_the_checkout_as_it_is_while_a_writer_holds_it(
     with held_elsewhere(Layout(project).work / REPO_LOCK):
         code = main(["--root", str(project), "publish", str(wheel), str(tmp_path / "index")])
     err = capsys.readouterr().err
-    assert code == EXIT_OK and "reading it as it is now" in err and "waiting" not in err, err
+    # The demo wheel is no build of the checkout: refused after the checkout was read, without waiting for it.
+    assert code == EXIT_BAD_INPUT and "reading it as it is now" in err and "waiting" not in err, err
+    assert "no build facts" in err, err

@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, snapshot
-from helpers.failure import failed
+from helpers import snapshot
 from helpers.synthetic import demo_wheel
-from release.cli import main
 from release.core.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
     BadPatchLevelError,
     PatchLevelNotAboveError,
     TrainFileError,
@@ -29,6 +25,8 @@ from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.train import Train, TrainEntry, digest_carried
 from release.overlay import build_cli
+from release.overlay.build import PROJECT
+from release.overlay.index import preflight, publish
 from release.queue.gates import refuse_unrecorded
 from release.queue.load import line_of, tag_patches
 from release.train.add import save
@@ -183,23 +181,18 @@ def test_build_help_says_where_the_default_level_comes_from() -> None:
     assert "default: the level patches/train.toml records for the tag" in text
 
 
-def test_publish_refuses_a_lower_level_with_other_files_and_pins_the_newest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_publish_refuses_a_lower_level_with_other_files_and_pins_the_newest(tmp_path: Path) -> None:
     """+fm.2 is published; a build at +fm.1 with other files (the level that went back down) is refused, and the
-    requirements file still pins +fm.2; +fm.3 is published and pinned."""
+    requirements file still pins +fm.2; +fm.3 is published and pinned. The index stage, which the command runs
+    before its evidence (demo wheels are no builds of the checkout, which the command refuses)."""
     index = tmp_path / "index"
     requirements = index / "requirements" / "vllm-1.2.3.txt"
-    assert main(["--root", str(REPO), "publish", str(demo_wheel(tmp_path / "a", "1.2.3+fm.2")), str(index)]) == EXIT_OK
+    publish([demo_wheel(tmp_path / "a", "1.2.3+fm.2")], index, project=PROJECT)
     before = snapshot(index)
     lower = demo_wheel(tmp_path / "b", "1.2.3+fm.1")
-    capsys.readouterr()
-    assert main(["--root", str(REPO), "publish", str(lower), str(index)]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    error = failed(err)
-    assert error.reference == PatchLevelNotAboveError.reference, err
-    assert error.message.startswith(f"{lower.name} is at or below vllm_fused_moe-1.2.3+fm.2-py3-none-any.whl"), err
+    with pytest.raises(PatchLevelNotAboveError) as refused:
+        preflight([lower], index, project=PROJECT)
+    assert str(refused.value).startswith(f"{lower.name} is at or below vllm_fused_moe-1.2.3+fm.2-py3-none-any.whl")
     assert snapshot(index) == before and "vllm-fused-moe==1.2.3+fm.2 " in requirements.read_text()
-    higher = demo_wheel(tmp_path / "c", "1.2.3+fm.3")
-    assert main(["--root", str(REPO), "publish", str(higher), str(index)]) == EXIT_OK
+    publish([demo_wheel(tmp_path / "c", "1.2.3+fm.3")], index, project=PROJECT)
     assert "vllm-fused-moe==1.2.3+fm.3 " in requirements.read_text()

@@ -12,7 +12,9 @@ from helpers import REPO, snapshot
 from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, DirtyWheelError
+from release.core.errors import EXIT_BAD_INPUT, DirtyWheelError
+from release.overlay.build import PROJECT
+from release.overlay.index import publish
 from release.overlay.wheel import is_dirty
 
 
@@ -24,22 +26,30 @@ def test_a_dirty_version_is_the_one_build_allow_dirty_makes(version: str, dirty:
     assert is_dirty(Version(version)) is dirty
 
 
-def test_publish_refuses_a_dirty_build_and_takes_it_with_allow_dirty(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_publish_refuses_a_dirty_build_and_takes_it_with_allow_dirty(tmp_path: Path) -> None:
+    """The index stage's refusal, which the command makes before its other gates (a demo wheel is no build of the
+    checkout: the command would refuse it for that too, tests/cli/test_publish_rebuild.py)."""
     clean = demo_wheel(tmp_path / "dist", "1.2.3+fm.1")
     index = tmp_path / "index"
-    assert main(["--root", str(REPO), "publish", str(clean), str(index)]) == EXIT_OK
+    publish([clean], index, project=PROJECT)
     before = snapshot(index)
     dirty = demo_wheel(tmp_path / "dirty", "1.2.3+fm.1.dirty")
-    capsys.readouterr()
 
-    assert main(["--root", str(REPO), "publish", str(dirty), str(index)]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    error = failed(err)
-    assert error.reference == DirtyWheelError.reference and error.message.startswith(f"{dirty.name} "), err
-    assert "--allow-dirty" in error.hint  # the hint says how to take it anyway
+    with pytest.raises(DirtyWheelError) as refused:
+        publish([dirty], index, project=PROJECT)
+    assert str(refused.value).startswith(f"{dirty.name} ") and refused.value.exit_code == EXIT_BAD_INPUT
+    assert "--allow-dirty" in refused.value.hint  # the hint says how to take it anyway
     assert snapshot(index) == before
 
-    assert main(["--root", str(REPO), "publish", "--allow-dirty", str(dirty), str(index)]) == EXIT_OK
+    publish([dirty], index, project=PROJECT, allow_dirty=True)
     assert (index / "simple" / "vllm-fused-moe" / dirty.name).read_bytes() == dirty.read_bytes()
+
+
+def test_the_command_refuses_a_dirty_build_before_anything_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirty = demo_wheel(tmp_path / "dirty", "1.2.3+fm.1.dirty")
+    assert main(["--root", str(REPO), "publish", str(dirty), str(tmp_path / "index")]) == EXIT_BAD_INPUT
+    error = failed(capsys.readouterr().err)
+    assert error.reference == DirtyWheelError.reference and error.message.startswith(f"{dirty.name} ")
+    assert not (tmp_path / "index").exists()

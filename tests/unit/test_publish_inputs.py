@@ -17,8 +17,10 @@ from helpers.failure import failed
 from helpers.synthetic import demo_wheel
 from helpers.unsafe_sources import declare_size
 from release.cli import main
-from release.core.errors import EXIT_BAD_INPUT, EXIT_OK, BadWheelError
+from release.core.errors import EXIT_BAD_INPUT, BadWheelError
+from release.overlay import index as index_module
 from release.overlay import wheel as wheel_module
+from release.overlay.build import PROJECT
 
 
 def publish(dist: Path, index: Path) -> int:
@@ -91,7 +93,8 @@ def test_the_index_holds_no_holder_file(tmp_path: Path) -> None:
     index = tmp_path / "index"
     (index).mkdir()
     (index / ".publish.lock.holder").write_text('{"command": "publish", "pid": 1}')  # served as it is
-    assert publish(demo_wheel(tmp_path / "dist", "1.0"), index) == EXIT_OK
+    # The index stage: the command refuses a demo wheel, which is no build of the checkout, before it writes.
+    index_module.publish([demo_wheel(tmp_path / "dist", "1.0")], index, project=PROJECT)
     served = sorted(p.relative_to(index).as_posix() for p in index.rglob("*") if p.is_file())
     assert not [name for name in served if "holder" in name], served
     assert all(str(os.getpid()) not in (index / name).read_text("utf-8") for name in served if name.endswith(".lock"))

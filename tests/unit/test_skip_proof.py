@@ -19,7 +19,7 @@ from release.core.errors import UnprovenSkipError
 from release.core.layout import Layout
 from release.evidence import skips
 from release.model.train import Train
-from release.queue.skip_proof import skipped_bug_tests, tool_digest, unproven_skips
+from release.queue.skip_proof import proof_path, skipped_bug_tests, tool_digest, unproven_skips
 from release.queue.snapshot import Checkout
 from release.queue.status import refuse_train_missing_fixes
 
@@ -125,3 +125,25 @@ def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(pr
         refuse_train_missing_fixes(Checkout.load(layout))
     assert f"check: bug {test.bug}" in str(refused.value)
     assert f"on vLLM {old[0].tag} (line {split}): the line's series skips {COMMON}" in str(refused.value)
+
+
+def test_a_proof_written_by_anything_but_evidence_proves_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 43: a hostile test wrote skip proofs for the genuine test, and check went from exit 2 to 0. A proof
+    stands only with the MAC `evidence` gave it under the cache's secret (release/core/seal.py)."""
+    monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
+    layout = skip_the_fix(project)
+    entry = next(e for e in Train.load(layout.train).entries if e.line == LINE)
+    [test] = skipped_bug_tests(Checkout.load(layout), LINE)
+    run = {"result": "passed", "summary": "1 passed", "key": "run"}
+    skips._write(entry.tag, test, tool_digest(), "python", "vllm.whl", entry.wheel_sha256, run)
+    path = proof_path(entry.tag.removeprefix("v"), test)
+    genuine = json.loads(path.read_text())
+    # What a process without the secret can write: the same record, its MAC left out or made up.
+    for forged in ({k: v for k, v in genuine.items() if k != "mac"}, {**genuine, "mac": "0" * 64}):
+        path.write_text(json.dumps(forged))
+        [unproven] = unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256)
+        assert "no valid MAC" in unproven.why and str(path) in unproven.why
+    path.write_text(json.dumps(genuine))
+    assert unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256) == []

@@ -20,7 +20,11 @@ from helpers.synthetic import demo_wheel
 from release.cli import main
 from release.core.errors import EXIT_OK
 from release.core.hashing import file_sha256
+from release.evidence.gather import Evidence
 from release.evidence.record import MAX_DEPTH, RecordError, bound_record, has_record, held_records
+from release.overlay import publish as publish_module
+from release.overlay.build import PROJECT
+from release.overlay.index import publish
 from release.overlay.publish import held_evidence
 from release.overlay.wheel import WheelReads
 
@@ -29,9 +33,13 @@ VERSION = "1.2.3+fm.2"
 
 @pytest.fixture
 def index(tmp_path: Path) -> Path:
-    """An index holding one synthetic wheel and the evidence publish wrote for it."""
+    """An index holding one synthetic wheel (the index stage alone: publish refuses a demo wheel, which is no
+    build of the checkout) and the evidence a publish writes for a wheel with no bug to prove."""
     folder = tmp_path / "index"
-    assert main(["--root", str(REPO), "publish", str(demo_wheel(tmp_path / "dist", VERSION)), str(folder)]) == EXIT_OK
+    wheel = demo_wheel(tmp_path / "dist", VERSION)
+    publish([wheel], folder, project=PROJECT)
+    (folder / "evidence").mkdir()
+    (folder / "evidence" / f"{wheel.name}.json").write_bytes(Evidence(wheel.name, _record(wheel)).text())
     return folder
 
 
@@ -94,12 +102,33 @@ def test_hostile_evidence_beside_a_held_wheel_is_a_named_problem(index: Path, ca
     assert held_evidence(index, WheelReads()) == [] and not has_record(index, wheel.name, file_sha256(wheel))
 
 
+def _record(wheel: Path) -> dict[str, object]:
+    """What a publish writes for a wheel with no bug to prove."""
+    version = VERSION.split("+")[0]
+    return {
+        "schema": 1,
+        "wheel": {"name": wheel.name, "sha256": file_sha256(wheel)},
+        "vllm": {"tag": f"v{version}", "version": version},
+        "bugs": [],
+    }
+
+
 def test_publish_notes_evidence_of_another_wheel_and_writes_the_held_wheels_own(
-    index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wheel, path = _held(index)
     own = path.read_bytes()
     path.write_bytes(_edited(path, wheel={"name": wheel.name, "sha256": "a" * 64}))
+    # Doubles of the proof (the rebuild and the runs, tests/e2e's): a demo wheel is no build of the checkout. What
+    # this test holds is publish's reading of the index's evidence and its repair, which stay real.
+    monkeypatch.setattr(publish_module, "origins", lambda layout, wheels, allow_dirty: [])
+    monkeypatch.setattr(
+        publish_module,
+        "prove",
+        lambda checkout, wheels, options, held, stack, workers=None: [
+            Evidence(w.name, _record(w.path)) for w in wheels
+        ],
+    )
     capsys.readouterr()
     again = main(["--root", str(REPO), "publish", str(demo_wheel(tmp_path / "again", VERSION)), str(index)])
     err = capsys.readouterr().err

@@ -24,6 +24,7 @@ from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.series import Entry, EntryKind
 from release.model.train import Train
+from release.overlay import publish as publish_module
 from release.queue.load import is_head, line_series
 
 
@@ -77,6 +78,11 @@ def test_publish_reads_the_checkout_once_and_each_wheel_once(
         facts: dict[str, object] = {"vllm_tag": f"v{release}", "vllm_version": release, "patches": []}
         return demo_wheel(dist, version, facts)
 
+    # Doubles of the proof (the rebuild at the wheel's commit and the three runs per bug): demo wheels are no build
+    # of the checkout, and the real proof's own reads are tests/e2e's (test_rebuild.py, test_release_step.py).
+    # The checkout's gates (`refuse_as_check`), the fix gate, the plan, the pages and the records stay real.
+    monkeypatch.setattr(publish_module, "origins", lambda layout, wheels, allow_dirty: [])
+    monkeypatch.setattr(publish_module, "prove", lambda checkout, wheels, options, held, stack, workers=None: [])
     held = overlay("0.0.1+fm.1")
     assert main(["--root", str(project), "publish", str(dist), str(index)]) == 0, capsys.readouterr().err
     given = [held, overlay("0.0.1+fm.2"), overlay("0.0.2+fm.1")]
