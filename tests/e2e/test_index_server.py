@@ -82,7 +82,15 @@ def pypiserver(root: Path) -> Iterator[Server]:
     passwords.set_password(USER, PASSWORD)
     passwords.save()
     port = free_port()
-    argv = [sys.executable, "-m", "pypiserver", "run", "-p", str(port), "-i", "127.0.0.1", "--disable-fallback",
+    # pypiserver's bundled bottle holds every multipart part under MEMFILE_MAX (100 KiB) in memory and refuses an
+    # upload whose in-memory parts pass that sum ("MultipartError: Memory limit reached", a 400): a wheel just under
+    # 100 KiB plus twine's metadata fields does (ours are 78-102 kB). The server is started with the limit raised,
+    # as docs/overlay.md tells operators of pypiserver to; a wheel above 100 KiB goes to a temporary file instead.
+    launcher = (
+        "import runpy, sys; import pypiserver.bottle as b; b.BaseRequest.MEMFILE_MAX = 1 << 24; "
+        "sys.argv = ['pypiserver', *sys.argv[1:]]; runpy.run_module('pypiserver', run_name='__main__')"
+    )
+    argv = [sys.executable, "-c", launcher, "run", "-p", str(port), "-i", "127.0.0.1", "--disable-fallback",
             "-a", "update", "-P", str(htpasswd), "--hash-algo", "sha256", str(packages)]  # fmt: skip
     start = time.monotonic()
     with (root / "server.log").open("wb") as log:

@@ -22,5 +22,11 @@ def expected_skips(path: Path = EXPECTED_SKIPS) -> dict[str, str]:
 
 
 def unnamed_skips(skipped: list[tuple[str, str]], patterns: list[str]) -> list[tuple[str, str]]:
-    """The (test id, reason) of each skip in `skipped` that no pattern names."""
-    return [(test, why) for test, why in skipped if not any(fnmatch.fnmatchcase(test, p) for p in patterns)]
+    """The (test id, reason) of each skip in `skipped` that no pattern names. A test id as pytest-xdist's
+    `--dist loadgroup` reports it carries its group after an `@` (`FILE::TEST[PARAM]@GROUP`): the pattern
+    names the test, so the group is left out of the match."""
+    return [
+        (test, why)
+        for test, why in skipped
+        if not any(fnmatch.fnmatchcase(test.partition("@")[0], p) for p in patterns)
+    ]

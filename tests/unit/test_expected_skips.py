@@ -16,3 +16,10 @@ def test_a_skip_the_list_does_not_name_is_found() -> None:
     assert unnamed_skips(skipped, ["tests/x.py::test_named[[]*]"]) == [skipped[1]]
     assert unnamed_skips(skipped, ["tests/x.py::*"]) == []
     assert unnamed_skips(skipped, []) == skipped
+
+
+def test_an_xdist_group_after_the_test_id_does_not_hide_it_from_its_pattern() -> None:
+    """`nox -s test` runs with `--dist loadgroup`, whose ids end in `@GROUP`: the full run reported the lint
+    group's skips as unexpected although the list names them (the unit tier, without xdist, did not)."""
+    grouped = [("tests/x.py::test_named[a]@tests/x.py", "named"), ("tests/x.py::test_other@g", "nobody said")]
+    assert unnamed_skips(grouped, ["tests/x.py::test_named[[]*]"]) == [grouped[1]]
