@@ -311,7 +311,7 @@ def _launch_once(
                         ranks=where,
                         after_s=now - state.since,
                         message=(
-                            f"deadline: EP {ep_size}, backend {group or '-'}, case {label}: rank {state.rank} "
+                            f"deadline: EP {ep_size}, backend {stuck_group or '-'}, case {label}: rank {state.rank} "
                             f"made no progress for {now - state.since:.0f}s (limit {limit:.0f}s); all ranks stopped"
                         ),
                     )
