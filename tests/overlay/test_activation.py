@@ -58,7 +58,8 @@ def runs(
     jobs = {
         "on": (pinned_python, [str(PROBE), "spawn", "fork"], None),
         # An operator's word for off (tests/overlay/test_modes.py: every such word is `off` to the .pth
-        # line and the hook; the damaged installs of test_kill_switch.py run with `off` itself).
+        # line and the hook). test_kill_switch.py leans on this run for where off ends in vLLM's import: it
+        # shows, in a bare interpreter per damaged install, that off takes this path whatever is broken.
         "off": (pinned_python, [str(PROBE)], "disabled"),
         "other": (other_python, [str(PROBE)], None),
         "strict": (other_python, [str(PROBE)], "strict"),
