@@ -20,14 +20,14 @@ from typing import Any
 
 from release.core.errors import MalformedPatchError
 from release.core.files import present, read_text
-from release.core.layout import Layout
+from release.core.layout import Layout, read_tree
 from release.core.versions import canonical_tag
 from release.model.lines import Line, Lines, read_lines
 from release.model.patch import APPLIED_UPSTREAM, UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import Entry, Series
 from release.model.train import Train, TrainEntry
 from release.queue.bugs import patch_folders, scan_data
-from release.queue.drift import Drift, drift
+from release.queue.drift import Drift, drift, pristine_of
 from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
 from release.queue.regression import BugTest, bug_patches, bug_tests
 from release.queue.verified import VerifiedFlashInfer, read_verified
@@ -155,8 +155,49 @@ class Checkout:
             found: tuple[list[Drift], dict[str, bytes]] = self._once["drift"]
             return found
 
+    def pristine(self) -> dict[str, bytes]:
+        """The pinned tag's pristine subtree recovered from vendor/, refused where vendor/ has drifted
+        (release.queue.drift.require_pristine), from the one `drift` of the command."""
+        return pristine_of(self.queue.pin.tag, *self.drift())
+
+    def vendor_files(self) -> dict[str, bytes]:
+        """vendor/'s subtree as the command found it (Layout.vendor_files), read once; a copy the caller may change."""
+        with self._guard:
+            if "vendor" not in self._once:
+                self._once["vendor"] = self.layout.vendor_files()
+            return dict(self._once["vendor"])
+
+    def tree(self, folder: Path) -> dict[str, bytes]:
+        """The regular files under `folder` (release.core.layout.read_tree: patches/, a line's folder) as the
+        command found them, read once: what a command that rewrites the folder starts from and compares
+        with. A copy the caller may change."""
+        with self._guard:
+            key = f"tree {folder}"
+            if key not in self._once:
+                self._once[key] = read_tree(folder)
+            return dict(self._once[key])
+
+    def text(self, path: Path) -> str:
+        """A patch file's text as it is, not validated (a hand-made variant half-written), read once."""
+        with self._guard:
+            return self._text(path)
+
     def line(self, name: str) -> Line:
         return self.lines.get(name)
+
+    def head_line(self) -> Line | None:
+        """The release line whose series is patches/series (None: lines.toml names none)."""
+        return next((line for line in self.lines.lines if is_head(self.layout, line)), None)
+
+    def own_line_series(self) -> list[tuple[Line, Path, Series]]:
+        """Each release line with a series file of its own, its path and its series
+        (release.queue.load.own_line_series)."""
+        return [(line, line.series_path(self.layout.root), self.series(line)) for line in self.own_lines()]
+
+    def entry_patch(self, line: Line, entry: Entry) -> Patch | None:
+        """The patch an entry of `line`'s series names (None for a `skip`): release.queue.load.entry_patch,
+        the file read once."""
+        return entry_patch(self.layout, line, entry, self.patch)
 
     def own_lines(self) -> list[Line]:
         """Each release line with a series file of its own (every line but the head's)."""
@@ -187,7 +228,7 @@ class Checkout:
         with self._guard:
             found = self._entries.get(line.name)
             if found is None:
-                found = [(e, entry_patch(self.layout, line, e, self.patch)) for e in self.series(line).entries]
+                found = [(e, self.entry_patch(line, e)) for e in self.series(line).entries]
                 self._entries[line.name] = found
             return found
 
