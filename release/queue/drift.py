@@ -46,7 +46,11 @@ def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
 
     Also returns the recovered pristine files (valid wherever no drift was found).
     """
-    vendor = layout.vendor_files()
+    return vendor_drift(layout, queue, layout.vendor_files())
+
+
+def vendor_drift(layout: Layout, queue: Queue, vendor: dict[str, bytes]) -> tuple[list[Drift], dict[str, bytes]]:
+    """`drift` of vendor/'s subtree as the caller read it (Layout.vendor_files): a Checkout reads it once."""
     pristine, blocked = unapply(vendor, queue.patches)
     found: list[Drift] = []
     odd = odd_entries(layout.subtree)

@@ -3,12 +3,14 @@
 A command loads a `Checkout` once, under its lock, and hands it to its stages, which read the facts
 from it and never from the files (no stage takes `None` for it and reads them itself). Every file of
 patches/ and vendor/'s pins is read at most once per command (tests/cli/test_checkout_read_once.py counts it
-for `check`, `build --all` and `publish`): a patch is read once, whichever stage first asks for it (the
-queue, a line's series, the known bugs, the common patch a variant varies), and kept. What not every
+for `check`, `build --all` and `publish`; tests/cli/test_pq_reads_once.py for `pq drop` and `pq export
+--check`): a patch is read once, whichever stage first asks for it (the queue, a line's series, the known
+bugs, the common patch a variant varies), and kept. What not every
 stage needs is read the first time one asks for it: each line's series with the patch files it names (a
 line no stage asks about is not read, so a broken line is reported by the stage that needs it), the
-known bugs, the scan data, VERIFIED.toml, and vendor/'s drift with the pristine tree recovered from it
-(the series undone once).
+known bugs, the scan data, VERIFIED.toml, vendor/'s subtree with its drift and the pristine tree recovered
+from it (the series undone once), and the files of a folder a `pq` command rewrites (patches/, a line's).
+A command that writes the checkout and must read what it wrote loads a new Checkout of it, and says why.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from release.model.patch import APPLIED_UPSTREAM, UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import Entry, Series
 from release.model.train import Train, TrainEntry
 from release.queue.bugs import patch_folders, scan_data
-from release.queue.drift import Drift, drift, pristine_of
+from release.queue.drift import Drift, pristine_of, vendor_drift
 from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
 from release.queue.regression import BugTest, bug_patches, bug_tests
 from release.queue.verified import VerifiedFlashInfer, read_verified
@@ -151,7 +153,7 @@ class Checkout:
         (release.queue.drift.drift): vendor/ read and the series undone once, for every stage that asks."""
         with self._guard:
             if "drift" not in self._once:
-                self._once["drift"] = drift(self.layout, self.queue)
+                self._once["drift"] = vendor_drift(self.layout, self.queue, self.vendor_files())
             found: tuple[list[Drift], dict[str, bytes]] = self._once["drift"]
             return found
 
