@@ -213,7 +213,11 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
     head = next((line for line in read_lines(layout.lines).lines if is_head(layout, line)), None)
     if head is None or not present(layout.train):
         return None
-    tags = [e for e in Train.load(layout.train).entries if e.line == head.name]
+    tags = [
+        e
+        for e in Train.load(layout.train, [each.name for each in read_lines(layout.lines).lines]).entries
+        if e.line == head.name
+    ]
     pristine = require_pristine(layout, queue)
     for entry in tags:
         patches = tag_patches(layout, head, entry.tag)
@@ -247,7 +251,7 @@ def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None
             raise BadInputError(f"no release line {', '.join(unknown)} besides the head's in patches/lines.toml")
         lines = [line for line in lines if line.name in only]
     head_before = head_tree_before(layout, queue, patch)
-    train = Train.load(layout.train)
+    train = Train.load(layout.train, [each.name for each in read_lines(layout.lines).lines])
     report = CarryReport(patch.name, [])
     outputs = []
     # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.

@@ -71,7 +71,7 @@ class LinePlan:
 def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
     """The line and train tag of `--line` (its newest train tag) or `--tag`; exit 2 for anything else."""
     lines = read_lines(layout.lines)
-    entries = Train.load(layout.train).entries if present(layout.train) else []
+    entries = Train.load(layout.train, [each.name for each in lines.lines]).entries if present(layout.train) else []
     if tag is not None:
         found = [e for e in entries if e.tag == tag and (line_name is None or e.line == line_name)]
         if not found:
@@ -293,7 +293,7 @@ def refuse_unless_it_holds(
             hint="a change to a patch the line takes as it is goes into patches/ through the head's tree; "
             "nothing was written",
         )
-    for other in Train.load(layout.train).entries:
+    for other in Train.load(layout.train, [each.name for each in read_lines(layout.lines).lines]).entries:
         if other.line == line.name and other.tag != entry.tag:
             problem = holds_on(layout, line, other, patches, pristine)
             if problem:
