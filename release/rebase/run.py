@@ -40,7 +40,6 @@ from release.model.pin import Pin
 from release.model.source import Source
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.drift import require_pristine
 from release.queue.load import Queue, rebase_patches
 from release.queue.replay import Replay, replay_series, start
 from release.queue.snapshot import Checkout
@@ -160,7 +159,7 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
         checkout.require_train().require_head(layout.train, queue.pin.tag)
     refuse_backwards(options, queue.pin.tag)
-    old_pristine = require_pristine(layout, queue)
+    old_pristine = checkout.pristine()
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
     try:
@@ -521,7 +520,7 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
-    old_pristine = require_pristine(layout, queue)
+    old_pristine = checkout.pristine()
     run = RebaseRun(options, checkout, upstream, old_pristine, work, base, replay, patches)
     return replay_then_stop_or_finish(run, remaining)
 

@@ -19,12 +19,8 @@ CLASSES = {"Queue", "Train", "Series", "Patch"}  # their `.load`, called or pass
 FUNCTIONS = {"read_lines", "load_lines", "own_line_series", "line_of"}  # called or passed on
 BUILT = "Checkout"  # called: a Checkout built by hand
 
-# (module, loader): why it reads the files itself. None left outside release/pq/.
+# (module, loader): why it reads the files itself. None is left: every command reads them through its Checkout.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
-
-# pq: converted on branch pqco. TEMPORARY: release/pq/ still reads the files itself until that branch merges;
-# the lead removes this allow-list at the merge (the stale check below fails once pq reads none of them).
-TEMPORARY = ("release/pq/",)
 
 
 def uses(tree: ast.Module) -> list[tuple[int, str]]:
@@ -57,9 +53,7 @@ def outside_the_owners() -> list[tuple[str, int, str]]:
 
 def test_only_queue_and_model_read_the_checkouts_files() -> None:
     found = [
-        f"{name}:{line}: {loader}"
-        for name, line, loader in outside_the_owners()
-        if (name, loader) not in EXCEPTIONS and not name.startswith(TEMPORARY)
+        f"{name}:{line}: {loader}" for name, line, loader in outside_the_owners() if (name, loader) not in EXCEPTIONS
     ]
     assert found == [], (
         "read patches/, lines.toml and train.toml through the command's Checkout (release/queue/snapshot.py: "
@@ -70,8 +64,7 @@ def test_only_queue_and_model_read_the_checkouts_files() -> None:
 def test_every_exception_is_still_needed() -> None:
     used = {(name, loader) for name, _line, loader in outside_the_owners()}
     stale = [f"{name}: {loader}" for name, loader in EXCEPTIONS if (name, loader) not in used]
-    stale += [prefix for prefix in TEMPORARY if not any(name.startswith(prefix) for name, _loader in used)]
-    assert stale == [], "remove these from EXCEPTIONS (or TEMPORARY): nothing there reads the files itself any more"
+    assert stale == [], "remove these from EXCEPTIONS: nothing there reads the files itself any more"
 
 
 def test_a_loader_is_found_through_any_name() -> None:
