@@ -10,9 +10,9 @@ from pathlib import Path
 import jsonschema
 
 from helpers import REPO
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.model.train import Train
 
 SCHEMA = REPO / "docs" / "affected-releases.schema.json"
 PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
@@ -38,4 +38,4 @@ def schema_errors(document: Path) -> list[str]:
 
 
 def train_versions(root: Path) -> set[str]:
-    return {version_of_tag(tag) for tag in Train.load(Layout(root).train).tags}
+    return {version_of_tag(tag) for tag in load_train(Layout(root)).tags}
