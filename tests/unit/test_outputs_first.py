@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fix import fix_patch
 from helpers import snapshot
 from helpers.failure import Failure, failed
 from release.cli import main
@@ -30,7 +31,7 @@ def test_upstream_pr_checks_its_out_before_the_work(
 ) -> None:
     before = snapshot(project)
     target = out if out.startswith("/") else str(project / out)
-    error = refused(capsys, project, "upstream-pr", "0001", "--out", target, "--skip-test-run")
+    error = refused(capsys, project, "upstream-pr", fix_patch(project).name, "--out", target, "--skip-test-run")
     assert error.reference == OutputNotWritableError.reference, error
     assert error.message.startswith(f"--out {Path(target).resolve()}"), error
     assert snapshot(project) == before
