@@ -23,6 +23,7 @@ import pytest
 
 from helpers import REPO, run_release, snapshot
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.core.errors import MalformedPatchError, PatchQueueStaleError, PatchQueueTreeError
 from release.core.git import files_at
 from release.core.hashing import sha256_hex
@@ -36,7 +37,7 @@ from release.pq.export import used_names
 from release.pq.names import next_number
 from release.queue.load import account, is_head, line_entries
 
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 NEW = "0002-shape-check.patch"
 TWO_SIDED = f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py"
 VENDOR_TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
@@ -193,7 +194,7 @@ def test_an_unchanged_queue_exports_byte_for_byte(project: Path) -> None:
 
 
 def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: Path) -> None:
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     text = path.read_text()
     # What `git format-patch` without --full-index writes: abbreviated blob ids. git applies it all the same.
     short = re.sub(r"^index ([0-9a-f]{7})[0-9a-f]+\.\.([0-9a-f]{7})[0-9a-f]+ ", r"index \1..\2 ", text, flags=re.M)
@@ -207,11 +208,11 @@ def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: P
     tree = project / ".work" / "pq"
     error = failed(checked)
     assert error.reference == PatchQueueStaleError.reference, checked.stderr
-    assert error.message == f"pq export --check: 1 path(s) differ from what {tree} exports: patches/{PATCH_0001}"
+    assert error.message == f"pq export --check: 1 path(s) differ from what {tree} exports: patches/{FIX}"
     assert snapshot(project) == before
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 0, exported.stderr
-    assert f"{PATCH_0001}  changed" in exported.stdout and "vendor/" not in exported.stdout.split("wrote", 1)[1]
+    assert f"{FIX}  changed" in exported.stdout and "vendor/" not in exported.stdout.split("wrote", 1)[1]
     assert path.read_text() == text  # the full index again: what the tool writes
     assert run_release(project, "pq", "export", "--check").returncode == 0
 
@@ -361,7 +362,7 @@ def test_export_refuses_what_is_no_series_of_patches_and_changes_nothing(
         git(project, env, "-C", ".work/pq", "switch", "-q", "patch-queue")
         git(project, env, "-C", ".work/pq", "merge", "-q", "--no-ff", "--no-edit", "side")
     else:  # a `git am` that stopped: the mail does not apply
-        (tmp_path / "bad.patch").write_text((project / "patches" / PATCH_0001).read_text())
+        (tmp_path / "bad.patch").write_text((project / "patches" / FIX).read_text())
         git(project, env, "-C", ".work/pq", "am", str(tmp_path / "bad.patch"), check=False)
     before, tree_state = snapshot(project), commits(project)
     exported = run_release(project, "pq", "export")
@@ -418,7 +419,7 @@ def test_export_refuses_to_drop_a_patch_a_line_takes_as_it_is(project: Path, tmp
 
 
 def test_every_reader_of_the_queue_refuses_a_patch_without_the_answers(project: Path) -> None:
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     path.write_text(re.sub(r"^Risk: .*\n", "", path.read_text(), count=1, flags=re.M))
     before = snapshot(project)
     for args in (["check"], ["status"], ["pq", "import"]):
@@ -426,6 +427,6 @@ def test_every_reader_of_the_queue_refuses_a_patch_without_the_answers(project: 
         assert result.returncode == 2, args
         error = failed(result)
         assert error.reference == MalformedPatchError.reference, (args, result.stderr)
-        assert error.message.startswith(f"{PATCH_0001}: ") and "no Risk: trailer" in error.message, error
+        assert error.message.startswith(f"{FIX}: ") and "no Risk: trailer" in error.message, error
         assert "`python -m release pq new SLUG`" in error.hint
     assert snapshot(project) == before

@@ -1,5 +1,5 @@
-"""A bug fix of the queue (helpers/fix.py) spoiled so that a path leaves the subtree, cannot be read, or is a link: each case is
-(old text, new text, what the refusal says). tests/unit/test_patch_paths.py loads them and runs
+"""A bug fix of the queue (helpers/fix.py) spoiled so that a path leaves the subtree, cannot be read, or is a
+link: each case is (old text, new text, what the refusal says). tests/unit/test_patch_paths.py loads them and runs
 `check` and `rebase` on them in this process, tests/cli/test_check_hardening.py one of them as processes."""
 
 from __future__ import annotations

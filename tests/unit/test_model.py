@@ -11,8 +11,8 @@ import pytest
 
 from helpers import CHECKOUT, REPO, tag_facts
 from helpers.fix import fix_patch
-from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError, UnknownTagError
+from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
@@ -81,7 +81,9 @@ def test_corrupt_hunk_is_rejected_with_the_file_named(tmp_path: Path) -> None:
 
 def test_patch_outside_the_subtree_is_rejected(tmp_path: Path) -> None:
     outside = tmp_path / "0002-outside.patch"
-    outside.write_text(PATCH.read_text().replace(f"{UPSTREAM_SUBTREE}/", "vllm/model_executor/layers/fused_moe/runner/"))
+    outside.write_text(
+        PATCH.read_text().replace(f"{UPSTREAM_SUBTREE}/", "vllm/model_executor/layers/fused_moe/runner/")
+    )
     with pytest.raises(MalformedPatchError, match="outside"):
         Patch.load(outside)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.fix import fix_patch
 from helpers import snapshot
 from helpers.failure import Failure, failed
+from helpers.fix import fix_patch
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, BadInputError, OutputNotWritableError
 from release.core.layout import Layout

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.fix import fix_patch
 from helpers import snapshot
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.cli import main
 from release.core.errors import (
     EXIT_BAD_INPUT,
@@ -54,7 +54,8 @@ def test_pq_skip_writes_no_control_character(project: Path, capsys: pytest.Captu
     series = layout.patches / "lines" / LINE / "series"
     series.write_text("".join(line for line in series.read_text().splitlines(True) if not line[0].isdigit()))
     before = snapshot(project)
-    code = main(["--root", str(project), "pq", "skip", fix_patch(project).name, "--line", LINE, "--reason", "not \x1b[31mneeded"])
+    argv = ["pq", "skip", fix_patch(project).name, "--line", LINE, "--reason", "not \x1b[31mneeded"]
+    code = main(["--root", str(project), *argv])
     assert code == EXIT_BAD_INPUT
     error = failed(capsys.readouterr().err)
     assert error.reference == BadInputError.reference
