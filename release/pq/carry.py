@@ -41,20 +41,20 @@ from release.core.errors import BadInputError, OutputNotWritableError, PatchQueu
 from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.journal import Output, commit, write_atomic
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree, writable_dir_problem
+from release.core.layout import UPSTREAM_SUBTREE, Layout, writable_dir_problem
 from release.core.lock import repo_lock
-from release.model.lines import Line, read_lines
+from release.model.lines import Line
 from release.model.outcome import PatchStatus
 from release.model.patch import CARRIED_FROM, DIFF_FILE_RE, VARIES, Patch
 from release.model.series import Entry, EntryKind, Series, control_problem
 from release.model.train import Train, TrainEntry
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint  # what Carried-From: records; `check` compares the same
-from release.queue.load import Queue, account, entry_patch, is_head, line_entries, line_series, tag_patches
+from release.queue.load import Queue, account, is_head
 from release.queue.replay import Replay, apply_series, replay_series
 from release.queue.replay_cache import replay_tree
+from release.queue.snapshot import Checkout
 from release.queue.upstreamed import classify
 
 REPORT_DIR = "reports/pq-carry"
@@ -161,9 +161,10 @@ def carry(layout: Layout, name: str, only: list[str] | None = None, report_dir: 
     """Carry one patch onto the older lines; the head line's series is replayed on its every train tag."""
     refuse_unwritable_report(layout, report_dir)
     with repo_lock(layout, "pq carry"):
-        queue = Queue.load(layout)
-        report = carry_one(layout, queue, common_patch(queue, name), only)
-        report.head = head_holds(layout, queue)
+        checkout = Checkout.load(layout)
+        report = carry_one(checkout, common_patch(checkout.queue, name), only)
+        # The head line's series is patches/series, which carrying never writes: the checkout as read holds it.
+        report.head = head_holds(checkout)
         write_report(layout, [report], report_dir)
         return report
 
@@ -177,13 +178,21 @@ def carry_all(layout: Layout, only: list[str] | None = None, report_dir: Path | 
     refuse_unwritable_report(layout, report_dir)
     with repo_lock(layout, "pq carry --all"), tempfile.TemporaryDirectory(prefix="vllm-fused-moe-carry-") as tmp:
         stage = staged_checkout(layout, Path(tmp) / "checkout")
-        queue = Queue.load(stage)
-        reports = [carry_one(stage, queue, patch, only, staged=True) for patch in queue.patches]
+        checkout = Checkout.load(stage)  # the copy made under the lock: the checkout as the command found it
+        reports = []
+        for patch in checkout.queue.patches:
+            report = carry_one(checkout, patch, only, staged=True)
+            reports.append(report)
+            if report.written:
+                # The next patch is carried onto the lines as this one left them: the staged copy, read again.
+                checkout = Checkout.load(stage)
         if reports:
-            reports[-1].head = head_holds(stage, queue)
+            reports[-1].head = head_holds(checkout)
         folders = sorted({path.rsplit("/", 1)[0] for report in reports for path in report.written})
         if folders:
-            commit(layout, [Output(f, files=read_tree(stage.root / f)) for f in folders], "pq carry --all")
+            # The staged copy as the last patch that wrote left it (its checkout read after that write).
+            outputs = [Output(f, files=checkout.tree(stage.root / f)) for f in folders]
+            commit(layout, outputs, "pq carry --all")
         write_report(layout, reports, report_dir)
         return reports
 
@@ -206,17 +215,18 @@ def refuse_unwritable_report(layout: Layout, report_dir: Path | None) -> None:
         raise OutputNotWritableError(f"cannot write the report to {directory}: {problem}")
 
 
-def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
+def head_holds(checkout: Checkout) -> LineCarry | None:
     """The head line's series (a retired patch too where a tag is older than its upstream release) on every
     train tag of the head line, each from the head's pristine tree with the series on it; the first that
     conflicts is named. None without a train or a head line."""
-    head = next((line for line in read_lines(layout.lines).lines if is_head(layout, line)), None)
-    if head is None or not present(layout.train):
+    head = checkout.head_line()
+    if head is None or checkout.train is None:
         return None
-    tags = [e for e in Train.load(layout.train).entries if e.line == head.name]
-    pristine = require_pristine(layout, queue)
+    tags = [e for e in checkout.train.entries if e.line == head.name]
+    pristine = checkout.pristine()
+    queue = checkout.queue
     for entry in tags:
-        patches = tag_patches(layout, head, entry.tag)
+        patches = checkout.tag_patches(head, entry.tag)
         tree = fetch(entry.tag, entry.recorded_source(), None, lazy=True)
         if tree.file_hashes() != entry.pristine:
             detail = f"{entry.tag}'s files are not what patches/train.toml records (`python -m release train check`)"
@@ -237,22 +247,24 @@ def head_holds(layout: Layout, queue: Queue) -> LineCarry | None:
                      tags=[e.tag for e in tags])  # fmt: skip
 
 
-def carry_one(layout: Layout, queue: Queue, patch: Patch, only: list[str] | None, staged: bool = False) -> CarryReport:
+def carry_one(checkout: Checkout, patch: Patch, only: list[str] | None, staged: bool = False) -> CarryReport:
     """One patch onto the older lines (each line's new files committed in one journaled change; `staged`:
-    written straight into `layout`, a staged copy that `carry_all` swaps into the checkout at the end)."""
-    lines = [line for line in read_lines(layout.lines).lines if not is_head(layout, line)]
+    written straight into the checkout's tree, a staged copy that `carry_all` swaps into the checkout at the
+    end)."""
+    layout = checkout.layout
+    lines = [line for line in checkout.lines.lines if not is_head(layout, line)]
     if only:
         unknown = sorted(set(only) - {line.name for line in lines})
         if unknown:
             raise BadInputError(f"no release line {', '.join(unknown)} besides the head's in patches/lines.toml")
         lines = [line for line in lines if line.name in only]
-    head_before = head_tree_before(layout, queue, patch)
-    train = Train.load(layout.train)
+    head_before = head_tree_before(checkout, patch)
+    train = checkout.require_train()
     report = CarryReport(patch.name, [])
     outputs = []
     # Lines are independent (each its own scratch repositories and release reads), as train check's tags are.
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1, max(len(lines), 1))) as pool:
-        carried = list(pool.map(lambda line: carry_line(layout, queue, patch, line, head_before, train), lines))
+        carried = list(pool.map(lambda line: carry_line(checkout, patch, line, head_before, train), lines))
     for line, (done, files) in zip(lines, carried, strict=True):
         report.lines.append(done)
         if files is not None:
@@ -280,24 +292,26 @@ def common_patch(queue: Queue, name: str) -> Patch:
     return found[0]
 
 
-def head_tree_before(layout: Layout, queue: Queue, patch: Patch) -> dict[str, bytes]:
+def head_tree_before(checkout: Checkout, patch: Patch) -> dict[str, bytes]:
     """The head's subtree as the patch was made against: pristine (from vendor/) + the patches before it."""
+    queue = checkout.queue
     before = queue.patches[: [p.name for p in queue.patches].index(patch.name)]
-    return apply_series(require_pristine(layout, queue), before, PatchQueueTreeError)
+    return apply_series(checkout.pristine(), before, PatchQueueTreeError)
 
 
 def carry_line(
-    layout: Layout, queue: Queue, patch: Patch, line: Line, head_before: dict[str, bytes], train: Train
+    checkout: Checkout, patch: Patch, line: Line, head_before: dict[str, bytes], train: Train
 ) -> tuple[LineCarry, dict[str, bytes] | None]:
     """One line: what it says about the patch, or its carried variant (and the line folder's new files)."""
-    said = account(line_entries(layout, line)).get(patch.name)
+    layout = checkout.layout
+    said = account(checkout.entries(line)).get(patch.name)
     existing: Patch | None = None
     if said is not None and said.kind == EntryKind.SKIP:
         return LineCarry(line.name, "skips", f"its series: skip {patch.name}: {said.reason}"), None
     if said is not None and said.kind == EntryKind.TAKE:
         return LineCarry(line.name, "takes", "its series takes the common patch as it is"), None
     if said is not None:
-        existing = entry_patch(layout, line, said)
+        existing = checkout.entry_patch(line, said)
         where = f"patches/lines/{line.name}/{said.name}"
         assert existing is not None
         made_from = existing.carried_from
@@ -315,13 +329,13 @@ def carry_line(
         listed = ", ".join(unmapped)
         detail = f"the line has no counterpart of {listed} (patches/lines.toml [line.maps])"
         return LineCarry(line.name, "needs-variant", detail, tags=[e.tag for e in tags]), None
-    series = line_series(layout, line)
+    series = checkout.series(line)
     if existing is not None:
         series = series.without(existing.name)
-    before = insertion_point(layout, queue, line, series, patch.name)
+    before = insertion_point(checkout, line, series, patch.name)
     entries = series.entries
     cut = next((i for i, e in enumerate(entries) if e.name == before), len(entries))
-    preceding = [p for e in entries[:cut] if (p := entry_patch(layout, line, e)) is not None]
+    preceding = [p for e in entries[:cut] if (p := checkout.entry_patch(line, e)) is not None]
     newest = tags[-1]
     tree = line_tree(layout, line, newest)
     if isinstance(tree, str):
@@ -332,13 +346,13 @@ def carry_line(
     variant = made.with_trailer(VARIES, patch.name).with_trailer(CARRIED_FROM, fingerprint(patch))
     variant.validate(line.prefixes)
     new_series = series.insert(Entry(EntryKind.PATCH, variant.name), before)
-    following = [p for e in entries[cut:] if (p := entry_patch(layout, line, e)) is not None]
+    following = [p for e in entries[cut:] if (p := checkout.entry_patch(line, e)) is not None]
     replayed = [*preceding, variant, *following]
     for entry in tags:
         problem = holds_on(layout, line, entry, replayed, tree.files)
         if problem:
             return LineCarry(line.name, "needs-variant", problem, tags=[e.tag for e in tags]), None
-    files = read_tree(line.patch_dir(layout.root))
+    files = checkout.tree(line.patch_dir(layout.root))
     if existing is not None:
         files.pop(existing.name, None)
     files[variant.name] = variant.text.encode("utf-8")
@@ -391,12 +405,12 @@ def map_patch(patch: Patch, line: Line) -> tuple[Patch, list[str]]:
     return Patch(patch.name, "\n".join([*lines[:start], *out])), []
 
 
-def insertion_point(layout: Layout, queue: Queue, line: Line, series: Series, name: str) -> str | None:
+def insertion_point(checkout: Checkout, line: Line, series: Series, name: str) -> str | None:
     """The entry of `series` the patch's entry goes before: the first that accounts for a later common patch."""
-    order = [e.name for e in queue.series.entries]
+    order = [e.name for e in checkout.queue.series.entries]
     later = set(order[order.index(name) + 1 :])
     for entry in series.entries:
-        patch = entry_patch(layout, line, entry) if entry.kind == EntryKind.PATCH else None
+        patch = checkout.entry_patch(line, entry) if entry.kind == EntryKind.PATCH else None
         common = (patch.varies if patch is not None else None) or entry.name
         if common in later:
             return entry.name
@@ -486,19 +500,19 @@ def skip(layout: Layout, name: str, line_name: str, reason: str) -> Path:
     if problem:
         raise BadInputError(f"--reason {problem}: a skip needs a reason in words")
     with repo_lock(layout, "pq skip"):
-        queue = Queue.load(layout)
-        patch = common_patch(queue, name)
-        line = read_lines(layout.lines).get(line_name)
+        checkout = Checkout.load(layout)
+        patch = common_patch(checkout.queue, name)
+        line = checkout.line(line_name)
         if is_head(layout, line):
             raise BadInputError(f"{line.name} is the head line: patches/series is the common queue itself")
-        said = account(line_entries(layout, line)).get(patch.name)
+        said = account(checkout.entries(line)).get(patch.name)
         if said is not None:
             raise BadInputError(
                 f"line {line.name} already says `{said.text()}` about {patch.name}",
                 hint="edit the line's series by hand to change its answer",
             )
-        series = line_series(layout, line)
-        before = insertion_point(layout, queue, line, series, patch.name)
+        series = checkout.series(line)
+        before = insertion_point(checkout, line, series, patch.name)
         new = series.insert(Entry(EntryKind.SKIP, patch.name, reason), before)
         path = line.series_path(layout.root)
         commit(layout, [Output(path.relative_to(layout.root).as_posix(), data=new.dumps().encode("utf-8"))], "pq skip")

@@ -16,11 +16,13 @@ from pathlib import Path
 from release.core.errors import ConflictError, PatchQueueTreeError, UnknownPatchError
 from release.core.git import FIXED_DATE, git
 from release.core.layout import Layout
-from release.pq.export import Export, export_queue, refuse_line_tree, require_exportable
-from release.pq.importer import import_queue
+from release.core.lock import repo_lock
+from release.pq.export import Export, export_tree, refuse_line_tree, require_exportable
+from release.pq.importer import import_tree, refuse_unwritable
 from release.pq.names import unmark
 from release.pq.report import show_export
 from release.pq.tree import BRANCH, PqTree
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,17 @@ def drop(layout: Layout, options: DropOptions) -> int:
 
 
 def drop_patch(layout: Layout, path: Path, name: str) -> Export:
+    """The import (where there is no work tree), the rebase and the export, under one lock and one read of the
+    checkout: neither the import nor the rebase writes patches/ or vendor/, so the export starts from it too."""
     if not PqTree(path).is_ours() and not path.exists():
-        import_queue(layout, path)
+        refuse_unwritable(path)
+    with repo_lock(layout, "pq drop"):
+        return _drop(Checkout.load(layout), path, name)
+
+
+def _drop(checkout: Checkout, path: Path, name: str) -> Export:
+    if not PqTree(path).is_ours() and not path.exists():
+        import_tree(checkout, path)
     tree = PqTree.open(path)
     require_exportable(tree)
     state = tree.state()
@@ -73,7 +84,8 @@ def drop_patch(layout: Layout, path: Path, name: str) -> Export:
             "then `python -m release pq export`",
         )
     try:
-        return export_queue(layout, path)
+        require_exportable(tree)
+        return export_tree(checkout, tree, state)
     except BaseException:
         git("reset", "--quiet", "--hard", before, cwd=path, check=False)  # the tree as patches/ still is
         raise

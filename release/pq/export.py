@@ -22,18 +22,17 @@ from release.core.errors import (
     PatchQueueStaleError,
     PatchQueueTreeError,
 )
-from release.core.files import read_text
 from release.core.journal import Output, commit
-from release.core.layout import Layout, read_tree
+from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.model.patch import CARRIED_FROM, UPSTREAM_SUBTREE_PREFIX, VARIES, Patch
 from release.model.series import EntryKind, Series, parse_entry
 from release.pq.names import NAME_RE, NAME_TRAILER, new_name, slug_of, unmark
 from release.pq.tree import BASE_TAG, PqState, PqTree
-from release.queue.drift import require_pristine
-from release.queue.load import Queue, own_line_series
+from release.queue.load import Queue
 from release.queue.regression import refuse_untested
 from release.queue.replay import apply_series
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -77,32 +76,39 @@ def export_queue(layout: Layout, path: Path, check_only: bool = False) -> Export
         state = tree.state()
         refuse_line_tree(path, state)
         require_exportable(tree)
-        queue = Queue.load(layout)
-        if queue.pin.tag != state.tag:
-            raise PatchQueueTreeError(
-                f"{path} was imported on vllm {state.tag}, but vendor/ is pinned to {queue.pin.tag} now",
-                hint="export before a rebase; now make a new tree (`python -m release pq import --dir NEW`) and "
-                f"`git cherry-pick` your commits from {path} into it",
-            )
-        pristine = require_pristine(layout, queue)
-        if tree.repo.subtree_files_at(state.base) != pristine:
-            raise PatchQueueTreeError(
-                f"the pristine commit {state.base[:12]} of {path} is not vllm {state.tag}'s pristine subtree any more",
-                hint="the first commit is upstream's code and is never edited; start again with `pq import --force`",
-            )
-        result = compute(layout, tree, state.base, queue, pristine)
-        if check_only:
-            if result.changed:
-                raise PatchQueueStaleError(
-                    f"pq export --check: {len(result.changed_paths)} path(s) differ from what {path} exports: "
-                    + ", ".join(result.changed_paths)
-                )
-            return result
+        return export_tree(Checkout.load(layout), tree, state, check_only)
+
+
+def export_tree(checkout: Checkout, tree: PqTree, state: PqState, check_only: bool = False) -> Export:
+    """The head's work tree `tree` (its `state`) written back into the checkout: the caller holds the repository
+    lock, read the checkout under it, and refused a line's tree and one not exportable."""
+    layout, path = checkout.layout, tree.path
+    queue = checkout.queue
+    if queue.pin.tag != state.tag:
+        raise PatchQueueTreeError(
+            f"{path} was imported on vllm {state.tag}, but vendor/ is pinned to {queue.pin.tag} now",
+            hint="export before a rebase; now make a new tree (`python -m release pq import --dir NEW`) and "
+            f"`git cherry-pick` your commits from {path} into it",
+        )
+    pristine = checkout.pristine()
+    if tree.repo.subtree_files_at(state.base) != pristine:
+        raise PatchQueueTreeError(
+            f"the pristine commit {state.base[:12]} of {path} is not vllm {state.tag}'s pristine subtree any more",
+            hint="the first commit is upstream's code and is never edited; start again with `pq import --force`",
+        )
+    result = compute(checkout, tree, state.base, pristine)
+    if check_only:
         if result.changed:
-            write(layout, result)
-            result.written = True
-        tree.save_state(replace(state, synced=tree.head()))
+            raise PatchQueueStaleError(
+                f"pq export --check: {len(result.changed_paths)} path(s) differ from what {path} exports: "
+                + ", ".join(result.changed_paths)
+            )
         return result
+    if result.changed:
+        write(layout, result)
+        result.written = True
+    tree.save_state(replace(state, synced=tree.head()))
+    return result
 
 
 def refuse_line_tree(path: Path, state: PqState) -> None:
@@ -132,7 +138,8 @@ def require_exportable(tree: PqTree) -> None:
         )
 
 
-def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dict[str, bytes]) -> Export:
+def compute(checkout: Checkout, tree: PqTree, base: str, pristine: dict[str, bytes]) -> Export:
+    layout, queue = checkout.layout, checkout.queue
     commits = tree.commits(base)
     for sha in commits:
         if tree.is_empty(sha):
@@ -167,18 +174,18 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
     gone = [name for name in old if name not in new_names]
     renamed = renames([old[name] for name in gone], [p for p in patches if p.name not in old])
     dropped = [name for name in gone if name not in renamed]
-    notes = refuse_dropping_what_a_line_takes(layout, dropped)
+    notes = refuse_dropping_what_a_line_takes(checkout, dropped)
 
-    patch_files = read_tree(layout.patches)
-    notes += rename_in_lines(layout, renamed, patch_files)
-    drop_from_lines(layout, dropped, patch_files)
+    patch_files = checkout.tree(layout.patches)
+    notes += rename_in_lines(checkout, renamed, patch_files)
+    drop_from_lines(checkout, dropped, patch_files)
     for name in gone:
         patch_files.pop(name, None)
     for patch in patches:
         patch_files[patch.name] = patch.text.encode("utf-8")
     new_series = rewrite_series(queue.series, new_names)
     patch_files["series"] = new_series.dumps().encode("utf-8")
-    reorder_lines(layout, [e.name for e in new_series.entries], patch_files)
+    reorder_lines(checkout, [e.name for e in new_series.entries], patch_files)
 
     exported = [
         ExportedPatch(
@@ -190,7 +197,7 @@ def compute(layout: Layout, tree: PqTree, base: str, queue: Queue, pristine: dic
         )
         for sha, patch, (_, how) in zip(commits, patches, names, strict=True)
     ]
-    changed = changed_paths(layout, patch_files, vendor)
+    changed = changed_paths(checkout, patch_files, vendor)
     return Export(exported, dropped, patch_files, vendor, changed, notes)
 
 
@@ -278,7 +285,7 @@ def varies_in(mail: str) -> str | None:
     return found.group(1) if found else None
 
 
-def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> list[str]:
+def refuse_dropping_what_a_line_takes(checkout: Checkout, dropped: list[str]) -> list[str]:
     """Refuse to drop (or rename) a common patch that a release line's series takes as it is.
 
     Returns notes for the variants made by hand whose `Varies:` names a dropped patch: the line keeps
@@ -286,8 +293,9 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
     """
     if not dropped:
         return []
+    layout = checkout.layout
     notes: list[str] = []
-    for line, series_path, series in own_line_series(layout):
+    for line, series_path, series in checkout.own_line_series():
         taken = [e.name for e in series.entries if e.kind == EntryKind.TAKE and e.name in dropped]
         if taken:
             where = series_path.relative_to(layout.root).as_posix()
@@ -301,7 +309,7 @@ def refuse_dropping_what_a_line_takes(layout: Layout, dropped: list[str]) -> lis
             variant = line.patch_dir(layout.root) / entry.name
             if entry.kind != EntryKind.PATCH or not variant.is_file():
                 continue
-            text = read_text(variant, error=MalformedPatchError)
+            text = checkout.text(variant)
             common = varies_in(text)
             if common in dropped and not re.search(rf"^{CARRIED_FROM}: ", text, re.M):
                 notes.append(
@@ -326,13 +334,14 @@ def renames(gone: list[Patch], added: list[Patch]) -> dict[str, str]:
     return found
 
 
-def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[str, bytes]) -> list[str]:
+def rename_in_lines(checkout: Checkout, renamed: dict[str, str], patch_files: dict[str, bytes]) -> list[str]:
     """What the release lines say about a renamed patch follows it: each `skip OLD: why` and `take OLD` names
     the new name with its reason, and each variant's `Varies: OLD` (made by hand or by `pq carry`) says the new
     one, so no line loses its variant or skip reason. Returns a note per renamed patch."""
     if not renamed:
         return []
-    for line, _path, series in own_line_series(layout):
+    layout = checkout.layout
+    for line, _path, series in checkout.own_line_series():
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
         for entry in series.entries:
             if entry.kind in (EntryKind.SKIP, EntryKind.TAKE) and entry.name in renamed:
@@ -357,12 +366,13 @@ def rename_in_lines(layout: Layout, renamed: dict[str, str], patch_files: dict[s
     ]
 
 
-def reorder_lines(layout: Layout, order: list[str], patch_files: dict[str, bytes]) -> None:
+def reorder_lines(checkout: Checkout, order: list[str], patch_files: dict[str, bytes]) -> None:
     """Each release line's entries for the common patches (its variants, by `Varies:`, its takes and skips) in the
     order of the new patches/series, each in the place one of them held: a reorder in the work tree reorders the
     lines too, which `check` holds to it (release.queue.load.require_accounted)."""
     rank = {name: i for i, name in enumerate(order)}
-    for line, _path, _series in own_line_series(layout):
+    layout = checkout.layout
+    for line, _path, _series in checkout.own_line_series():
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
         key = f"{folder}/series"
         lines = patch_files[key].decode("utf-8").splitlines(keepends=True) if key in patch_files else []
@@ -385,13 +395,14 @@ def reorder_lines(layout: Layout, order: list[str], patch_files: dict[str, bytes
         patch_files[key] = "".join(moved).encode("utf-8")
 
 
-def drop_from_lines(layout: Layout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
+def drop_from_lines(checkout: Checkout, dropped: list[str], patch_files: dict[str, bytes]) -> list[str]:
     """What the tool wrote into the release lines about a dropped patch goes with it: each line's `skip` of it
     and the variants `pq carry` made of it (`Carried-From:`), file and series entry. Returns the paths."""
     if not dropped:
         return []
+    layout = checkout.layout
     removed: list[str] = []
-    for line, _path, series in own_line_series(layout):
+    for line, _path, series in checkout.own_line_series():
         folder = line.patch_dir(layout.root).relative_to(layout.patches).as_posix()
         if f"{folder}/series" in patch_files:  # as an earlier step of this export left it (a rename)
             series = Series(tuple(patch_files[f"{folder}/series"].decode("utf-8").splitlines()))
@@ -437,14 +448,15 @@ def rewrite_series(old: Series, names: list[str]) -> Series:
     return Series(tuple(lines + pending))
 
 
-def changed_paths(layout: Layout, patch_files: dict[str, bytes], vendor: dict[str, bytes]) -> list[str]:
+def changed_paths(checkout: Checkout, patch_files: dict[str, bytes], vendor: dict[str, bytes]) -> list[str]:
+    layout = checkout.layout
     out = []
-    current = read_tree(layout.patches)
+    current = checkout.tree(layout.patches)
     for name in sorted(set(current) | set(patch_files)):
         if current.get(name) != patch_files.get(name):
             out.append(f"patches/{name}")
     subtree = layout.subtree.relative_to(layout.root).as_posix()
-    now = layout.vendor_files()
+    now = checkout.vendor_files()
     for name in sorted(set(now) | set(vendor)):
         if now.get(name) != vendor.get(name):
             out.append(f"{subtree}/{name}")

@@ -21,8 +21,8 @@ from release.core.lock import repo_lock
 from release.model.patch import Patch
 from release.pq.names import mark
 from release.pq.tree import BASE_TAG, BRANCH, PqState, PqTree
-from release.queue.drift import require_pristine
 from release.queue.load import Queue
+from release.queue.snapshot import Checkout
 
 T = TypeVar("T")
 
@@ -60,10 +60,15 @@ def refuse_to_lose_work(path: Path, force: bool) -> None:
 def import_queue(layout: Layout, path: Path, force: bool = False) -> Imported:
     refuse_unwritable(path)
     with repo_lock(layout, "pq import"):
-        queue = Queue.load(layout)
-        pristine = require_pristine(layout, queue)
-        _, replaced = into_place(path, force, lambda staging: build(staging, layout, queue, pristine))
-        return Imported(path, queue.pin.tag, queue.patches, replaced)
+        return import_tree(Checkout.load(layout), path, force)
+
+
+def import_tree(checkout: Checkout, path: Path, force: bool = False) -> Imported:
+    """The head's work tree made at `path` from the checkout (the caller holds the repository lock and read the
+    checkout under it)."""
+    queue, pristine = checkout.queue, checkout.pristine()
+    _, replaced = into_place(path, force, lambda staging: build(staging, checkout.layout, queue, pristine))
+    return Imported(path, queue.pin.tag, queue.patches, replaced)
 
 
 def refuse_unwritable(path: Path) -> None:

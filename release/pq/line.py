@@ -22,26 +22,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.core.errors import BadInputError, PatchQueueTreeError
-from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.hashing import sha256_hex
 from release.core.journal import Output, commit
-from release.core.layout import UPSTREAM_SUBTREE, Layout, read_tree
+from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.lock import repo_lock
-from release.model.lines import Line, read_lines
+from release.model.lines import Line
 from release.model.patch import CARRIED_FROM, VARIES, Patch
 from release.model.series import Entry, EntryKind, Series
-from release.model.train import Train, TrainEntry
+from release.model.train import TrainEntry
 from release.model.tree import UpstreamTree
 from release.pq.carry import fitting_part, holds_on, insertion_point, line_tree
 from release.pq.export import format_patches, require_exportable
 from release.pq.importer import apply_mails, first_commit, init, into_place, refuse_unwritable
 from release.pq.names import unmark
 from release.pq.tree import BRANCH, PqState, PqTree
-from release.queue.drift import require_pristine
 from release.queue.gates import fingerprint
-from release.queue.load import Queue, account, entry_patch, is_head, line_entries, line_series, replays_on
+from release.queue.load import Queue, account, is_head, replays_on
 from release.queue.replay import Replay, remember, replay_series, start
+from release.queue.snapshot import Checkout
 
 HEAD_BLOBS = "refs/pq/head-blobs"  # the head's tree with the series on it: the 3-way bases of the common patches
 
@@ -68,10 +67,10 @@ class LinePlan:
     left_out: dict[str, list[str]] = field(default_factory=dict)  # common patch -> its files the line lacks
 
 
-def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
+def pick_tag(checkout: Checkout, line_name: str | None, tag: str | None) -> tuple[Line, TrainEntry]:
     """The line and train tag of `--line` (its newest train tag) or `--tag`; exit 2 for anything else."""
-    lines = read_lines(layout.lines)
-    entries = Train.load(layout.train).entries if present(layout.train) else []
+    lines = checkout.lines
+    entries = checkout.train.entries if checkout.train is not None else []
     if tag is not None:
         found = [e for e in entries if e.tag == tag and (line_name is None or e.line == line_name)]
         if not found:
@@ -85,23 +84,23 @@ def pick_tag(layout: Layout, line_name: str | None, tag: str | None) -> tuple[Li
             raise BadInputError(f"line {line_name} has no train tag in patches/train.toml to import on")
         entry = on_line[-1]
     line = lines.get(entry.line)
-    if is_head(layout, line):
+    if is_head(checkout.layout, line):
         raise BadInputError(
             f"{line.name} is the head line: its tree is `python -m release pq import` without --line or --tag"
         )
     return line, entry
 
 
-def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
+def plan(checkout: Checkout, line: Line, tag: str) -> LinePlan:
     """The line's series, each common patch it is silent about (or carried from another version of) mapped
     onto the line and put before the line's entry of the next common patch, as `pq carry` puts it."""
-    series = line_series(layout, line)
-    said = account(line_entries(layout, line))
+    series = checkout.series(line)
+    said = account(checkout.entries(line))
     mapped: dict[str, Patch] = {}
     left_out: dict[str, list[str]] = {}
-    for patch in queue.patches:
+    for patch in checkout.queue.patches:
         entry = said.get(patch.name)
-        if entry is not None and not stale(layout, line, entry, patch):
+        if entry is not None and not stale(checkout, line, entry, patch):
             continue
         if entry is not None:
             series = series.without(entry.name)
@@ -111,23 +110,23 @@ def plan(layout: Layout, queue: Queue, line: Line, tag: str) -> LinePlan:
             left_out[patch.name] = unmapped
         if variant is None:  # nothing of it is on the line: its variant is a commit of the maintainer's own
             continue
-        before = insertion_point(layout, queue, line, series, patch.name)
+        before = insertion_point(checkout, line, series, patch.name)
         series = series.insert(Entry(EntryKind.PATCH, patch.name), before)
         mapped[patch.name] = variant
     patches = []
     for entry in series.entries:
         found = mapped.get(entry.name) if entry.kind == EntryKind.PATCH else None
-        found = found or entry_patch(layout, line, entry)
+        found = found or checkout.entry_patch(line, entry)
         if found is not None and replays_on(found, tag):
             patches.append((entry.name, found))
     return LinePlan(series, patches, list(mapped), left_out)
 
 
-def stale(layout: Layout, line: Line, entry: Entry, common: Patch) -> bool:
+def stale(checkout: Checkout, line: Line, entry: Entry, common: Patch) -> bool:
     """A variant `pq carry` made from another version of the common patch."""
     if entry.kind != EntryKind.PATCH:
         return False
-    variant = entry_patch(layout, line, entry)
+    variant = checkout.entry_patch(line, entry)
     made_from = variant.carried_from if variant is not None else ""
     return bool(made_from) and made_from != fingerprint(common)
 
@@ -137,13 +136,14 @@ def import_line(
 ) -> LineImported:
     refuse_unwritable(path)
     with repo_lock(layout, "pq import --line"):
-        queue = Queue.load(layout)
-        line, entry = pick_tag(layout, line_name, tag)
+        checkout = Checkout.load(layout)
+        queue = checkout.queue
+        line, entry = pick_tag(checkout, line_name, tag)
         tree = line_tree(layout, line, entry)
         if isinstance(tree, str):
             raise PatchQueueTreeError(tree)
-        made = plan(layout, queue, line, entry.tag)
-        head = require_pristine(layout, queue)
+        made = plan(checkout, line, entry.tag)
+        head = checkout.pristine()
         stopped, replaced = into_place(
             path, force, lambda staging: build_line(staging, layout, queue, head, line, tree.files, entry.tag, made)
         )
@@ -197,20 +197,20 @@ def export_line(layout: Layout, path: Path) -> LineExport:
         tree = PqTree.open(path)
         state = tree.state()
         require_exportable(tree)
-        queue = Queue.load(layout)
-        line, entry = pick_tag(layout, state.line, state.tag)
+        checkout = Checkout.load(layout)
+        line, entry = pick_tag(checkout, state.line, state.tag)
         pristine = WorkRepo(tree.path, line.root).subtree_files_at(state.base)
         if {name: sha256_hex(data) for name, data in pristine.items()} != entry.pristine:
             raise PatchQueueTreeError(
                 f"the pristine commit of {path} is not {state.tag}'s modules as patches/train.toml records them",
                 hint="the first commit is upstream's code and is never edited; start again with `pq import --force`",
             )
-        files, series, variants = exported_files(layout, queue, line, tree, state)
-        patches = [p for e in series.entries if (p := variant_or_entry(layout, line, e, files)) is not None]
-        refuse_unless_it_holds(layout, line, entry, tree, pristine, patches)
+        files, series, variants = exported_files(checkout, line, tree, state)
+        patches = [p for e in series.entries if (p := variant_or_entry(checkout, line, e, files)) is not None]
+        refuse_unless_it_holds(checkout, line, entry, tree, pristine, patches)
         folder = line.patch_dir(layout.root).relative_to(layout.root).as_posix()
         files["series"] = series.dumps().encode("utf-8")
-        now = read_tree(layout.root / folder)
+        now = checkout.tree(line.patch_dir(layout.root))
         written = [f"{folder}/{name}" for name in sorted(files) if now.get(name) != files[name]]
         if written:
             commit(layout, [Output(folder, files=files)], f"pq export --line {line.name}")
@@ -219,13 +219,14 @@ def export_line(layout: Layout, path: Path) -> LineExport:
 
 
 def exported_files(
-    layout: Layout, queue: Queue, line: Line, tree: PqTree, state: PqState
+    checkout: Checkout, line: Line, tree: PqTree, state: PqState
 ) -> tuple[dict[str, bytes], Series, list[str]]:
     """The line folder's new files, its new series, and the variants the commits give."""
+    layout, queue = checkout.layout, checkout.queue
     commits = tree.commits(state.base)
-    files = read_tree(line.patch_dir(layout.root))
-    series = line_series(layout, line)
-    said = account(line_entries(layout, line))
+    files = checkout.tree(line.patch_dir(layout.root))
+    series = checkout.series(line)
+    said = account(checkout.entries(line))
     variants = []
     for sha, text in zip(commits, format_patches(layout, tree, state.base, len(commits)), strict=True):
         names, mail = unmark(text)
@@ -257,7 +258,7 @@ def exported_files(
         if not (name in files and name != "series" and name not in state.wanted):
             if old is not None:
                 series = series.without(old.name)
-            where = insertion_point(layout, queue, line, series, name)
+            where = insertion_point(checkout, line, series, name)
             series = series.insert(Entry(EntryKind.PATCH, name), where)
         made.validate(line.prefixes)
         if name in files and Patch(name, files[name].decode("utf-8")).change_digest == made.change_digest:
@@ -269,14 +270,19 @@ def exported_files(
     return files, series, variants
 
 
-def variant_or_entry(layout: Layout, line: Line, entry: Entry, files: dict[str, bytes]) -> Patch | None:
+def variant_or_entry(checkout: Checkout, line: Line, entry: Entry, files: dict[str, bytes]) -> Patch | None:
     if entry.kind == EntryKind.PATCH and entry.name in files:
         return Patch(entry.name, files[entry.name].decode("utf-8"))
-    return entry_patch(layout, line, entry)
+    return checkout.entry_patch(line, entry)
 
 
 def refuse_unless_it_holds(
-    layout: Layout, line: Line, entry: TrainEntry, tree: PqTree, pristine: dict[str, bytes], patches: list[Patch]
+    checkout: Checkout,
+    line: Line,
+    entry: TrainEntry,
+    tree: PqTree,
+    pristine: dict[str, bytes],
+    patches: list[Patch],
 ) -> None:
     """The line's new series gives HEAD's tree on the tag imported (`pristine`) and replays on every train tag
     of the line."""
@@ -293,9 +299,9 @@ def refuse_unless_it_holds(
             hint="a change to a patch the line takes as it is goes into patches/ through the head's tree; "
             "nothing was written",
         )
-    for other in Train.load(layout.train).entries:
+    for other in checkout.require_train().entries:
         if other.line == line.name and other.tag != entry.tag:
-            problem = holds_on(layout, line, other, patches, pristine)
+            problem = holds_on(checkout.layout, line, other, patches, pristine)
             if problem:
                 raise PatchQueueTreeError(f"line {line.name}: {problem}; nothing was written")
 

@@ -46,7 +46,11 @@ def drift(layout: Layout, queue: Queue) -> tuple[list[Drift], dict[str, bytes]]:
 
     Also returns the recovered pristine files (valid wherever no drift was found).
     """
-    vendor = layout.vendor_files()
+    return vendor_drift(layout, queue, layout.vendor_files())
+
+
+def vendor_drift(layout: Layout, queue: Queue, vendor: dict[str, bytes]) -> tuple[list[Drift], dict[str, bytes]]:
+    """`drift` of vendor/'s subtree as the caller read it (Layout.vendor_files): a Checkout reads it once."""
     pristine, blocked = unapply(vendor, queue.patches)
     found: list[Drift] = []
     odd = odd_entries(layout.subtree)
@@ -109,8 +113,12 @@ def odd_entries(subtree: Path) -> dict[str, Drift]:
 def require_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
     """The pinned tag's pristine subtree, recovered from vendor/; refused when vendor/ has hand edits
     (a rebase, an import or an export of the queue would lose them)."""
-    found, pristine = drift(layout, queue)
+    return pristine_of(queue.pin.tag, *drift(layout, queue))
+
+
+def pristine_of(tag: str, found: list[Drift], pristine: dict[str, bytes]) -> dict[str, bytes]:
+    """The pristine tree `drift` recovered, refused (as require_pristine refuses it) where it found drift."""
     if found:
         listing = "; ".join(f"{d.path} ({d.kind})" for d in found)
-        raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: {listing}")
+        raise DirtyVendorError(f"vendor/ is not pristine {tag} + series: {listing}")
     return pristine

@@ -3,12 +3,14 @@
 A command loads a `Checkout` once, under its lock, and hands it to its stages, which read the facts
 from it and never from the files (no stage takes `None` for it and reads them itself). Every file of
 patches/ and vendor/'s pins is read at most once per command (tests/cli/test_checkout_read_once.py counts it
-for `check`, `build --all` and `publish`): a patch is read once, whichever stage first asks for it (the
-queue, a line's series, the known bugs, the common patch a variant varies), and kept. What not every
+for `check`, `build --all` and `publish`; tests/cli/test_pq_reads_once.py for `pq drop` and `pq export
+--check`): a patch is read once, whichever stage first asks for it (the queue, a line's series, the known
+bugs, the common patch a variant varies), and kept. What not every
 stage needs is read the first time one asks for it: each line's series with the patch files it names (a
 line no stage asks about is not read, so a broken line is reported by the stage that needs it), the
-known bugs, the scan data, VERIFIED.toml, and vendor/'s drift with the pristine tree recovered from it
-(the series undone once).
+known bugs, the scan data, VERIFIED.toml, vendor/'s subtree with its drift and the pristine tree recovered
+from it (the series undone once), and the files of a folder a `pq` command rewrites (patches/, a line's).
+A command that writes the checkout and must read what it wrote loads a new Checkout of it, and says why.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from typing import Any
 
 from release.core.errors import MalformedPatchError
 from release.core.files import present, read_text
-from release.core.layout import Layout
+from release.core.layout import Layout, read_tree
 from release.core.versions import canonical_tag
 from release.model.lines import Line, Lines, read_lines
 from release.model.patch import APPLIED_UPSTREAM, UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.series import Entry, Series
 from release.model.train import Train, TrainEntry
 from release.queue.bugs import patch_folders, scan_data
-from release.queue.drift import Drift, drift
+from release.queue.drift import Drift, pristine_of, vendor_drift
 from release.queue.load import Queue, entry_patch, for_tag, is_head, line_series
 from release.queue.regression import BugTest, bug_patches, bug_tests
 from release.queue.verified import VerifiedFlashInfer, read_verified
@@ -151,12 +153,53 @@ class Checkout:
         (release.queue.drift.drift): vendor/ read and the series undone once, for every stage that asks."""
         with self._guard:
             if "drift" not in self._once:
-                self._once["drift"] = drift(self.layout, self.queue)
+                self._once["drift"] = vendor_drift(self.layout, self.queue, self.vendor_files())
             found: tuple[list[Drift], dict[str, bytes]] = self._once["drift"]
             return found
 
+    def pristine(self) -> dict[str, bytes]:
+        """The pinned tag's pristine subtree recovered from vendor/, refused where vendor/ has drifted
+        (release.queue.drift.require_pristine), from the one `drift` of the command."""
+        return pristine_of(self.queue.pin.tag, *self.drift())
+
+    def vendor_files(self) -> dict[str, bytes]:
+        """vendor/'s subtree as the command found it (Layout.vendor_files), read once; a copy the caller may change."""
+        with self._guard:
+            if "vendor" not in self._once:
+                self._once["vendor"] = self.layout.vendor_files()
+            return dict(self._once["vendor"])
+
+    def tree(self, folder: Path) -> dict[str, bytes]:
+        """The regular files under `folder` (release.core.layout.read_tree: patches/, a line's folder) as the
+        command found them, read once: what a command that rewrites the folder starts from and compares
+        with. A copy the caller may change."""
+        with self._guard:
+            key = f"tree {folder}"
+            if key not in self._once:
+                self._once[key] = read_tree(folder)
+            return dict(self._once[key])
+
+    def text(self, path: Path) -> str:
+        """A patch file's text as it is, not validated (a hand-made variant half-written), read once."""
+        with self._guard:
+            return self._text(path)
+
     def line(self, name: str) -> Line:
         return self.lines.get(name)
+
+    def head_line(self) -> Line | None:
+        """The release line whose series is patches/series (None: lines.toml names none)."""
+        return next((line for line in self.lines.lines if is_head(self.layout, line)), None)
+
+    def own_line_series(self) -> list[tuple[Line, Path, Series]]:
+        """Each release line with a series file of its own, its path and its series
+        (release.queue.load.own_line_series)."""
+        return [(line, line.series_path(self.layout.root), self.series(line)) for line in self.own_lines()]
+
+    def entry_patch(self, line: Line, entry: Entry) -> Patch | None:
+        """The patch an entry of `line`'s series names (None for a `skip`): release.queue.load.entry_patch,
+        the file read once."""
+        return entry_patch(self.layout, line, entry, self.patch)
 
     def own_lines(self) -> list[Line]:
         """Each release line with a series file of its own (every line but the head's)."""
@@ -187,7 +230,7 @@ class Checkout:
         with self._guard:
             found = self._entries.get(line.name)
             if found is None:
-                found = [(e, entry_patch(self.layout, line, e, self.patch)) for e in self.series(line).entries]
+                found = [(e, self.entry_patch(line, e)) for e in self.series(line).entries]
                 self._entries[line.name] = found
             return found
 
