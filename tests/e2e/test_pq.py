@@ -39,6 +39,8 @@ from release.queue.load import account, is_head, line_entries
 
 FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 NEW = "0002-shape-check.patch"
+# The number `pq export` gives the next new patch of this queue (of the project copy alike): one above its highest.
+NEXT = f"{next_number(used_names(Layout(REPO))):04d}"
 TWO_SIDED = f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py"
 VENDOR_TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
 SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
@@ -327,10 +329,10 @@ def new_commit(project: Path, env: dict[str, str], template: bool = True, messag
 REFUSALS = [
     ("uncommitted", r"\.work/pq has 1 uncommitted or untracked file\(s\): " + re.escape(TWO_SIDED)),
     ("untracked", r"has 1 uncommitted or untracked file\(s\): notes\.txt"),
-    ("no answers", r"commit [0-9a-f]{12}: 0002-fused-moe-quick-fix\.patch: message not in the template's shape: "
+    ("no answers", rf"commit [0-9a-f]{{12}}: {NEXT}-fused-moe-quick-fix\.patch: message not in the template's shape: "
                    r"no Why:; no How:; no Related PR:; no Future plan:; no Origin: trailer"),
     ("empty", r"commit [0-9a-f]{12} \(nothing\) changes nothing: a patch is never empty"),
-    ("one name twice", r"commits [0-9a-f]{12} and [0-9a-f]{12} both say Patch-Name: 0002-shape-check\.patch"),
+    ("one name twice", rf"commits [0-9a-f]{{12}} and [0-9a-f]{{12}} both say Patch-Name: {NEXT}-shape-check\.patch"),
     ("merge", r"holds merge commit\(s\) [0-9a-f]{12}"),
     ("rebase half-done", r"a `git rebase` or `git am` is in progress in"),
 ]  # fmt: skip
@@ -407,14 +409,15 @@ def test_export_refuses_to_drop_a_patch_a_line_takes_as_it_is(project: Path, tmp
     new_commit(project, env)
     assert run_release(project, "pq", "export").returncode == 0
     line_series = project / "patches/lines/flashinfer_nvlink/series"
-    line_series.write_text(line_series.read_text() + f"take {NEW}\n")  # the line takes the common patch as it is
+    new = f"{NEXT}-shape-check.patch"
+    line_series.write_text(line_series.read_text() + f"take {new}\n")  # the line takes the common patch as it is
     git(project, env, "-C", ".work/pq", "reset", "-q", "--hard", "HEAD~1")  # drop it with plain git
     before = snapshot(project)
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 2
     error = failed(exported)
     assert error.reference == PatchQueueTreeError.reference, exported.stderr
-    assert error.message.startswith(f"patches/lines/flashinfer_nvlink/series takes {NEW} as it is"), error
+    assert error.message.startswith(f"patches/lines/flashinfer_nvlink/series takes {new} as it is"), error
     assert snapshot(project) == before
 
 
