@@ -50,6 +50,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="wheels at a time")
     parser.add_argument("--dist", type=Path, help="wheels already built (default: build --all into a temp dir)")
+    parser.add_argument(
+        "--modes",
+        default="process,fork",
+        help="the ways of running to measure, in order (default: process,fork; the baseline beside the new figure)",
+    )
     args = parser.parse_args()
     layout = Layout(REPO)
     wheels_cache = cache_dir()
@@ -68,7 +73,7 @@ def main() -> int:
                 return 1
             print(f"build --all: {time.perf_counter() - start:.1f} s")
         wheels = [read_wheel(path) for path in sorted(dist.glob("*.whl"))]
-        for mode in ("process", "fork"):
+        for mode in args.modes.split(","):
             cache = Path(tmp) / f"cache-{mode}"
             (cache / "wheels").mkdir(parents=True)
             for version in wheels_cache.iterdir():

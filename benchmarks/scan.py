@@ -30,6 +30,7 @@ from release.pristine.index import Release, releases  # noqa: E402
 from release.pristine.lazy_wheel import Transfer, download  # noqa: E402
 from release.pristine.wheel import read_local  # noqa: E402
 from release.queue.drift import unapply  # noqa: E402
+from release.queue.snapshot import Checkout  # noqa: E402
 from release.scan.run import ScanOptions, classify_patches, human_bytes, scan, scan_patches  # noqa: E402
 
 
@@ -44,9 +45,9 @@ class Full:
 def full_scan_of(release: Release, tmp: Path, layout: Layout) -> Full:
     """Download the whole wheel, read it locally and classify: what a scan without range reads does."""
     assert release.wheel is not None
-    _, patches = scan_patches(layout)
+    queue, patches = scan_patches(Checkout.load(layout))
     lines = load_lines(layout.lines)
-    pinned, _ = unapply(layout.vendor_files(), scan_patches(layout)[0].patches)
+    pinned, _ = unapply(layout.vendor_files(), queue.patches)
     target = tmp / release.wheel.filename
     started = time.perf_counter()
     download(release.wheel.url, target, release.wheel.sha256, release.wheel.size, Transfer())
@@ -83,7 +84,7 @@ def main() -> int:
         os.environ["VLLM_FUSED_MOE_CACHE"] = str(tmp / "cache")  # cold: nothing cached
         in_range = [r for r in releases() if r.wheel and r.version >= since and (until is None or r.version <= until)]
         started = time.perf_counter()
-        lazy = scan(ScanOptions(layout, since, until))
+        lazy = scan(ScanOptions(layout, since, until), Checkout.load(layout))
         lazy_s = time.perf_counter() - started
         fulls = [full_scan_of(r, tmp, layout) for r in spread(in_range, args.full)]
 

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from release.core.layout import Layout  # noqa: E402
-from release.model.train import Train  # noqa: E402
+from release.queue.snapshot import Checkout  # noqa: E402
 from release.queue.verified import read_verified  # noqa: E402
 
 
@@ -86,7 +86,7 @@ def main() -> int:
         tmp = Path(tmp_name)
         root = copy_project(tmp, args.timing_only_verified)
         layout = Layout(root)
-        train = Train.load(layout.train)
+        train = Checkout.load(layout).require_train()
         verified = read_verified(layout.verified_toml)
         buildable = [e.tag for e in train.entries if verified.range_for(e.flashinfer) is not None]
         timed(root, 1, "train", "check")  # warm the wheel cache and the page cache

@@ -83,6 +83,7 @@ class Server:
 _idle: dict[str, list[Server]] = {}
 _all: list[Server] = []
 _lock = threading.Lock()
+_starting: dict[str, threading.Lock] = {}  # per interpreter: held while one of its servers starts
 
 
 def enabled() -> bool:
@@ -105,8 +106,16 @@ def run(python: str, modules: list[str], env: dict[str, str], request: dict[str,
     with _lock:
         idle = _idle.setdefault(python, [])
         server = idle.pop() if idle else None
+        starting = _starting.setdefault(python, threading.Lock())
     if server is None:
-        server = _start(python, modules, env, timeout)
+        # One server of an interpreter starts at a time: the first compiles the preloaded modules into the
+        # bytecode cache (PYTHONPYCACHEPREFIX), and a second started beside it would compile them all again;
+        # after it, a second one reads them. One that became idle meanwhile is taken instead.
+        with starting:
+            with _lock:
+                server = idle.pop() if idle else None
+            if server is None:
+                server = _start(python, modules, env, timeout)
         if server is None:
             return None
     answer = server.ask(request, timeout)

@@ -18,9 +18,7 @@ from release.core.lock import repo_lock
 from release.core.versions import canonical_tag, version_of_tag
 from release.evidence import progress
 from release.evidence.skips import SkipRun, prove
-from release.model.lines import read_lines
 from release.model.train import Train
-from release.queue.bugs import scan_data
 from release.queue.snapshot import Checkout
 
 
@@ -34,16 +32,16 @@ class EvidenceOptions:
     on: str | None = None
 
 
-def targets(layout: Layout, options: EvidenceOptions) -> list[tuple[str, str]]:
-    """(tag, line) for each release to prove."""
-    train = Train.load(layout.train) if present(layout.train) else Train(())
+def targets(checkout: Checkout, options: EvidenceOptions) -> list[tuple[str, str]]:
+    """(tag, line) for each release to prove, from the checkout as the command read it."""
+    train = checkout.require_train() if present(checkout.layout.train) else Train(())
     if options.line:
-        read_lines(layout.lines).get(options.line)  # an unknown line is refused, naming the known ones
+        checkout.line(options.line)  # an unknown line is refused, naming the known ones
         found = [(e.tag, e.line) for e in train.entries if e.line == options.line]
         if not found:
             raise BadInputError(f"no train tag is on line {options.line}", hint="give the tags: --tag TAG --on LINE")
         return found
-    data = scan_data(layout) or {}
+    data = checkout.scan or {}
     found = []
     for text in options.tags:
         tag = canonical_tag(text)
@@ -52,7 +50,7 @@ def targets(layout: Layout, options: EvidenceOptions) -> list[tuple[str, str]]:
         line = options.on or (entry.line if entry else "") or (scanned or {}).get("line", "")
         if not isinstance(line, str) or not line:
             raise BadInputError(f"{tag} is on no line the train or the scan data knows", hint="name it: --on LINE")
-        read_lines(layout.lines).get(line)
+        checkout.line(line)
         found.append((tag, line))
     return found
 
@@ -64,7 +62,7 @@ def prove_skips(layout: Layout, options: EvidenceOptions) -> int:
     with repo_lock(layout, "evidence", shared=True):
         checkout = Checkout.load(layout)
     with progress.heartbeat("evidence"):
-        for tag, line in targets(layout, options):
+        for tag, line in targets(checkout, options):
             proved = prove(checkout, tag, line, options.python)
             if not proved:
                 log.out(f"{tag} (line {line}): its line skips no bug's patch; nothing to prove")

@@ -13,8 +13,9 @@ comes from its real release wheel:
 - pristine: pytest with that tree first on `PYTHONPATH` and our hook off (`VLLM_FUSED_MOE=off`);
 - with the wheel: a fresh venv (no pip of its own) whose one `.pth` puts vLLM's tree and then the
   interpreter's own site-packages (torch, pytest, vLLM's import-time packages) on its path, and
-  our wheel installed into it by pip `--no-deps`, as a user installs it, so that its `.pth` hook
-  serves our files under vLLM's names when the test imports them.
+  our wheel installed into it by pip `--no-deps` (the environment's pip, run by the venv's own
+  interpreter), as a user installs it, so that its `.pth` hook serves our files under vLLM's names
+  when the test imports them.
 
 Only a clean fail and a clean pass count (every test case ran, none errored or was skipped); an error,
 a skip, an import that fails or no test collected is "error".
@@ -185,17 +186,17 @@ def wheel_venv(python: str, tag: str, wheel: Path, work: Path) -> tuple[str, str
     lib = sorted((venv / "lib").glob("python3*/site-packages"))
     if len(lib) != 1:
         return "", f"no site-packages in the venv {python} made"
-    probe = [python, "-s", "-c", "import site, sys; print('\\n'.join(site.getsitepackages()))"]
-    paths = _run(probe, work, hermetic_env(work))
-    lent = [line for line in paths.splitlines() if line.strip()] if not paths.startswith("!") else []
-    if not lent:
-        return "", f"{python} names no site-packages: {paths.removeprefix('!')}"
+    lent, problem = _site_packages(python, work)
+    if problem:
+        return "", problem
     lines = [str(source_tree(tag)), str(metadata_tree(tag)), *lent]
     (lib[0] / "_evidence_env.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
     venv_python = str(venv / "bin" / "python")
     env = hermetic_env(work)
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    command = [python, "-m", "pip", "--python", venv_python, "install", "--no-deps", "--no-index"]
+    # The venv's own interpreter runs pip (the proving environment's, on its path through the .pth above): one
+    # interpreter start and pip import, where `pip --python VENV` started pip and then pip again under VENV.
+    command = [venv_python, "-m", "pip", "install", "--no-deps", "--no-index"]
     installed = _run([*command, "--no-compile", str(wheel)], work, env)
     if installed.startswith("!"):
         return "", f"pip did not install {wheel.name}: {installed.removeprefix('!')}"
@@ -204,6 +205,25 @@ def wheel_venv(python: str, tag: str, wheel: Path, work: Path) -> tuple[str, str
     return venv_python, ""
 
 
+def _site_packages(python: str, work: Path) -> tuple[list[str], str]:
+    """The site-packages `python` names (asked once per interpreter and process: every wheel run of a release
+    line asks the same proving environment), or ([], why not)."""
+    with _venvs_lock:
+        known = _lent.get(python)
+    if known is not None:
+        return known, ""
+    probe = [python, "-s", "-c", "import site, sys; print('\\n'.join(site.getsitepackages()))"]
+    paths = _run(probe, work, hermetic_env(work))
+    lent = [line for line in paths.splitlines() if line.strip()] if not paths.startswith("!") else []
+    if not lent:
+        return [], f"{python} names no site-packages: {paths.removeprefix('!')}"
+    with _venvs_lock:
+        _lent[python] = lent
+    return lent, ""
+
+
+# An interpreter -> the site-packages it names (the probe's answer, kept for the process).
+_lent: dict[str, list[str]] = {}
 # A wheel run's venv python -> (the interpreter it was made from, its site-packages): such a run is forked
 # from that interpreter's server with the venv's site-packages added by `site.addsitedir` (.pth files run).
 _venvs: dict[str, tuple[str, str]] = {}

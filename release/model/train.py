@@ -24,7 +24,6 @@ from release.core.files import read_text
 from release.core.parse import parse_toml
 from release.core.text import CONTROL_RE as TEXT_CONTROL_RE
 from release.core.versions import canonical_tag, parse_version, version_of_tag
-from release.model.lines import read_lines
 from release.model.patch import Patch, is_patch_name
 from release.model.pin import Pin
 from release.model.source import Source
@@ -34,7 +33,6 @@ SHA256_RE = re.compile(r"[0-9a-f]{64}")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
 CONTROL_RE = TEXT_CONTROL_RE  # release/core/text.py owns the set
 DEFAULT_LINE = "prepare_finalize"
-LINES = "lines.toml"  # the release lines, beside train.toml in patches/
 TEXT_KEYS = ("tag", "line", "source", "wheel", "wheel_sha256", "commit", "flashinfer")
 KEYS = (*TEXT_KEYS, "patches", "bugs", "level", "carried_digest", "shipped", "pristine", "patched")
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
@@ -210,12 +208,12 @@ class Train:
         return Train(tuple(e for e in self.entries if e.tag != tag), tuple(removed))
 
     @classmethod
-    def load(cls, path: Path, lines: Collection[str] | None = None) -> Train:
+    def load(cls, path: Path, lines: Collection[str]) -> Train:
         """Read and validate the train file; every error is a TrainFileError naming the file and entry.
 
         Only what the tool writes is accepted: each tag in its one spelling (vX.Y.Z[.postN]) and
-        once, no control character in any value, each entry on a release line of `lines`
-        (default: those patches/lines.toml beside the file defines), no key the train does not have.
+        once, no control character in any value, each entry on a release line of `lines` (the names
+        patches/lines.toml defines: the caller's Checkout read it), no key the train does not have.
         """
         text = read_text(path, error=TrainFileError, hint="restore patches/train.toml from git")
         data = parse_toml(text, where=str(path), error=TrainFileError)
@@ -227,9 +225,7 @@ class Train:
         raw = data.get("release", [])
         if not isinstance(raw, list):
             raise TrainFileError(f"{path}: `release` must be an array of tables ([[release]])")
-        known = (
-            tuple(lines) if lines is not None else tuple(line.name for line in read_lines(path.with_name(LINES)).lines)
-        )
+        known = tuple(lines)
         _refuse_duplicates(path, raw)
         entries = [_entry(path, index, item, known) for index, item in enumerate(raw)]
         removed = _removed(path, data.get("removed", []), {e.tag for e in entries})

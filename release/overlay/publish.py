@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from release.core import log
 from release.core.errors import BadInputError, DriftError
 from release.core.journal import write_atomic
 from release.core.text import escaped
+from release.evidence import progress
 from release.evidence.gather import Evidence, gather_all, refuse, refuse_backwards, wheel_release
 from release.evidence.record import EVIDENCE, EvidenceRecord, has_record, held_records
 from release.model.wheel import OverlayWheel
@@ -109,7 +111,14 @@ def prove(
         return []
     made = origins(checkout.layout, wheels, options.allow_dirty)  # a wheel that names no build of this checkout
     references = stack.enter_context(References(checkout.layout))
-    references.verify(made)  # before any test runs: a wheel that is not the checkout's build runs nothing
+    # Before any test runs: a wheel that is not the checkout's build runs nothing. Said, with the heartbeat, as the
+    # runs are: the builds at each commit take seconds to minutes (issue 44: no silence over 10 s on a terminal).
+    with progress.heartbeat("rebuild"):
+        progress.timed(
+            f"rebuild: {len(made)} wheel(s) built again where they say they were built",
+            partial(references.verify, made),
+            lambda _: "byte for byte the same",
+        )
     without = Without(references, {m.wheel.name: m for m in made}, stack)
     return gather_all(checkout, wheels, options.python, workers, without=without, records=records_of(wheels, held))
 

@@ -53,6 +53,10 @@ class Without:
         self.origins = origins
         self.scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vllm-fused-moe-without-")))
         self.count = 0
+        self._stack = stack
+        # One backend process per epoch for the whole publish (hatchling's start and imports once, not per wheel):
+        # the worker's environment carries SOURCE_DATE_EPOCH, so wheels of another epoch need their own.
+        self._backends: dict[int, Backend] = {}
         # gather_all proves several wheels at once, in threads: one build at a time (each is a few seconds, and
         # they share the scratch directory, the tree checked out per commit and the backend's build directory).
         self._lock = threading.Lock()
@@ -128,5 +132,8 @@ class Without:
         # The wheel's own level (its version), no train entry: nothing is recorded, and the version is the wheel's.
         plan = BuildPlan(layout, scratch / "out", patch_level=made.level)
         target = BuildTarget(pin, flashinfer, line, patches, series, files)
-        with Backend(use_isolation(Isolation.AUTO), made.epoch) as backend:
-            return build_target(plan, target, scratch, [], backend).wheel
+        backend = self._backends.get(made.epoch)
+        if backend is None:
+            backend = self._stack.enter_context(Backend(use_isolation(Isolation.AUTO), made.epoch))
+            self._backends[made.epoch] = backend
+        return build_target(plan, target, scratch, [], backend).wheel

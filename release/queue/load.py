@@ -227,13 +227,14 @@ def named_patch(layout: Layout, line: Line, name: str, load: PatchLoader = Patch
     return None
 
 
-def rebase_patches(layout: Layout, queue: Queue, tag: str) -> list[Patch]:
+def rebase_patches(layout: Layout, queue: Queue, tag: str, load: PatchLoader) -> list[Patch]:
     """What a rebase onto `tag` replays: patches/series in order, and a retired patch where `tag` is older
-    than its Applied-Upstream, without that trailer (if it applies there, it returns to the series as it was)."""
+    than its Applied-Upstream, without that trailer (if it applies there, it returns to the series as it was);
+    `load` reads a retired patch (the rebase's Checkout: once per command)."""
     out = []
     for entry in queue.series.entries:
         if entry.kind == EntryKind.RETIRED:
-            patch = Patch.load(layout.retired / entry.name)
+            patch = load(layout.retired / entry.name, (UPSTREAM_SUBTREE_PREFIX,))
             if replays_on(patch, tag):
                 out.append(patch.without_trailer(APPLIED_UPSTREAM))
         else:

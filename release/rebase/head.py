@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 
 from release.core.files import present
 from release.core.hashing import sha256_hex
-from release.core.layout import Layout
 from release.model.patch import Patch
-from release.model.train import Train, TrainEntry, digest_carried
+from release.model.train import TrainEntry, digest_carried
 from release.model.tree import UpstreamTree
+from release.queue.snapshot import Checkout
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class MovedHead:
 
 
 def move_head(
-    layout: Layout,
+    checkout: Checkout,
     upstream: UpstreamTree,
     vendor: dict[str, bytes],
     applied: list[str],
@@ -32,10 +32,10 @@ def move_head(
 ) -> MovedHead:
     """The train with the new head's entry; `texts` are the applied patches as the swap writes them (the
     digest of what the head carries), and the entry keeps the bugs and the patch level its tag had (one
-    level up when it carries other patches)."""
-    if not present(layout.train):
+    level up when it carries other patches). `checkout`: the train as the rebase read it, before its swap."""
+    if not present(checkout.layout.train):
         return MovedHead(None)
-    train = Train.load(layout.train)
+    train = checkout.require_train()
     hashes = {name: sha256_hex(data) for name, data in sorted(vendor.items())}
     carried = [Patch(name, (texts or {}).get(name, "")) for name in applied]
     entry = replace(

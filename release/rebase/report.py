@@ -10,16 +10,12 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from release.core.errors import MalformedPatchError
-from release.core.files import present, read_text
+from release.core.files import present
 from release.core.journal import write_atomic
-from release.core.layout import Layout
 from release.core.versions import package_version
-from release.model.lines import read_lines
 from release.model.outcome import PatchOutcome
-from release.model.patch import Patch
-from release.model.train import Train
 from release.queue.load import named_patch, older
+from release.queue.snapshot import Checkout
 
 MARKDOWN, JSON = "rebase-report.md", "rebase-report.json"
 RUNS = "runs"  # each run's report, numbered, never overwritten; the directory's own pair is the newest
@@ -63,19 +59,21 @@ class Retirement:
         return text
 
 
-def retirements(layout: Layout, tag: str, retired: list[str], returned: list[str]) -> list[Retirement]:
-    """Per patch this rebase retired or brought back: which train tags replay it from here on."""
+def retirements(checkout: Checkout, tag: str, retired: list[str], returned: list[str]) -> list[Retirement]:
+    """Per patch this rebase retired or brought back: which train tags replay it from here on (from the
+    checkout as the rebase read it, before its swap)."""
+    layout = checkout.layout
     if not present(layout.train) or not (retired or returned):
         return []
-    train = Train.load(layout.train)
-    lines = read_lines(layout.lines)
+    train = checkout.require_train()
+    lines = checkout.lines
     out = []
     for name in [*retired, *returned]:
-        upstream = tag if name in retired else _applied_upstream(layout, name) or tag
+        upstream = tag if name in retired else _applied_upstream(checkout, name) or tag
         carrying = []
         for entry in train.entries:
             line = lines.get(entry.line)
-            found = [named_patch(layout, line, recorded) for recorded in entry.patches]
+            found = [named_patch(layout, line, recorded, checkout.patch) for recorded in entry.patches]
             if any(p is not None and (p.name == name or p.varies == name) for p in found):
                 carrying.append(entry.tag)
         out.append(
@@ -90,11 +88,12 @@ def retirements(layout: Layout, tag: str, retired: list[str], returned: list[str
     return out
 
 
-def _applied_upstream(layout: Layout, name: str) -> str | None:
-    path = layout.retired / name
+def _applied_upstream(checkout: Checkout, name: str) -> str | None:
+    path = checkout.layout.retired / name
     if not path.is_file():
         return None
-    return Patch(name, read_text(path, error=MalformedPatchError)).applied_upstream
+    # A patch that returns to the series was read (and validated) as a retired one by rebase_patches.
+    return checkout.patch(path).applied_upstream
 
 
 @dataclass

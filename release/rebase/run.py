@@ -38,12 +38,11 @@ from release.model.outcome import PatchOutcome, PatchStatus
 from release.model.patch import APPLIED_UPSTREAM, Patch, refuse_carriage_returns
 from release.model.pin import Pin
 from release.model.source import Source
-from release.model.train import Train
 from release.model.tree import UpstreamTree
 from release.pristine.sources import fetch
-from release.queue.drift import require_pristine
 from release.queue.load import Queue, rebase_patches
 from release.queue.replay import Replay, replay_series, start
+from release.queue.snapshot import Checkout
 from release.queue.verified import verified_versions_text
 from release.rebase.head import move_head
 from release.rebase.report import RebaseReport, retirements, upstream_changes
@@ -123,11 +122,12 @@ class RebaseOptions:
 @dataclass(frozen=True)
 class RebaseRun:
     """One rebase under way, what every step after the replay works on (as pip's `vendoring` passes its
-    `Configuration` to each step): the options, the queue it started from, the new pristine tree, the
-    scratch repository in the work directory, and what the replay found so far."""
+    `Configuration` to each step): the options, the checkout it started from (read once under the lock:
+    vendor/ and patches/ change only in the swap, so every step reads the state the run began with), the
+    new pristine tree, the scratch repository in the work directory, and what the replay found so far."""
 
     options: RebaseOptions
-    queue: Queue
+    checkout: Checkout
     upstream: UpstreamTree
     old_pristine: dict[str, bytes]  # the head's pristine tree, for the report's upstream changes
     work: Path  # .work/rebase-TAG/: the scratch repo, and state.json once it stops at a conflict
@@ -135,6 +135,10 @@ class RebaseRun:
     replay: Replay
     # The series as the new tag takes it: a retired patch too where the tag is older than its upstream release.
     patches: list[Patch]
+
+    @property
+    def queue(self) -> Queue:
+        return self.checkout.queue
 
     @property
     def repo(self) -> WorkRepo:
@@ -149,12 +153,13 @@ def rebase(options: RebaseOptions) -> RebaseReport:
 def _rebase(options: RebaseOptions) -> RebaseReport:
     layout = options.layout
     check_report_dir(options)
-    queue = Queue.load(layout)
+    checkout = Checkout.load(layout)  # under the lock: the state every step of the run reads, up to the swap
+    queue = checkout.queue
     if present(layout.train):
         # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
-        Train.load(layout.train).require_head(layout.train, queue.pin.tag)
+        checkout.require_train().require_head(layout.train, queue.pin.tag)
     refuse_backwards(options, queue.pin.tag)
-    old_pristine = require_pristine(layout, queue)
+    old_pristine = checkout.pristine()
     upstream = fetch(options.tag, options.source)
     work = open_work_dir(layout, options.tag)
     try:
@@ -163,8 +168,8 @@ def _rebase(options: RebaseOptions) -> RebaseReport:
         # The old pristine goes in first, with the series applied on it, so that `am --3way` finds each
         # patch's pre-image blobs (a second patch on a file: the file as the first left it).
         base = start(repo, work, upstream.files, f"vllm {options.tag} (pristine)", old_pristine, queue.patches)
-        patches = rebase_patches(layout, queue, options.tag)
-        run = RebaseRun(options, queue, upstream, old_pristine, work, base, Replay(), patches)
+        patches = rebase_patches(layout, queue, options.tag, checkout.patch)
+        run = RebaseRun(options, checkout, upstream, old_pristine, work, base, Replay(), patches)
         return replay_then_stop_or_finish(run, patches)
     except BaseException:
         # Keep the work dir only when it holds a conflict to continue from.
@@ -321,7 +326,7 @@ def finish(run: RebaseRun) -> RebaseReport:
     # Committed files name a wheel by its name and sha256, never by where it lay (`wheel:/abs/x.whl`).
     upstream = replace(run.upstream, source=str(options.source.recorded()))
     pin = Pin.of(upstream, upstream.source)
-    head = move_head(options.layout, upstream, repo.subtree_files(), replay.applied, refreshed)
+    head = move_head(run.checkout, upstream, repo.subtree_files(), replay.applied, refreshed)
     nothing = (
         pin.dumps() == options.layout.upstream_toml.read_text(encoding="utf-8")
         and not replay.retired
@@ -330,7 +335,7 @@ def finish(run: RebaseRun) -> RebaseReport:
         and (head.text is None or head.text == options.layout.train.read_text(encoding="utf-8"))
     )
     report = make_report(run, "nothing-to-do" if nothing else "done")
-    report.retirements = retirements(options.layout, options.tag, replay.retired, unretired)
+    report.retirements = retirements(run.checkout, options.tag, replay.retired, unretired)
     if options.dry_run:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -485,10 +490,12 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
         report_dir=Path(state["report_dir"]) if state["report_dir"] else None,
     )
     check_report_dir(options)
-    queue = Queue.load(layout)
+    # Under the lock, and unchanged since the stop (the fingerprint above): the state the run finishes from.
+    checkout = Checkout.load(layout)
+    queue = checkout.queue
     if present(layout.train):
         # A malformed train, or one without the head, is refused now, before anything is fetched or replayed.
-        Train.load(layout.train).require_head(layout.train, queue.pin.tag)
+        checkout.require_train().require_head(layout.train, queue.pin.tag)
     conflicted, status = state["conflicted"], PatchStatus(state["resolved"]["status"])
     replay = Replay(
         applied=state["applied"] + ([conflicted] if status == PatchStatus.APPLIES else []),
@@ -507,14 +514,14 @@ def _resume(layout: Layout, work: Path) -> RebaseReport:
         replay.outcomes.append(
             PatchOutcome(o["name"], o["subject"], PatchStatus(o["status"]), o["how"], o["refreshed"])
         )
-    patches = rebase_patches(layout, queue, state["tag"])
+    patches = rebase_patches(layout, queue, state["tag"], checkout.patch)
     remaining = [p for p in patches if p.name in state["remaining"]]
     base = state["base"]  # the new tag's pristine commit, recorded at the stop
     upstream = UpstreamTree(
         tag=state["tag"], source=state["source"], files=repo.subtree_files_at(base), **state["upstream"]
     )
-    old_pristine = require_pristine(layout, queue)
-    run = RebaseRun(options, queue, upstream, old_pristine, work, base, replay, patches)
+    old_pristine = checkout.pristine()
+    run = RebaseRun(options, checkout, upstream, old_pristine, work, base, replay, patches)
     return replay_then_stop_or_finish(run, remaining)
 
 

@@ -34,16 +34,15 @@ from release.core.files import present
 from release.core.git import WorkRepo
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.core.versions import Pep440Version, canonical_tag, version_of_tag
-from release.model.lines import Line, Lines, load_lines, read_lines
+from release.model.lines import Line, Lines
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.patch import Patch
 from release.model.series import EntryKind
-from release.model.train import Train
 from release.pristine import safe
 from release.pristine.index import Release, index_url, releases, sdist_only
 from release.pristine.lazy_wheel import Transfer
 from release.pristine.wheel import pypi_content
-from release.queue.load import Queue, entry_patch, is_head, line_series
+from release.queue.load import Queue, entry_patch, is_head
 from release.queue.replay import start, unapply
 from release.queue.skip_proof import skipped_bug_tests, unproven_skips
 from release.queue.snapshot import Checkout
@@ -139,14 +138,15 @@ def bug_map(patches: list[Patch]) -> dict[str, str]:
     return {p.name: p.purpose.bug for p in patches if p.purpose.bug}
 
 
-def scan_patches(layout: Layout) -> tuple[Queue, list[Patch]]:
+def scan_patches(checkout: Checkout) -> tuple[Queue, list[Patch]]:
     """The series in order, its retired patches in their places (a retired patch still says who was affected),
     any other file of patches/retired/ first."""
-    queue = Queue.load(layout)
-    head = next(line for line in read_lines(layout.lines).lines if is_head(layout, line))
-    ordered = [p for e in queue.series.entries if (p := entry_patch(layout, head, e)) is not None]
+    layout, queue = checkout.layout, checkout.queue
+    head = next(line for line in checkout.lines.lines if is_head(layout, line))
+    ordered = [p for e in queue.series.entries if (p := entry_patch(layout, head, e, checkout.patch)) is not None]
     names = {p.name for p in ordered}
-    retired = [Patch.load(path) for path in sorted(layout.retired.glob("*.patch"))] if layout.retired.is_dir() else []
+    paths = sorted(layout.retired.glob("*.patch")) if layout.retired.is_dir() else []
+    retired = [checkout.patch(path) for path in paths]
     return queue, [*[p for p in retired if p.name not in names], *ordered]
 
 
@@ -154,19 +154,19 @@ def in_range(version: Pep440Version, options: ScanOptions) -> bool:
     return (options.since is None or version >= options.since) and (options.until is None or version <= options.until)
 
 
-def scan(options: ScanOptions) -> ScanResult:
+def scan(options: ScanOptions, checkout: Checkout) -> ScanResult:
+    """Scan the releases `options` names against `checkout` (the command's one read of the queue, the lines
+    and the train: each line's series as first asked for is what every release's proofs read)."""
     started = time.monotonic()
     layout = options.layout
-    queue, patches = scan_patches(layout)
-    lines = load_lines(layout.lines)
+    queue, patches = scan_patches(checkout)
+    lines = list(checkout.lines.lines)
     # An older line's series: each of its patches stands in for the common patch it varies.
-    variants = {line.name: line_variants(layout, line, patches) for line in lines if not is_head(layout, line)}
+    variants = {line.name: line_variants(checkout, line, patches) for line in lines if not is_head(layout, line)}
     # The pinned pristine tree goes into each scratch repository first, as in rebase, so that
     # `git am --3way` finds each patch's pre-image blobs.
     pinned_pristine, _ = unapply(layout.vendor_files(), queue.patches)
-    made_on = lines_made_on(layout, lines)
-    # The queue as read above, and each line's series as first asked for: what every release's proofs read.
-    checkout = Checkout(layout, queue, read_lines(layout.lines), None)
+    made_on = lines_made_on(checkout, lines)
     base = index_url()
     listed = [r for r in releases(base) if in_range(r.version, options)]
     skipped = {v: "no wheel on the index (sdist only)" for v in sdist_only(base) if in_range(Pep440Version(v), options)}
@@ -184,13 +184,12 @@ def scan(options: ScanOptions) -> ScanResult:
     return ScanResult(results, skipped, patches, time.monotonic() - started, checkout.lines)
 
 
-def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str, Patch | None]:
+def line_variants(checkout: Checkout, line: Line, patches: list[Patch]) -> dict[str, Patch | None]:
     """{common patch name: the patch this line applies in its place (a variant, or the patch itself), or
     None where the line skips it}."""
     known = {p.name for p in patches}
     out: dict[str, Patch | None] = {}
-    for entry in line_series(layout, line).entries:
-        patch = entry_patch(layout, line, entry)
+    for entry, patch in checkout.entries(line):
         if patch is None:
             out[entry.name] = None
             continue
@@ -199,16 +198,16 @@ def line_variants(layout: Layout, line: Line, patches: list[Patch]) -> dict[str,
     return out
 
 
-def lines_made_on(layout: Layout, lines: list[Line]) -> dict[str, dict[str, bytes]]:
+def lines_made_on(checkout: Checkout, lines: list[Line]) -> dict[str, dict[str, bytes]]:
     """Each older line's newest train tag's modules, where `pq carry` makes the line's variants: the tree
     whose blobs (with the line's series on it) a variant stacked on another merges 3-way from. A line
     whose tag cannot be read here (no train, an index that does not have it) goes without them."""
-    if not present(layout.train):
+    if not present(checkout.layout.train):
         return {}
-    train = Train.load(layout.train)
+    train = checkout.require_train()
     out = {}
     for line in lines:
-        if is_head(layout, line):
+        if is_head(checkout.layout, line):
             continue
         try:
             files = line_made_on(train, line, "")
@@ -336,7 +335,7 @@ def progress_line(number: int, total: int, result: ReleaseResult) -> str:
     )
 
 
-def train_versions(layout: Layout) -> set[Pep440Version]:
-    if not present(layout.train):
+def train_versions(checkout: Checkout) -> set[Pep440Version]:
+    if not present(checkout.layout.train):
         return set()
-    return {Pep440Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}
+    return {Pep440Version(version_of_tag(tag)) for tag in checkout.require_train().tags}

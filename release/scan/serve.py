@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.core.errors import ConfigError
-from release.model.lines import Line, Lines, read_lines
+from release.model.lines import Line, Lines
 
 HINT = (
     "patches/lines.toml: a line's `builds` maps each of its `backends` to one of its `live` classes; each "
@@ -113,11 +113,11 @@ def _builds(path: Path, line: Line, raw: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def read_serve(path: Path, lines: Lines | None = None) -> dict[str, LineServe]:
+def read_serve(path: Path, lines: Lines) -> dict[str, LineServe]:
     """Each line's `builds` and serve ranges (ranges of one line must not overlap), from `lines` as
-    read_lines read them from `path` (or, without `lines`, read here by read_lines)."""
+    read_lines read them from `path` (the command's Checkout: `path` is only named in messages)."""
     out: dict[str, LineServe] = {}
-    for line in (lines or read_lines(path)).lines:
+    for line in lines.lines:
         item = line.table
         raw = item.get("serve", [])
         if not isinstance(raw, list):

@@ -11,6 +11,7 @@ from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
 from release.core.layout import writable_dir_problem
 from release.model.outcome import ReleaseStatus
+from release.queue.snapshot import Checkout
 from release.scan.document import build_document, dumps, load_document, to_markdown
 from release.scan.run import ScanOptions, human_bytes, scan, train_versions
 
@@ -24,8 +25,10 @@ def update(options: ScanOptions) -> int:
             if problem:
                 raise OutputNotWritableError(f"cannot write {output}: {problem}; nothing was scanned")
     previous = load_document(layout.affected_json)
-    train = train_versions(layout)
-    result = scan(options)
+    # The command's one read of the queue, the lines and the train, handed to every stage below.
+    checkout = Checkout.load(layout)
+    train = train_versions(checkout)
+    result = scan(options, checkout)
     document, dropped = build_document(result, options, previous, train)
     if dropped:
         log.note(

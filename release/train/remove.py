@@ -9,8 +9,7 @@ from release.core.errors import EXIT_OK, BadInputError, UnknownTrainTagError
 from release.core.layout import Layout
 from release.core.lock import repo_lock
 from release.core.versions import canonical_tag
-from release.model.train import Train
-from release.queue.load import Queue
+from release.queue.snapshot import Checkout
 from release.train.add import save
 
 
@@ -28,14 +27,15 @@ def remove_tags(layout: Layout, options: RemoveOptions) -> int:
 
 
 def _remove(layout: Layout, tags: list[str]) -> int:
-    train = Train.load(layout.train)
+    checkout = Checkout.load(layout)  # under the lock: the train and the head this removal is checked against
+    train = checkout.require_train()
     unknown = [tag for tag in tags if train.get(tag) is None]
     if unknown:
         raise UnknownTrainTagError(
             f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the train "
             f"({', '.join(train.tags) or 'empty'}); nothing was removed"
         )
-    head = Queue.load(layout).pin.tag
+    head = checkout.queue.pin.tag
     if head in tags:
         raise BadInputError(
             f"{head} is the head of the train: vendor/ holds it; nothing was removed",

@@ -27,9 +27,6 @@ from release.core.versions import InvalidVersion, Pep440Version, package_version
 from release.model.outcome import PatchStatus, ReleaseStatus
 from release.model.scan import read_scan
 from release.model.source import Source
-from release.model.train import Train
-from release.queue.drift import drift
-from release.queue.load import Queue
 from release.queue.snapshot import Checkout
 from release.train.add import add_one
 from release.train.listing import table_text
@@ -105,7 +102,9 @@ def _watch(layout: Layout, scan_path: Path, report_path: Path | None, source: So
         log.out(f"nothing newer than {report.newest_before} in {scan_path}")
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(report_path, report.to_markdown(table_text(Checkout.load(layout))).encode("utf-8"))
+        # Read again: the train as the adds above left it (each wrote patches/train.toml).
+        after = Checkout.load(layout)
+        write_atomic(report_path, report.to_markdown(table_text(after)).encode("utf-8"))
         # The same facts for the workflow: which tags were added, which are upstream, refused, absent.
         write_atomic(report_path.with_suffix(".json"), report.to_json().encode("utf-8"))
         log.note(f"report: {report_path}")
@@ -121,10 +120,14 @@ def load_scan(path: Path) -> dict[str, Any]:
 
 
 def watch(layout: Layout, scan: dict[str, Any], source: Source) -> WatchReport:
-    train = Train.load(layout.train)
-    queue = Queue.load(layout)
+    """Add each new release of `scan` that has something to carry. The checkout is read here once, under the
+    command's lock, for the train's newest tag, the series and vendor/'s pristine tree; each add reads it again
+    (add_one), since the add before it changed patches/train.toml."""
+    checkout = Checkout.load(layout)
+    train = checkout.require_train()
+    queue = checkout.queue
     series = queue.series.names
-    found, base = drift(layout, queue)
+    found, base = checkout.drift()
     if found:
         raise DirtyVendorError(f"vendor/ is not pristine {queue.pin.tag} + series: " + "; ".join(d.path for d in found))
     newest = max((package_version(e.version) for e in train.entries), default=package_version("0"))

@@ -4,20 +4,15 @@ regression test fails without it and passes with it on the releases `proof_plan`
 from __future__ import annotations
 
 from release.core.errors import DirtyVendorError, PatchDoesNotApplyError, UnprovenUpstreamTestError
-from release.core.layout import Layout
 from release.model.patch import Patch
-from release.model.pin import Pin
-from release.model.train import Train
-from release.queue.bugs import scan_data
-from release.queue.drift import drift
-from release.queue.load import Queue
+from release.queue.snapshot import Checkout
 from release.upstream_pr.mail import applies_to
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run
 
 
-def pristine_of_pin(layout: Layout) -> dict[str, bytes]:
-    """The pinned tag's subtree, recovered offline: vendor/ with the whole series undone."""
-    found, pristine = drift(layout, Queue.load(layout))
+def pristine_of_pin(checkout: Checkout) -> dict[str, bytes]:
+    """The pinned tag's subtree, recovered offline: vendor/ with the whole series undone (once per command)."""
+    found, pristine = checkout.drift()
     if found:
         raise DirtyVendorError(
             f"vendor/ is not pristine + series ({len(found)} file(s), first: {found[0].line().strip()}), "
@@ -26,27 +21,29 @@ def pristine_of_pin(layout: Layout) -> dict[str, bytes]:
     return pristine
 
 
-def check_applies_offline(layout: Layout, pin: Pin, mail: Patch) -> None:
-    ok, reason = applies_to(pristine_of_pin(layout), mail)
+def check_applies_offline(checkout: Checkout, mail: Patch) -> None:
+    pin = checkout.queue.pin
+    ok, reason = applies_to(pristine_of_pin(checkout), mail)
     if not ok:
         detail = reason.splitlines()[0] if reason else "git apply --check failed"
         raise PatchDoesNotApplyError(f"{mail.name} does not apply to the pristine {pin.tag} subtree: {detail}")
 
 
-def proof_plan(layout: Layout, pin: Pin, patch: Patch) -> list[Run]:
-    """Which releases the test runs on, and what each must show."""
+def proof_plan(checkout: Checkout, patch: Patch) -> list[Run]:
+    """Which releases the test runs on, and what each must show: from the pin, the train and the scan data."""
+    pin = checkout.queue.pin
     runs = [
         Run(pin.tag, False, EXPECT_FAIL, "the PR's base"),
         Run(pin.tag, True, EXPECT_PASS, "the PR's base"),
     ]
-    carrying = [entry.tag for entry in Train.load(layout.train).entries if patch.name in entry.patches]
+    carrying = [entry.tag for entry in checkout.require_train().entries if patch.name in entry.patches]
     if carrying and carrying[-1] != pin.tag:
         newest = carrying[-1]
         runs += [
             Run(newest, False, EXPECT_FAIL, "the newest release the train carries this patch on"),
             Run(newest, True, EXPECT_PASS, "the newest release the train carries this patch on"),
         ]
-    data = scan_data(layout) or {}
+    data = checkout.scan or {}
     first = ((data.get("patches") or {}).get(patch.name) or {}).get("first_upstream")
     if isinstance(first, str) and first:
         why = "the first release with the change upstream, per the scan data"

@@ -14,9 +14,8 @@ from release.core import log
 from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
-from release.model.patch import Patch
-from release.model.pin import Pin
 from release.queue.regression import upstream_test
+from release.queue.snapshot import Checkout
 from release.upstream_pr import evidence as pr_evidence
 from release.upstream_pr.branch import Clone, branch_name, make_branch, preflight
 from release.upstream_pr.mail import upstream_mail, with_test
@@ -56,10 +55,11 @@ def refuse_output(layout: Layout, out: Path) -> None:
 
 
 def propose(layout: Layout, options: PrOptions) -> int:
+    checkout = Checkout.load(layout)  # the command's one read of the pin, the queue, the train (and the scan data)
     path = resolve(layout, options.patch)
-    patch = Patch.load(path)
+    patch = checkout.patch(path)
     refuse_if_upstream(layout, path, patch)
-    pin = Pin.load(layout.upstream_toml)
+    pin = checkout.queue.pin
     mail = upstream_mail(patch)
     test = upstream_test(layout, patch)
     if test is not None:
@@ -76,14 +76,14 @@ def propose(layout: Layout, options: PrOptions) -> int:
             staged.write_text(mail.text, encoding="utf-8")
             preflight(clone, pin.tag, branch, staged)
     else:
-        check_applies_offline(layout, pin, mail)
+        check_applies_offline(checkout, mail)
 
     regression = None
     if test is not None:
         outcomes: list[Outcome] = []
         if not options.skip_test_run:
             log.out(f"proving {test[0]} on vLLM's source (pytest under {options.python}) ...")
-            outcomes = prove(proof_plan(layout, pin, patch), mail, *test, pristine_of_pin(layout), options.python)
+            outcomes = prove(proof_plan(checkout, patch), mail, *test, pristine_of_pin(checkout), options.python)
             for line in results_table(outcomes):
                 log.out(line)
             check_proof(patch, outcomes)

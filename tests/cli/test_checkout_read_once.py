@@ -17,13 +17,13 @@ from helpers import copy_project
 from helpers.failure import failed
 from helpers.reads import count_opens, count_reads, over_once
 from helpers.synthetic import demo_wheel
+from helpers.train import load_train
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, MissingFixError
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.series import Entry, EntryKind
-from release.model.train import Train
 from release.overlay import publish as publish_module
 from release.queue.load import is_head, line_series
 
@@ -35,7 +35,7 @@ def test_check_reads_the_series_lines_and_train_once(
     # accounting, the stale variants and every train tag's bugs, and refuses that tag (before any git runs).
     project = copy_project(tmp_path)
     layout = Layout(project)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     for line in read_lines(layout.lines).lines:
         series = line_series(layout, line)
         variant = next((e for e in series.entries if e.kind == EntryKind.PATCH), None)

@@ -15,15 +15,16 @@ from packaging.version import Version
 from helpers import run_release, snapshot
 from helpers.failure import failed
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check, demo_wheel
+from helpers.train import load_train
 from release.core.errors import MissingFixError, StaleVariantError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import HEAD_LINE, read_lines
 from release.model.patch import CARRIED_FROM, Patch
 from release.model.series import Entry, EntryKind, Series
-from release.model.train import Train
 from release.queue.gates import fingerprint
 from release.queue.load import is_head, line_series
+from release.queue.snapshot import Checkout
 from release.scan.document import build_document, dumps, load_document
 from release.scan.run import ReleaseResult, ScanOptions, ScanResult, bug_map, bug_statuses, scan_patches
 
@@ -46,7 +47,7 @@ class OlderLine:
 
 
 def older_line(layout: Layout) -> OlderLine:
-    train = Train.load(layout.train)
+    train = load_train(layout)
     for line in read_lines(layout.lines).lines:
         tags = [e.tag for e in train.entries if e.line == line.name]
         if is_head(layout, line) or not tags:
@@ -73,7 +74,7 @@ def partial_scan(layout: Layout, since: Version) -> list[str]:
     for the new series, and the ones before it, classified for the old one, are dropped. Returns those."""
     document = load_document(layout.affected_json)
     assert document is not None
-    _queue, patches = scan_patches(layout)
+    _queue, patches = scan_patches(Checkout.load(layout))
     bug_of = bug_map(patches)
     results = []
     for version, entry in document["releases"].items():
@@ -85,7 +86,7 @@ def partial_scan(layout: Layout, since: Version) -> list[str]:
                 )
             )
             results[-1].bugs = bug_statuses(states, bug_of)
-    train = {Version(version_of_tag(tag)) for tag in Train.load(layout.train).tags}
+    train = {Version(version_of_tag(tag)) for tag in load_train(layout).tags}
     result = ScanResult(results, {}, patches, 0.0, read_lines(layout.lines))
     partial, dropped = build_document(result, ScanOptions(layout, since=since), document, train)
     layout.affected_json.write_text(dumps(partial))

@@ -21,6 +21,7 @@ import pytest
 from helpers import REPO, run_release
 from helpers.doc_commands import commands_under, program
 from helpers.synthetic import NEXT_TAG, add_patch, make_wheel, pristine
+from helpers.train import load_train
 from helpers.unsafe_sources import VERSION
 from release.cli import main
 from release.core.layout import Layout
@@ -73,7 +74,7 @@ def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(
         names[branch] = add_patch(project, f"0002-note-{branch}.patch", file, top, top + f"# {branch}\n", branch)
         assert main(["--root", str(project), "train", "add", "--all"]) == 0
         committed(project, env, "-m", f"patches: add {names[branch]}")
-    levels = {b: Train.load(layout.train).entries[0].level for b in names}
+    levels = {b: load_train(layout).entries[0].level for b in names}
     assert git(project, env, "switch", "-q", "one").returncode == 0
 
     for command in commands_under(REPO, REPO / "docs" / "maintainers.md", HEADING):
@@ -92,7 +93,7 @@ def test_two_branches_that_each_add_a_patch_merge_as_the_docs_say(
         else:
             assert done.returncode == 0, said
 
-    [entry] = Train.load(layout.train).entries
+    [entry] = load_train(layout).entries
     series = Queue.load(layout).series.names
     assert series[-2:] == [names["one"], names["two"]] and list(entry.patches) == series, entry
     assert entry.level > max(levels.values()), (entry.level, levels)

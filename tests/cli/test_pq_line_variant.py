@@ -19,6 +19,7 @@ from helpers import run_release
 from helpers.failure import failed
 from helpers.fix import fix_patch
 from helpers.synthetic import SUBTREE, add_patch, make_dir, patch_message, pristine
+from helpers.train import load_train
 from release.core.errors import UnprovenSkipError
 from release.core.git import WorkRepo
 from release.core.layout import Layout, read_tree
@@ -42,7 +43,7 @@ def synthetic_train(project: Path, tmp_path: Path, mori_only: bool = False) -> N
     head_files = pristine(project)
     old_files = {**head_files, "mori.py": head_files["mori.py"].replace(b"import torch\n", OLDER.encode(), 1)}
     head_tag = Pin.load(layout.upstream_toml).tag
-    head = Train.load(layout.train).get(head_tag)
+    head = load_train(layout).get(head_tag)
     assert head is not None
     entries = []
     # The queue's patches leave mori.py as it is: the older tag's patched files are the head's, its own mori.py kept.
@@ -82,7 +83,7 @@ def test_a_variant_by_hand_imported_resolved_with_git_and_exported(project: Path
     assert "conflicts on " + OLD_TAG in report["lines"][0]["detail"], report
 
     work = tmp_path / "line-tree"
-    head_line = Train.load(Layout(project).train).entries[-1].line
+    head_line = load_train(Layout(project)).entries[-1].line
     refused = run_release(project, "pq", "import", "--line", head_line, "--dir", str(work))
     assert refused.returncode == 2 and "is the head line" in refused.stderr, refused.stderr
     assert not work.exists()

@@ -15,9 +15,9 @@ import pytest
 from helpers import REPO, run_release
 from helpers.failure import failed
 from helpers.synthetic import demo_wheel
+from helpers.train import load_train
 from release.core.errors import MissingFixError, UnprovenWheelError
 from release.core.layout import Layout
-from release.model.train import Train
 
 FACTS = {"source_date_epoch": 315532800, "dirty": []}
 
@@ -36,7 +36,7 @@ FACTS = {"source_date_epoch": 315532800, "dirty": []}
 def test_a_wheel_that_names_no_build_of_this_checkout_is_refused(
     tmp_path: Path, facts: dict[str, object] | None, said: str
 ) -> None:
-    tag = Train.load(Layout(REPO).train).entries[-1].tag
+    tag = load_train(Layout(REPO)).entries[-1].tag
     wheel = demo_wheel(tmp_path / "dist", f"{tag.removeprefix('v')}+fm.1", facts)
     index = tmp_path / "index"
     published = run_release(REPO, "publish", str(wheel), str(index))
@@ -53,7 +53,7 @@ def test_publish_runs_checks_gates_a_bug_that_lost_its_trailer_is_refused(projec
     refused (the records still say the head has the bug), `publish` exited 0 with `"bugs": []`. It runs check's
     gates now, on a wheel that names this checkout's tree (a copy that is no git repository, commit "")."""
     layout = Layout(project)
-    head = Train.load(layout.train).entries[-1]
+    head = load_train(layout).entries[-1]
     [bug] = head.bugs
     patch = next(p for p in sorted(layout.patches.glob("*.patch")) if f"Bug: {bug} " in p.read_text())
     patch.write_text(patch.read_text().replace(f"Bug: {bug} ", "Downstream: ", 1))

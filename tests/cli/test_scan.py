@@ -17,13 +17,13 @@ from helpers.index_server import LoopbackIndex
 from helpers.scan import FIX
 from helpers.skip_proofs import record_proof
 from helpers.synthetic import NEXT_TAG, SHAPE_CHECK_PATCH, add_shape_check, make_wheel, pristine
+from helpers.train import load_train
 from helpers.unsafe_sources import VERSION
 from release.cli import main
 from release.core.errors import ConfigError, ReleaseError
 from release.core.hashing import file_sha256
 from release.core.layout import Layout
 from release.model.lines import read_lines
-from release.model.train import Train
 from release.pristine.index import INDEX_ENV
 from release.queue.load import is_head
 from release.queue.skip_proof import proof_path as skip_proof
@@ -83,7 +83,7 @@ def test_a_proven_skip_leaves_the_release_not_affected_and_check_agrees(
     monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(cache))
     [test] = skipped_bug_tests(Checkout.load(layout), SPLIT)
     record_proof(NEXT_TAG, test, file_sha256(wheel))
-    for entry in Train.load(layout.train).entries:
+    for entry in load_train(layout).entries:
         for skipped in skipped_bug_tests(Checkout.load(layout), entry.line):
             record_proof(entry.tag, skipped, entry.wheel_sha256)
     assert main(["--root", str(project), "train", "add", NEXT_TAG, "--line", SPLIT, "--from", f"wheel:{wheel}"]) == 0

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from helpers.doctor import doctor_module, judge, overlay, scan_data, validate
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.evidence.gather import FIXED, Evidence
-from release.model.train import Train
 from release.queue.regression import bug_patches, upstream_test
 from release.scan.run import bug_statuses, release_status
 
@@ -26,7 +26,7 @@ def _an_older_lines_proof() -> tuple[str, str, str, str]:
     """(vLLM version, its line, a bug, that bug's test on the line) from the checkout: the train's oldest tag
     and the first bug patch of the queue (retired ones too), never today's data written here."""
     layout = Layout.default()
-    entry = Train.load(layout.train).entries[0]
+    entry = load_train(layout).entries[0]
     patch = bug_patches(layout)[0]
     found = upstream_test(layout, patch, entry.line)
     assert found is not None and patch.purpose.bug

@@ -40,7 +40,7 @@ def test_the_scan_data_ships_the_serve_facts_of_patches_lines_toml() -> None:
 
 def test_every_affected_release_and_train_tag_is_in_exactly_one_range_of_its_line() -> None:
     data = scan_data()
-    serve = read_serve(Layout.default().lines)
+    serve = read_serve(Layout.default().lines, read_lines(Layout.default().lines))
     train = {version_of_tag(e.tag): e.line for e in tag_facts.train().entries}
     affected = {v: e["line"] for v, e in data["releases"].items() if e["status"] == "affected"}
     assert affected and set(train) <= set(affected)
@@ -101,7 +101,7 @@ def test_bad_serve_facts_are_refused_with_the_file_named(tmp_path: Path, serve: 
         encoding="utf-8",
     )
     with pytest.raises(ConfigError, match=message) as caught:
-        read_serve(path)
+        read_serve(path, read_lines(path))
     assert str(path) in str(caught.value)
 
 
@@ -113,4 +113,4 @@ def test_builds_must_name_the_lines_backends_and_live_classes(tmp_path: Path) ->
         encoding="utf-8",
     )
     with pytest.raises(ConfigError, match="`builds` must map exactly"):
-        read_serve(path)
+        read_serve(path, read_lines(path))

@@ -25,11 +25,12 @@ from helpers import run_release, tag_facts
 from helpers.failure import failed
 from helpers.fix import fix_patch, fix_variant
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from helpers.train import load_train
 from release.core.errors import UnprovenWheelError
 from release.core.layout import Layout
 from release.evidence.runner import source_tree
 from release.model.lines import read_lines
-from release.model.train import Train, TrainEntry
+from release.model.train import TrainEntry
 
 pytestmark = pytest.mark.network  # the tag's release wheel: the cache, or the package index once
 
@@ -39,7 +40,7 @@ BUILD_INFO = "vllm_fused_moe/_build_info.json"
 def older_line_tag(layout: Layout) -> TrainEntry:
     """The newest train tag of an older release line (every test here and test_levels.py take it: its pristine
     run is made once)."""
-    return tag_facts.older_line_tag(Train.load(layout.train))
+    return tag_facts.older_line_tag(load_train(layout))
 
 
 def pristine_files(layout: Layout, entry: TrainEntry) -> dict[str, bytes]:
@@ -132,7 +133,7 @@ def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_pro
     assert variant.parent == series.parent, f"{entry.line} takes {common} as it is: this test needs a variant"
     series.write_text(re.sub(rf"(?m)^{re.escape(variant.name)}\b.*$", f"skip {common}: mistake", series.read_text()))
     variant.unlink()
-    train = Train.load(layout.train)
+    train = load_train(layout)
     for on_line in train.entries:
         if on_line.line == entry.line:
             train = train.with_entry(replace(on_line, bugs=()))

@@ -34,13 +34,13 @@ from helpers import REPO, copy_project, private_cache, run_release, tag_facts
 from helpers.failure import failed
 from helpers.fix import fix_patch
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from helpers.train import load_train
 from release.core.errors import ToolMissingError
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.source import Source
-from release.model.train import Train
 from release.pristine.sources import fetch
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
@@ -235,14 +235,14 @@ PROOF_TREES = """
 import hashlib, sys, tempfile
 from pathlib import Path
 from release.core.layout import UPSTREAM_SUBTREE, Layout
-from release.model.patch import Patch
-from release.model.pin import Pin
+from release.queue.snapshot import Checkout
 from release.upstream_pr.plan import pristine_of_pin, proof_plan
 from release.upstream_pr.prove import patched_tree, source_tree
 
 layout, mail = Layout(Path(sys.argv[1])), Path(sys.argv[2])
-base = pristine_of_pin(layout)
-for run in proof_plan(layout, Pin.load(layout.upstream_toml), Patch.load(layout.patches / mail.name)):
+checkout = Checkout.load(layout)
+base = pristine_of_pin(checkout)
+for run in proof_plan(checkout, checkout.patch(layout.patches / mail.name)):
     if run.patched:
         released = source_tree(run.tag) / UPSTREAM_SUBTREE
         with tempfile.TemporaryDirectory() as work:
@@ -311,7 +311,7 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
 
     record(outputs, "check", run_release(project, "check", env=env), base)
 
-    train = Train.load(Layout(project).train)
+    train = load_train(Layout(project))
     head = Pin.load(Layout(project).upstream_toml).tag
     other = next(tag for tag in reversed(train.tags) if tag != head)
     # Re-recorded first: the queue now holds 0002, which the entry of `other` does not list yet.

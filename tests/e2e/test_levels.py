@@ -29,6 +29,7 @@ import pytest
 
 from helpers import copy_project, run_release, snapshot, tag_facts
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_patch, add_shape_check
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import read_lines
@@ -51,7 +52,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str
     if Pin.load(layout.upstream_toml).tag == tag_facts.rebase_to():  # the README's rebase ran: start before it
         moved = run_release(project, "rebase", tag_facts.rebase_from(), "--from", "pypi", "--allow-older")
         assert moved.returncode == 0, moved.stdout + moved.stderr
-    train = Train.load(layout.train)
+    train = load_train(layout)
     other = tag_facts.older_line_tag(train)  # test_evidence.py's too: the pristine release's proof is made once
     head = train.get(Pin.load(layout.upstream_toml).tag)
     assert head is not None and other.line != head.line
@@ -70,7 +71,7 @@ def build(project: Path, env: dict[str, str], name: str, tags: list[str] | None 
     which = ["--all"] if tags is None else [arg for tag in tags for arg in ("--tag", tag)]
     built = run_release(project, "build", *which, "--out", str(dist), env=env)
     assert built.returncode == 0, built.stdout + built.stderr
-    levels = {e.tag: e.patch_level for e in Train.load(Layout(project).train).entries}
+    levels = {e.tag: e.patch_level for e in load_train(Layout(project)).entries}
     versions = sorted(wheel.name.split("-")[1] for wheel in dist.glob("vllm_fused_moe-*.whl"))
     assert versions == sorted(f"{version_of_tag(tag)}+fm.{levels[tag]}" for tag in tags or levels), versions
     return dist, levels
@@ -109,7 +110,7 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     layout = Layout(project)
     head_line = next(line for line in read_lines(layout.lines).lines if is_head(layout, line))
     others = [line.name for line in read_lines(layout.lines).lines if line.name != head_line.name]
-    head, other = Pin.load(layout.upstream_toml).tag, Train.load(layout.train).entries[0].tag
+    head, other = Pin.load(layout.upstream_toml).tag, load_train(layout).entries[0].tag
 
     # The previous train, published (a rebuild of the same files writes nothing: the last step).
     before = ship(project, index, env, "previous")
@@ -137,7 +138,7 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     # The other line's variant through the tool with no change: nothing written, nothing to ship.
     unchanged = snapshot(project)
     work = project.parent / "pq-line"
-    line = Train.load(layout.train).entries[0].line
+    line = load_train(layout).entries[0].line
     run_ok(project, env, "pq", "import", "--line", line, "--dir", str(work))
     run_ok(project, env, "pq", "export", "--dir", str(work))
     assert snapshot(project) == unchanged
@@ -188,8 +189,8 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     # (Its own wheel waits for a FlashInfer pin VERIFIED.toml holds: issue 36's part 2; the rest are built.)
     # One head-line tag older than `fixed` is published: it replays 0001 from patches/retired/, as the other does;
     # publish adds its new level and leaves the other tag's, which the retirement did not change.
-    assert sorted(Train.load(layout.train).tags) == sorted([other, head, target, fixed])
+    assert sorted(load_train(layout).tags) == sorted([other, head, target, fixed])
     build(project, env, "retire-head", [head])
     retired = ship(project, index, env, "retire", [other, target], added=target)
     assert retired == {other: asked, head: rebased[head] + 1, target: rebased[target] + 1, fixed: 1}
-    assert getattr(Train.load(layout.train).get(fixed), "patches", None) == (STACKED,)
+    assert getattr(load_train(layout).get(fixed), "patches", None) == (STACKED,)

@@ -12,8 +12,8 @@ import ast
 import pytest
 
 from helpers import REPO
+from helpers.train import load_train
 from release.core.layout import Layout
-from release.model.train import Train
 from release.queue.snapshot import Checkout
 from release.train.check import check_train
 
@@ -42,7 +42,7 @@ def _returns(function: ast.FunctionDef) -> str:
 def checked() -> dict[str, tuple[str, dict[str, bytes], dict[str, bytes]]]:
     """{tag: (line, pristine files, patched files)} for every train tag, as `train check` makes them."""
     layout = Layout(REPO)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     out = {}
     for result in check_train(Checkout.load(layout)):
         assert result.ok, [f.line() for f in result.findings]

@@ -10,15 +10,16 @@ from __future__ import annotations
 import pytest
 
 from helpers import REPO
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.model.train import Train, TrainEntry
+from release.model.train import TrainEntry
 from release.pristine import safe
 from release.pristine.wheel import pypi_content
 
 pytestmark = pytest.mark.network
 
-TRAIN = Train.load(Layout(REPO).train)
+TRAIN = load_train(Layout(REPO))
 
 
 @pytest.mark.parametrize("entry", TRAIN.entries, ids=TRAIN.tags)

@@ -24,6 +24,7 @@ import pytest
 from helpers import REPO, run_release, snapshot
 from helpers.failure import failed
 from helpers.fix import fix_patch
+from helpers.train import load_train
 from release.core.errors import MalformedPatchError, PatchQueueStaleError, PatchQueueTreeError
 from release.core.git import files_at
 from release.core.hashing import sha256_hex
@@ -32,7 +33,6 @@ from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.pin import Pin
 from release.model.series import EntryKind, Series
-from release.model.train import Train
 from release.pq.export import used_names
 from release.pq.names import next_number
 from release.queue.load import account, is_head, line_entries
@@ -281,7 +281,7 @@ def test_add_reorder_and_drop_a_patch_as_the_docs_say(project: Path, tmp_path: P
             assert variant.varies == new and "Carried-From: " + new in variant.text and SHAPE_CHECK in variant.text
         else:
             assert said.kind == EntryKind.SKIP and line.name in carried["silent"]
-    entries = Train.load(layout.train).entries
+    entries = load_train(layout).entries
     assert all(
         any(n.startswith(new[:5]) for n in e.patches) for e in entries if e.line in [*written, "prepare_finalize"]
     )

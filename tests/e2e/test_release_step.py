@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.train import load_train
 from release.core.layout import Layout
-from release.model.train import Train
 from release.overlay.build import PROJECT
 from release.overlay.index import publish
 from release.pristine.wheel import cache_dir
@@ -39,7 +39,7 @@ def test_the_documented_release_step_publishes_one_tag_of_every_line_from_a_fres
     clone = tmp_path / "clone"
     cloned = run(["git", "clone", "-q", str(REPO), str(clone)], tmp_path, dict(os.environ))
     assert cloned.returncode == 0, cloned.stderr
-    train = Train.load(Layout(clone).train)
+    train = load_train(Layout(clone))
     newest = {entry.line: entry for entry in train.entries if entry.bugs}
     chosen = sorted(newest.values(), key=lambda entry: entry.tag)
     assert len(chosen) >= 2, "the train has one release line only"

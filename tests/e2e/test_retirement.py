@@ -23,12 +23,12 @@ from helpers import run_release, snapshot, tag_facts
 from helpers.failure import failed
 from helpers.fix import fix_patch
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
+from helpers.train import load_train
 from release.core.errors import MissingFixError
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
 from release.model.lines import read_lines
 from release.model.series import EntryKind, Series
-from release.model.train import Train
 from release.queue.load import is_head, older
 
 pytestmark = pytest.mark.network  # every train tag's release wheel: the cache, or the package index once
@@ -59,7 +59,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
         if line.name != head_line.name:
             said = run_release(project, "pq", "skip", SHAPE_CHECK_PATCH, "--line", line.name, "--reason", "a test")
             assert said.returncode == 0, said.stderr
-    on_head_line = [e.tag for e in Train.load(layout.train).entries if e.line == head_line.name]
+    on_head_line = [e.tag for e in load_train(layout).entries if e.line == head_line.name]
     recorded = run_release(project, "train", "add", *on_head_line)
     assert recorded.returncode == 0, recorded.stderr
 
@@ -70,7 +70,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
         (EntryKind.RETIRED, FIX),
         (EntryKind.PATCH, SHAPE_CHECK_PATCH),
     ]
-    train = Train.load(layout.train)
+    train = load_train(layout)
     before_fix = [t for t in train.tags if older(t, fixed)]
     [retirement] = json.loads((tmp_path / "report" / "rebase-report.json").read_text())["retirements"]
     assert retirement["applied_upstream"] == fixed and retirement["keeps_replaying"] == before_fix
@@ -113,7 +113,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     blind = json.loads(scanned)
     blind["releases"][version_of_tag(tag)]["bugs"] = {}
     layout.affected_json.write_text(json.dumps(blind))
-    train = Train.load(layout.train)
+    train = load_train(layout)
     entry = train.get(tag)
     assert entry is not None and bug in entry.bugs  # the train knows which bugs the tag has
     layout.train.write_text(train.with_entry(replace(entry, bugs=())).dumps())

@@ -16,12 +16,12 @@ import pytest
 
 from helpers import run_release
 from helpers.synthetic import add_patch, pristine
+from helpers.train import load_train
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.lines import read_lines
 from release.model.pin import Pin
 from release.model.series import Series
 from release.model.source import Source
-from release.model.train import Train
 from release.pristine.sources import fetch
 from release.queue.load import is_head
 
@@ -37,7 +37,7 @@ def test_the_head_line_split_for_its_older_tags_as_the_docs_say(project: Path) -
     layout = Layout(project)
     head = next(line for line in read_lines(layout.lines).lines if is_head(layout, line))
     pin = Pin.load(layout.upstream_toml).tag
-    train = Train.load(layout.train)
+    train = load_train(layout)
     older = [
         e
         for e in train.entries
@@ -73,7 +73,7 @@ def test_the_head_line_split_for_its_older_tags_as_the_docs_say(project: Path) -
         assert run_release(project, "train", "remove", tag).returncode == 0
     added = run_release(project, "train", "add", *tags)
     assert added.returncode == 0, added.stderr
-    assert all(getattr(Train.load(layout.train).get(tag), "line", None) == SPLIT for tag in tags)
+    assert all(getattr(load_train(layout).get(tag), "line", None) == SPLIT for tag in tags)
     checked = run_release(project, "train", "check", *tags, pin)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -87,4 +87,4 @@ def test_the_head_line_split_for_its_older_tags_as_the_docs_say(project: Path) -
     assert f"\nVaries: {STACKED}\n" in variant and f"\nCarried-From: {STACKED} sha256:" in variant
     again = run_release(project, "train", "add", *tags)
     assert again.returncode == 0, again.stderr
-    assert all(STACKED in getattr(Train.load(layout.train).get(tag), "patches", ()) for tag in tags)
+    assert all(STACKED in getattr(load_train(layout).get(tag), "patches", ()) for tag in tags)

@@ -21,11 +21,11 @@ import pytest
 
 from helpers import run_release
 from helpers.synthetic import SHAPE_CHECK, add_patch
+from helpers.train import load_train
 from release.core.faults import FAULT_ENV
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.series import Series
-from release.model.train import Train
 from release.pristine.wheel import cache_dir
 from release.queue.load import is_head
 
@@ -84,7 +84,7 @@ def test_a_patch_stacked_on_0001s_file_reaches_every_train_tag_in_one_pass(proje
 
     layout = Layout(project)
     head_line = next(line.name for line in read_lines(layout.lines).lines if is_head(layout, line))
-    train = Train.load(layout.train)
+    train = load_train(layout)
     on_head = [e for e in train.entries if e.line == head_line]
     assert on_head and all(e.patches == (*queue, STACKED, OTHER) for e in on_head), [
         (e.tag, e.patches) for e in on_head

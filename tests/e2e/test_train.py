@@ -17,6 +17,7 @@ from helpers import REPO, run_release, snapshot, tag_facts
 from helpers.bad_train import BAD_TRAIN, SAYS
 from helpers.failure import failed
 from helpers.synthetic import version_file
+from helpers.train import load_train
 from release.core.errors import TrainDriftError, TrainFileError, TrainRefusedError
 from release.core.layout import Layout, read_tree
 from release.core.versions import version_of_tag
@@ -44,7 +45,7 @@ OFFLINE = {
 
 
 def train_of(root: Path) -> Train:
-    return Train.load(Layout(root).train)
+    return load_train(Layout(root))
 
 
 def head_of(root: Path) -> str:

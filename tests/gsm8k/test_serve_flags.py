@@ -35,7 +35,7 @@ from release.core.versions import version_of_tag
 from release.gsm8k import cli
 from release.gsm8k.server import BACKENDS
 from release.gsm8k.smoke import serve_argv
-from release.model.lines import load_lines
+from release.model.lines import load_lines, read_lines
 from release.pristine.wheel import cache_dir, lookup, pypi_content
 from release.scan.serve import read_serve
 
@@ -134,7 +134,7 @@ def probe(release: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
 
 
 LINES = {line.name: line for line in load_lines(Layout.default().lines)}
-SERVE = read_serve(Layout.default().lines)
+SERVE = read_serve(Layout.default().lines, read_lines(Layout.default().lines))
 TAGS = [e.tag for e in tag_facts.train().entries]
 
 

@@ -8,8 +8,8 @@ import pytest
 from packaging.version import Version
 
 from helpers.shared import made_once, run_temp
+from helpers.train import load_train
 from release.core.layout import Layout
-from release.model.train import Train
 from release.overlay.target import BuildPlan
 from release.overlay.train_build import build_train
 from release.queue.verified import read_verified
@@ -30,7 +30,7 @@ PUBLISH_BUILT = ("publish", "--allow-dirty")
 def buildable_tags(layout: Layout) -> list[str]:
     """The train's tags whose pin admits a verified FlashInfer (VERIFIED.toml): the ones `build` makes a wheel for."""
     verified = read_verified(layout.verified_toml)
-    return [e.tag for e in Train.load(layout.train).entries if verified.range_for(e.flashinfer) is not None]
+    return [e.tag for e in load_train(layout).entries if verified.range_for(e.flashinfer) is not None]
 
 
 def train_wheels(factory: pytest.TempPathFactory) -> dict[str, Path]:

@@ -11,9 +11,9 @@ import jsonschema
 
 from helpers import REPO
 from helpers.fix import fix_patch
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
-from release.model.train import Train
 
 SCHEMA = REPO / "docs" / "affected-releases.schema.json"
 # The queue's first bug fix (helpers/fix.py): the patch the scan data is about, whatever its name.
@@ -40,4 +40,4 @@ def schema_errors(document: Path) -> list[str]:
 
 
 def train_versions(root: Path) -> set[str]:
-    return {version_of_tag(tag) for tag in Train.load(Layout(root).train).tags}
+    return {version_of_tag(tag) for tag in load_train(Layout(root)).tags}

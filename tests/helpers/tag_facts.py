@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from helpers import REPO
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.model.lines import HEAD_LINE
 from release.model.pin import Pin
@@ -36,7 +37,7 @@ def head() -> Pin:
 
 
 def train() -> Train:
-    return Train.load(layout().train)
+    return load_train(layout())
 
 
 def installed_vllm() -> str:

@@ -23,6 +23,7 @@ from helpers import REPO, run_release, snapshot
 from helpers.build import buildable_tags, train_wheels
 from helpers.failure import failed
 from helpers.reads import count_opens, count_reads, over_once
+from helpers.train import load_train
 from release.cli import main
 from release.core.errors import TagsNotBuiltError
 from release.core.faults import FAULT_ENV
@@ -30,7 +31,6 @@ from release.core.hashing import file_sha256, sha256_hex
 from release.core.layout import Layout
 from release.model.lines import read_lines
 from release.model.pin import Pin
-from release.model.train import Train
 from release.queue.verified import read_verified
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 def buildable(root: Path) -> tuple[list[str], list[str]]:
     """The train's tags whose pin admits a verified FlashInfer, and the others (from the data)."""
     ok = buildable_tags(Layout(root))
-    return ok, [t for t in Train.load(Layout(root).train).tags if t not in ok]
+    return ok, [t for t in load_train(Layout(root)).tags if t not in ok]
 
 
 def build(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +99,7 @@ def test_a_train_build_says_each_tag_as_it_goes(built_twice: tuple[Path, dict[st
 def test_each_wheel_is_for_its_own_tag_only(built_twice: tuple[Path, dict[str, str], dict[str, str]]) -> None:
     out, _, _ = built_twice
     layout = Layout(REPO)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     verified = read_verified(layout.verified_toml)
     for wheel in sorted(out.glob("*.whl")):
         archive = zipfile.ZipFile(wheel)
@@ -176,7 +176,7 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
     # checkout's files is counted: the command reads patches/series, lines.toml and train.toml once, whatever
     # number of tags it checks (one snapshot of the checkout, release.queue.snapshot).
     layout = Layout(project)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     head = Pin.load(layout.upstream_toml).tag
     kept = [head, next(t for t in reversed(train.tags) if t != head)]
     text = layout.train.read_text()
@@ -221,7 +221,7 @@ def test_build_all_builds_every_tag_it_can_and_names_each_it_cannot(
 def test_an_unverified_tag_is_refused_alone_with_exit_2(project: Path, tmp_path: Path) -> None:
     # Make the newest tag's pin unverifiable by hand, as a vLLM bumping FlashInfer would.
     layout = Layout(project)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     tag = train.tags[-1]
     entry = train.get(tag)
     assert entry is not None and entry.flashinfer

@@ -34,6 +34,7 @@ from helpers import REPO, tag_facts
 from helpers.build import buildable_tags, train_wheels, version_of
 from helpers.doctor import validate
 from helpers.freshvenv import create, pip_env, site_packages, uv_binary
+from helpers.train import load_train
 from release.core.layout import Layout
 from release.model.lines import HEAD_LINE, read_lines
 from release.model.train import Train
@@ -66,7 +67,7 @@ def newest_tag_of_each_older_line(train: Train, buildable: list[str]) -> tuple[s
 
 
 # A tag whose FlashInfer is not verified yet has no wheel (VERIFIED.toml): it is not picked, never skipped.
-TRAIN, BUILDABLE = Train.load(Layout.default().train), buildable_tags(Layout.default())
+TRAIN, BUILDABLE = load_train(Layout.default()), buildable_tags(Layout.default())
 PICKED = head_line_picks(TRAIN, BUILDABLE) + newest_tag_of_each_older_line(TRAIN, BUILDABLE)
 
 
@@ -152,7 +153,7 @@ def picked(
     """For each picked tag with an overlay: a fresh venv with vLLM, the resolver's choice and a probe."""
     index, built = train_index
     root = tmp_path_factory.mktemp("pick")
-    lines = {entry.tag: entry.line for entry in Train.load(Layout.default().train).entries}
+    lines = {entry.tag: entry.line for entry in load_train(Layout.default()).entries}
 
     def one(tag: str) -> dict[str, object]:
         wheel = pypi_wheel(tag)
@@ -212,7 +213,7 @@ def test_installing_vllm_fused_moe_beside_vllm_x_picks_and_activates_the_overlay
     assert isinstance(info, dict) and info.get("vllm_tag") == tag and info.get("would_activate") is True, info
     probe = got["probe"]
     assert isinstance(probe, dict) and "error" not in probe, probe
-    entry = Train.load(Layout.default().train).get(tag)
+    entry = load_train(Layout.default()).get(tag)
     assert entry is not None
     if entry.line == HEAD_LINE:
         ours = f"{got['site']}/vllm_fused_moe/prepare_finalize/"
@@ -241,7 +242,7 @@ def test_doctor_live_reads_the_classes_of_an_older_line_served_by_the_overlay_an
     with VLLM_FUSED_MOE=off, in a process of its own, vLLM's own say False."""
     _, built = train_index
     assert tag in built, (tag, sorted(built))
-    entry = Train.load(Layout.default().train).get(tag)
+    entry = load_train(Layout.default()).get(tag)
     assert entry is not None
     line = read_lines(Layout.default().lines).get(entry.line)
     doctor = picked[tag]["doctor"]

@@ -20,12 +20,12 @@ import pytest
 from helpers import snapshot, tag_facts
 from helpers.failure import Failure, failed
 from helpers.ls_remote import LS_REMOTE
+from helpers.train import load_train
 from release.cli import main
 from release.core import errors
 from release.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from release.core.journal import temporary_name
 from release.core.layout import Layout
-from release.model.train import Train
 
 
 def run(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, list[str]]:
@@ -44,7 +44,7 @@ def one_error(lines: list[str]) -> Failure:
 
 def other_train_tag(project: Path) -> str:
     head = tag_facts.head().tag
-    return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
+    return next(tag for tag in reversed(load_train(Layout(project)).tags) if tag != head)
 
 
 def bad_input_cases() -> list[tuple[list[str], type[errors.ReleaseError], str]]:
@@ -91,7 +91,7 @@ def test_tags_reads_a_recorded_listing_and_refuses_a_pin_that_is_no_release(
 
 
 def test_list_names_every_tag_and_marks_the_head(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tags, head = Train.load(Layout(project).train).tags, tag_facts.head().tag
+    tags, head = load_train(Layout(project)).tags, tag_facts.head().tag
     code, out, _ = run(project, capsys, "train", "list")
     assert code == EXIT_OK
     assert [line.split()[0] for line in out.splitlines()[1:] if line.startswith("v")] == tags
@@ -103,10 +103,10 @@ def test_list_names_every_tag_and_marks_the_head(project: Path, capsys: pytest.C
 
 def test_remove_drops_only_that_entry(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     layout = Layout(project)
-    tag, before = other_train_tag(project), Train.load(layout.train)
+    tag, before = other_train_tag(project), load_train(layout)
     code, _, err = run(project, capsys, "train", "remove", tag)
     assert code == EXIT_OK, err
-    after = Train.load(layout.train)
+    after = load_train(layout)
     assert after.tags == [t for t in before.tags if t != tag]
     assert list(after.entries) == [e for e in before.entries if e.tag != tag]
     assert layout.train.read_text() == before.without(tag).dumps()
@@ -114,7 +114,7 @@ def test_remove_drops_only_that_entry(project: Path, capsys: pytest.CaptureFixtu
 
 def test_remove_takes_many_tags_in_one_write_or_none(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     layout = Layout(project)
-    before, head = Train.load(layout.train), tag_facts.head().tag
+    before, head = load_train(layout), tag_facts.head().tag
     gone = [t for t in before.tags if t != head][:3]
     snap = snapshot(project)
     code, _, err = run(project, capsys, "train", "remove", *gone, head)  # the head among them: none removed
@@ -126,7 +126,7 @@ def test_remove_takes_many_tags_in_one_write_or_none(project: Path, capsys: pyte
     for tag in gone:
         expected = expected.without(tag)
     assert layout.train.read_text() == expected.dumps()
-    assert Train.load(layout.train).tags == [t for t in before.tags if t not in gone]
+    assert load_train(layout).tags == [t for t in before.tags if t not in gone]
 
 
 def test_a_damaged_rebase_state_is_one_line_and_abort_still_works(

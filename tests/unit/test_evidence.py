@@ -14,6 +14,7 @@ import pytest
 
 from helpers import tag_facts
 from helpers.synthetic import demo_wheel
+from helpers.train import load_train
 from release.core.errors import UnprovenWheelError
 from release.core.layout import Layout
 from release.evidence import cache
@@ -28,7 +29,6 @@ from release.evidence.gather import (
 )
 from release.evidence.record import EvidenceRecord, HeldBug
 from release.evidence.runner import ERROR, FAILED, PASSED, judge, verdict
-from release.model.train import Train
 from release.overlay.publish import records_of
 from release.overlay.wheel import read_wheel
 from release.queue.snapshot import Checkout
@@ -204,9 +204,9 @@ def test_a_recorded_bug_that_no_patch_proves_is_refused(project: Path) -> None:
     the release's scan entry gone (what a partial scan leaves), the wheel's build facts and the index's evidence
     still name the bug; a bug no patch of the queue proves on the line is refused, naming every record of it."""
     layout = Layout(project)
-    entry = tag_facts.older_line_tag(Train.load(layout.train))
+    entry = tag_facts.older_line_tag(load_train(layout))
     [bug] = entry.bugs
-    train = Train.load(layout.train)
+    train = load_train(layout)
     layout.train.write_text(train.with_entry(replace(entry, bugs=())).dumps())
     data = json.loads(layout.affected_json.read_text())
     del data["releases"][entry.tag.removeprefix("v")]

@@ -17,11 +17,11 @@ from filelock import FileLock, Timeout
 from helpers import snapshot, tag_facts
 from helpers.failure import failed
 from helpers.synthetic import demo_wheel
+from helpers.train import load_train
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, BadInputError, LockedError
 from release.core.layout import Layout
 from release.core.lock import INDEX_LOCK, REPO_LOCK, TIMEOUT_ENV, index_lock, repo_lock
-from release.model.train import Train
 from release.overlay.build import PROJECT
 from release.overlay.index import publish
 
@@ -34,7 +34,7 @@ def held_elsewhere(path: Path) -> FileLock:
 
 def other_tag(project: Path) -> str:
     head = tag_facts.head().tag
-    return next(tag for tag in reversed(Train.load(Layout(project).train).tags) if tag != head)
+    return next(tag for tag in reversed(load_train(Layout(project)).tags) if tag != head)
 
 
 def test_a_writer_waits_as_long_as_it_is_told_then_refuses_and_changes_nothing(

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import CHECKOUT, REPO, tag_facts
 from helpers.fix import fix_patch
+from helpers.train import load_train
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError, UnknownTagError
 from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
@@ -182,7 +183,7 @@ def test_the_pin_writes_any_string_as_toml_that_reads_back_the_same(tmp_path: Pa
 
 
 def test_the_train_writes_any_string_as_toml_that_reads_back_the_same() -> None:
-    train = Train.load(REPO / "patches" / "train.toml")
+    train = load_train(Layout(REPO))
     entry = replace(train.entries[0], source=f"dir:{AWKWARD}", pristine={f"a{AWKWARD}.py": "0" * 64})
     written = tomllib.loads(Train((entry,)).dumps())
     assert written["release"][0]["source"] == entry.source

@@ -85,7 +85,7 @@ def test_the_serve_facts_come_from_the_lines_the_model_read(tmp_path: Path) -> N
     """patches/lines.toml is parsed once, by model/lines.py: scan/serve.py reads the tables it kept."""
     layout = Layout(PROJECT_ROOT)
     lines = read_lines(layout.lines)
-    from_the_file = read_serve(layout.lines)
+    from_the_file = read_serve(layout.lines, read_lines(layout.lines))
     assert from_the_file and any(serve.ranges for serve in from_the_file.values())
     assert read_serve(tmp_path / "gone.toml", lines) == from_the_file  # the path is only named in messages
 

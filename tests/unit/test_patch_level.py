@@ -15,6 +15,7 @@ import pytest
 
 from helpers import snapshot
 from helpers.synthetic import demo_wheel
+from helpers.train import load_train
 from release.core.errors import (
     BadPatchLevelError,
     PatchLevelNotAboveError,
@@ -143,8 +144,8 @@ def test_a_re_record_that_changes_nothing_writes_nothing(tmp_path: Path) -> None
 def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path) -> None:
     layout = Layout.default()
     text = layout.train.read_text()
-    assert Train.load(layout.train).dumps() == text
-    for entry in Train.load(layout.train).entries:
+    assert load_train(layout).dumps() == text
+    for entry in load_train(layout).entries:
         assert entry.level >= 1 and entry.carried_digest.startswith("sha256:") and entry.bugs, entry.tag
     for bad in ("level = 0\n", 'level = "2"\n', 'carried_digest = "md5:00"\n', 'bugs = [""]\n'):
         spoiled = tmp_path / "patches" / "train.toml"
@@ -153,14 +154,14 @@ def test_the_train_file_keeps_bugs_level_and_carries_byte_stably(tmp_path: Path)
         spoiled.write_text(re.sub(r"^level = \d+\n", bad, text, count=1, flags=re.M))  # whatever level it records
         assert spoiled.read_text() != text
         with pytest.raises(TrainFileError):
-            Train.load(spoiled)
+            load_train(Layout(tmp_path))
 
 
 def test_the_shipped_train_records_what_each_tag_carries() -> None:
     """Each entry's `carried_digest` is the digest of the patches its line's series gives it now, so `build` takes the
     recorded level: a change to what a tag carries is re-recorded (`train add`), raising its level."""
     layout = Layout.default()
-    for entry in Train.load(layout.train).entries:
+    for entry in load_train(layout).entries:
         carried = [p for p in tag_patches(layout, line_of(layout, entry.line), entry.tag) if p.name in entry.patches]
         refuse_unrecorded("build", entry, carried)  # raises for a tag the train does not record as it is
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from helpers.fix import fix_patch, fix_variant
+from helpers.train import load_train
 from release.cli import main
 from release.core.errors import UnprovenSkipError
 from release.core.layout import Layout
 from release.evidence import skips
-from release.model.train import Train
 from release.queue.skip_proof import proof_path, skipped_bug_tests, tool_digest, unproven_skips
 from release.queue.snapshot import Checkout
 from release.queue.status import refuse_train_missing_fixes
@@ -38,7 +38,7 @@ def skip_the_fix(project: Path) -> Layout:
     assert variant.parent == series.parent, f"{LINE} takes {COMMON} as it is: this test needs a variant"
     series.write_text(re.sub(rf"(?m)^{re.escape(variant.name)}\b.*$", f"skip {COMMON}: mistake", series.read_text()))
     variant.unlink()
-    on_line = {e.tag for e in Train.load(layout.train).entries if e.line == LINE}
+    on_line = {e.tag for e in load_train(layout).entries if e.line == LINE}
     text = layout.train.read_text()
     for tag in on_line:
         text = re.sub(rf'(tag = "{re.escape(tag)}"(?:\n(?!\[\[).*)*?\nbugs = )\[[^\]]*\]', r"\1[]", text)
@@ -47,7 +47,7 @@ def skip_the_fix(project: Path) -> Layout:
     for tag in on_line:
         del data["releases"][tag.removeprefix("v")]
     layout.affected_json.write_text(json.dumps(data, indent=2) + "\n")
-    assert all(not e.bugs for e in Train.load(layout.train).entries if e.line == LINE)
+    assert all(not e.bugs for e in load_train(layout).entries if e.line == LINE)
     return layout
 
 
@@ -57,7 +57,7 @@ def test_check_refuses_a_skip_of_a_bug_patch_without_proof_naming_bug_tag_and_li
     with pytest.raises(UnprovenSkipError) as refused:
         refuse_train_missing_fixes(Checkout.load(layout))
     said = str(refused.value)
-    first = next(e.tag for e in Train.load(layout.train).entries if e.line == LINE)
+    first = next(e.tag for e in load_train(layout).entries if e.line == LINE)
     assert said.startswith(f"check: bug {test.bug}") and f"on vLLM {first} (line {LINE})" in said
     assert f"skips {COMMON}" in said and test.path in said
     assert f"evidence --tag {first}" in (refused.value.hint or "")
@@ -67,7 +67,7 @@ def test_train_add_onto_a_line_that_skips_the_fix_refuses_and_leaves_the_train(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     layout = skip_the_fix(project)
-    tags = [e.tag for e in Train.load(layout.train).entries if e.line == LINE]
+    tags = [e.tag for e in load_train(layout).entries if e.line == LINE]
     before = layout.train.read_bytes()
     assert main(["--root", str(project), "train", "add", *tags, "--line", LINE]) == 2
     err = capsys.readouterr().err
@@ -80,7 +80,7 @@ def test_a_proof_stands_only_for_the_release_wheel_test_and_tool_it_ran_on(
 ) -> None:
     monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
     layout = skip_the_fix(project)
-    entry = next(e for e in Train.load(layout.train).entries if e.line == LINE)
+    entry = next(e for e in load_train(layout).entries if e.line == LINE)
     [test] = skipped_bug_tests(Checkout.load(layout), LINE)
     assert [u.test for u in unproven_skips(Checkout.load(layout), entry.tag, LINE, entry.wheel_sha256)] == [test]
     # What `evidence` writes after a clean pass (its run is tests/e2e's): read back for that release wheel only.
@@ -101,7 +101,7 @@ def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(pr
     to it, their records re-made without the bug (a replay that skips the fix applies nothing) and the scan data
     silent about them. Every gate passed; now check refuses naming the bug, a moved tag and the new line."""
     layout = Layout(project)
-    train = Train.load(layout.train)
+    train = load_train(layout)
     head = next(e for e in reversed(train.entries) if e.line != LINE).line
     old = [e for e in train.entries if e.line == head][:2]
     split = f"{head}_split"
@@ -136,7 +136,7 @@ def test_a_proof_written_by_anything_but_evidence_proves_nothing(
     stands only with the MAC `evidence` gave it under the cache's secret (release/core/seal.py)."""
     monkeypatch.setenv("VLLM_FUSED_MOE_CACHE", str(tmp_path / "cache"))
     layout = skip_the_fix(project)
-    entry = next(e for e in Train.load(layout.train).entries if e.line == LINE)
+    entry = next(e for e in load_train(layout).entries if e.line == LINE)
     [test] = skipped_bug_tests(Checkout.load(layout), LINE)
     run = {"result": "passed", "summary": "1 passed", "key": "run"}
     skips._write(entry.tag, test, tool_digest(), "python", "vllm.whl", entry.wheel_sha256, run)

@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 from helpers import REPO, copy_project
 from helpers.bad_train import BAD_TRAIN, SAYS
 from helpers.failure import failed
+from helpers.train import load_train
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, TrainFileError
 from release.core.layout import Layout
@@ -31,7 +32,7 @@ from release.queue.verified import (
 
 
 def train_of(root: Path) -> Train:
-    return Train.load(Layout(root).train)
+    return load_train(Layout(root))
 
 
 def head_of(root: Path) -> str:
@@ -105,7 +106,7 @@ def test_the_reader_refuses_a_train_file_the_tool_would_not_write(
     layout.train.write_text(BAD_TRAIN[bad](original))
     assert layout.train.read_text() != original
     with pytest.raises(TrainFileError) as refused:
-        Train.load(layout.train)
+        load_train(layout)
     assert str(layout.train) in str(refused.value) and SAYS[bad] in str(refused.value)
     assert "patches/train.toml" in (refused.value.hint or "")
     # The command line says the same in one error line and one hint line, and exits 2.
@@ -124,8 +125,7 @@ def test_the_train_round_trips_through_its_writer(tmp_path: Path) -> None:
     train = train_of(REPO)
     again = tmp_path / "train.toml"
     again.write_text(train.dumps())
-    (tmp_path / "lines.toml").write_bytes(Layout(REPO).lines.read_bytes())
-    assert Train.load(again) == train
+    assert Train.load(again, [line.name for line in read_lines(Layout(REPO).lines).lines]) == train
     other = next(tag for tag in train.tags if tag != head_of(REPO))
     entry = train.get(other)
     assert entry is not None and train.without(other).with_entry(entry) == train

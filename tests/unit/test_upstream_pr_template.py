@@ -19,6 +19,7 @@ from release.core.layout import Layout
 from release.model.patch import Patch
 from release.model.series import Series
 from release.queue.regression import upstream_test
+from release.queue.snapshot import Checkout
 from release.upstream_pr.mail import upstream_mail, with_test
 from release.upstream_pr.plan import proof_plan
 from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run
@@ -168,7 +169,7 @@ def test_an_upstream_test_that_is_not_there_or_not_a_test_path_is_bad_input(tmp_
 def test_the_proof_plan_comes_from_the_pin_the_train_and_the_scan() -> None:
     patch = Patch.load(PATCH)
     head = tag_facts.head().tag
-    plan = proof_plan(Layout.default(), tag_facts.head(), patch)
+    plan = proof_plan(Checkout.load(Layout.default()), patch)
     carrying = [e.tag for e in tag_facts.train().entries if patch.name in e.patches]
     expected = [(head, False, EXPECT_FAIL), (head, True, EXPECT_PASS)]
     if carrying[-1] != head:
