@@ -16,12 +16,12 @@ import pytest
 from helpers import run_release, snapshot
 from helpers.bad_patches import ESCAPES, spoiled
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import add_patch
 from release.core.errors import MalformedPatchError
 from release.model.pin import Pin
 
 VENDOR = "vendor/vllm_fused_moe/prepare_finalize"
-PATCH_0001 = "patches/0001-flashinfer-nvlink-output-is-reduced.patch"
 
 
 def _check_lines(project: Path) -> list[str]:
@@ -67,7 +67,7 @@ def test_a_linked_directory_is_reported_and_never_followed(project: Path, tmp_pa
 
 
 def _patch_with(project: Path, old: str, new: str) -> None:
-    path = project / PATCH_0001
+    path = fix_patch(project)
     path.write_text(spoiled(path.read_text(), old, new))
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from helpers import run_release
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import SUBTREE, add_patch, make_dir, patch_message, pristine
 from helpers.train import load_train
 from release.core.errors import UnprovenSkipError
@@ -36,7 +37,8 @@ OLDER = "import torch  # the older tag's own comment\n"
 
 def synthetic_train(project: Path, tmp_path: Path, mori_only: bool = False) -> None:
     """patches/train.toml of two `dir:` tags: the older one on LINE, then the head's. `mori_only`: LINE's
-    modules are mori.py alone (it lacks every other file of the head's package, and so 0001, which it skips)."""
+    modules are mori.py alone (it lacks every other file of the head's package, and so the queue's patches,
+    which it skips)."""
     layout = Layout(project)
     head_files = pristine(project)
     old_files = {**head_files, "mori.py": head_files["mori.py"].replace(b"import torch\n", OLDER.encode(), 1)}
@@ -44,7 +46,7 @@ def synthetic_train(project: Path, tmp_path: Path, mori_only: bool = False) -> N
     head = load_train(layout).get(head_tag)
     assert head is not None
     entries = []
-    # 0001 leaves mori.py as it is: the older tag's patched files are the head's, its own mori.py kept.
+    # The queue's patches leave mori.py as it is: the older tag's patched files are the head's, its own mori.py kept.
     old_patched = {**head.patched, "mori.py": hashlib.sha256(old_files["mori.py"]).hexdigest()}
     for tag, files, line, patched in (
         (OLD_TAG, old_files, LINE, old_patched),
@@ -105,7 +107,7 @@ def test_a_variant_by_hand_imported_resolved_with_git_and_exported(project: Path
     assert variant.trailers["Varies"] == COMMON
     assert variant.trailers["Carried-From"] == fingerprint(common)
     assert "+import torch  # first, older" in variant.text
-    assert series.read_text().splitlines()[-1] == COMMON  # after the line's take of 0001, as carry puts it
+    assert series.read_text().splitlines()[-1] == COMMON  # after the line's takes of the queue, as carry puts it
 
     checked = run_release(project, "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -139,12 +141,12 @@ def add_two_file_patch(project: Path) -> None:
         (vendor / changed.name).write_bytes(changed.read_bytes())
 
 
-def checked_up_to_the_skip_of_0001(project: Path) -> None:
-    """`check` passes every gate up to the last: LINE skips 0001 (a `Bug:` patch; it has none of its files), a
+def checked_up_to_the_skip_of_the_fix(project: Path) -> None:
+    """`check` passes every gate up to the last: LINE skips the fix (a `Bug:` patch; it has none of its files), a
     claim no run proves for the synthetic tag (no release wheel to run its test on), so `check` refuses that alone."""
     checked = run_release(project, "check")
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    [common] = [p.name for p in (project / "patches").glob("0001-*.patch")]
+    common = fix_patch(project).name
     error = failed(checked)  # that refusal alone
     assert error.reference == UnprovenSkipError.reference and TWO_FILES not in checked.stderr, checked.stderr
     assert f"on vLLM {OLD_TAG} (line {LINE}): the line's series skips {common}, but no run" in error.message, error
@@ -168,7 +170,7 @@ def test_a_line_without_one_of_the_patchs_files_takes_the_parts_it_has_through_t
     variant = Patch.load(project / "patches" / "lines" / LINE / TWO_FILES, (f"{SUBTREE}/mori.py",))
     assert variant.files == [f"{SUBTREE}/mori.py"] and variant.trailers["Varies"] == TWO_FILES
     assert variant.trailers["Carried-From"] == fingerprint(Patch.load(project / "patches" / TWO_FILES))
-    checked_up_to_the_skip_of_0001(project)
+    checked_up_to_the_skip_of_the_fix(project)
 
     # A patch with nothing on the line, skipped there; a commit of the maintainer's own in the line's work tree,
     # named after it, is exported as the line's hand-made variant in place of the skip.
@@ -186,4 +188,4 @@ def test_a_line_without_one_of_the_patchs_files_takes_the_parts_it_has_through_t
     own = Patch.load(project / "patches" / "lines" / LINE / TWO_SIDED_ONLY, (f"{SUBTREE}/mori.py",))
     assert own.trailers["Varies"] == TWO_SIDED_ONLY and "Carried-From" not in own.trailers
     assert series.read_text().splitlines()[-2:] == [TWO_FILES, TWO_SIDED_ONLY]
-    checked_up_to_the_skip_of_0001(project)
+    checked_up_to_the_skip_of_the_fix(project)

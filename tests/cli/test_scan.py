@@ -14,7 +14,7 @@ import pytest
 from helpers import run_release, snapshot
 from helpers.failure import failed
 from helpers.index_server import LoopbackIndex
-from helpers.scan import PATCH_0001
+from helpers.scan import FIX
 from helpers.skip_proofs import record_proof
 from helpers.synthetic import NEXT_TAG, SHAPE_CHECK_PATCH, add_shape_check, make_wheel, pristine
 from helpers.train import load_train
@@ -74,7 +74,7 @@ def test_a_proven_skip_leaves_the_release_not_affected_and_check_agrees(
     first = text.index("[[line]]")
     layout.lines.write_text(text[:first] + block + text[first:])
     (project / "patches" / "lines" / SPLIT).mkdir()
-    (project / "patches" / "lines" / SPLIT / "series").write_text(f"take {PATCH_0001}\n")
+    (project / "patches" / "lines" / SPLIT / "series").write_text(f"take {FIX}\n")
     add_shape_check(project, lines_skip=True, bug=SECOND)
     wheel = make_wheel(tmp_path / "index" / f"vllm-{VERSION}-cp38-abi3-linux_x86_64.whl", pristine(project), VERSION)
     # Every skip proven, as `evidence --line` would after clean passes: the new release, and each train tag of a

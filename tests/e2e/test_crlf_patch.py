@@ -1,6 +1,6 @@
 """A patch with carriage returns is refused by every command that reads the queue, never rewritten.
 
-The real patch 0001 of the queue, saved with CRLF line ends (as an editor or a checkout with
+The queue's bug fix (helpers/fix.py), saved with CRLF line ends (as an editor or a checkout with
 `core.autocrlf` would), or with one CR in one hunk line: `check`, `rebase`, `train check` and
 `upstream-pr` all exit 2 naming the file and the line, and no byte of the checkout changes.
 (Before, `check` passed on it and `rebase` wrote it back with LF, without a word.)
@@ -14,11 +14,12 @@ import pytest
 
 from helpers import run_release, snapshot, tag_facts, work_leftovers
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.core.errors import MalformedPatchError
 
 pytestmark = pytest.mark.network  # a rebase may read the release wheel (cached) if it gets that far
 
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 
 
 def commands(tmp_path: Path) -> list[tuple[str, ...]]:
@@ -28,7 +29,7 @@ def commands(tmp_path: Path) -> list[tuple[str, ...]]:
         ("status",),
         ("rebase", tag_facts.other_than_head(), "--from", "pypi", "--allow-older", "--report", str(tmp_path / "r")),
         ("train", "check", head),
-        ("upstream-pr", "0001", "--out", str(tmp_path / "pr")),
+        ("upstream-pr", FIX, "--out", str(tmp_path / "pr")),
         ("build", "--allow-dirty", "--out", str(tmp_path / "dist")),
     ]
 
@@ -41,7 +42,7 @@ def first_added_line(data: bytes) -> int:
 
 @pytest.mark.parametrize("where", ["every line", "one added line"])
 def test_a_patch_with_carriage_returns_is_refused_everywhere(project: Path, tmp_path: Path, where: str) -> None:
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     data = path.read_bytes()
     assert b"\r" not in data
     if where == "every line":
@@ -58,7 +59,7 @@ def test_a_patch_with_carriage_returns_is_refused_everywhere(project: Path, tmp_
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         error = failed(result)
         assert error.reference == MalformedPatchError.reference and result.stderr.startswith("error["), result.stderr
-        assert error.message.startswith(f"{PATCH_0001}: line {line} ends in CRLF; "), (args, error)
+        assert error.message.startswith(f"{FIX}: line {line} ends in CRLF; "), (args, error)
         assert error.hint and "Traceback" not in result.stderr
         assert snapshot(project) == before, args
         assert path.read_bytes() == spoiled

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 import zipfile
 from dataclasses import replace
@@ -22,6 +23,7 @@ import pytest
 
 from helpers import run_release, tag_facts
 from helpers.failure import failed
+from helpers.fix import fix_patch, fix_variant
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from helpers.train import load_train
 from release.core.errors import UnprovenWheelError
@@ -111,14 +113,14 @@ def test_a_wheel_with_its_fix_undone_and_no_usable_build_info_is_refused(
 
 
 def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_proven(project: Path) -> None:
-    """Issue 35, path 1: two patches deep, a line's series says `skip 0001-…: mistake` (its variant gone), the
+    """Issue 35, path 1: two patches deep, a line's series says `skip FIX: mistake` (its variant gone), the
     `bugs` of its train tags are emptied by hand and the scan data no longer lists them (`scan --since` a newer
     tag); every gate passed and the index pinned a wheel without the fix. Now `check` and `train add` refuse the
     skip without proof, and `evidence`, run here for real, cannot prove it: the test fails on the pristine release."""
     layout = Layout(project)
     entry = older_line_tag(layout)
     [bug] = entry.bugs
-    [common] = [p.name for p in layout.patches.glob("*.patch")]
+    common = fix_patch(project).name
     add_shape_check(project, lines_skip=False)
     carried = run_release(project, "pq", "carry", SHAPE_CHECK_PATCH)
     assert carried.returncode == 0, carried.stderr
@@ -127,9 +129,10 @@ def test_a_line_that_skips_the_fix_with_its_records_emptied_is_refused_until_pro
     for other in sorted((layout.patches / "lines").glob("*/series")):
         if SHAPE_CHECK_PATCH not in other.read_text().splitlines():
             other.write_text(other.read_text() + f"skip {SHAPE_CHECK_PATCH}: a test's patch\n")
-    [variant] = [n for n in series.read_text().splitlines() if n.startswith("0001-")]
-    series.write_text(series.read_text().replace(variant, f"skip {common}: mistake"))
-    (series.parent / variant).unlink()
+    variant = fix_variant(entry.line, project)
+    assert variant.parent == series.parent, f"{entry.line} takes {common} as it is: this test needs a variant"
+    series.write_text(re.sub(rf"(?m)^{re.escape(variant.name)}\b.*$", f"skip {common}: mistake", series.read_text()))
+    variant.unlink()
     train = load_train(layout)
     for on_line in train.entries:
         if on_line.line == entry.line:

@@ -32,6 +32,7 @@ import pytest
 
 from helpers import REPO, copy_project, private_cache, run_release, tag_facts
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from helpers.train import load_train
 from release.core.errors import ToolMissingError
@@ -45,7 +46,7 @@ from release.pristine.sources import fetch
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
 FROM, TO = tag_facts.rebase_from(), tag_facts.rebase_to()
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 CONTRIBUTOR = ("A Contributor", "contributor@example.com")
 HOMES = ("empty", "hostile")
 HOOKS = [
@@ -288,13 +289,13 @@ def run_everything(base: Path, hostile: bool, pristine_from: dict[str, bytes]) -
     pr = base / "upstream-pr"
     # The proof's pytest runs (five vLLM imports) are test_upstream_pr.py's; what git does in them is
     # the trees `git am` patches, made below under this HOME.
-    result = run_release(project, "upstream-pr", PATCH_0001, "--vllm", str(clone), "--out", str(pr),
+    result = run_release(project, "upstream-pr", FIX, "--vllm", str(clone), "--out", str(pr),
                          "--reports", str(base / "no-reports"), "--skip-test-run", env=env)  # fmt: skip
     # Its commit id is printed: it differs by the committer time alone, compared below without it.
     result.stdout = re.sub(r" at [0-9a-f]{12} in ", " at <commit> in ", result.stdout)
     record(outputs, "upstream-pr", result, base)
     files_under(outputs, "upstream-pr", base, pr)
-    record(outputs, "upstream-pr proof trees", proof_trees(project, pr / PATCH_0001, env), base)
+    record(outputs, "upstream-pr proof trees", proof_trees(project, pr / FIX, env), base)
     commit = setup_git(clone, "cat-file", "commit", "HEAD")
     # The contributor's commit is made now: its committer time is the one thing that may differ.
     commit = re.sub(r"(?m)^(committer .*>) \d+ ", r"\1 <now> ", commit)
@@ -356,11 +357,11 @@ def test_the_empty_home_run_did_the_work(runs: dict[str, dict[str, bytes]]) -> N
     )
     for step in (*pq_steps, *steps):
         assert empty[f"{step}: exit and output"].startswith(b"exit 0\n"), empty[f"{step}: exit and output"].decode()
-    patch = empty[f"rebase: patches/{PATCH_0001}"].decode()
+    patch = empty[f"rebase: patches/{FIX}"].decode()
     assert f"\ndiff --git a/{UPSTREAM_SUBTREE}/" in patch and "Signed-off-by" not in patch
     # Two patches deep, the second downstream-only, and every older line answered for it (a variant or a skip).
     series = Series(tuple(empty["rebase: patches/series"].decode().splitlines()))
-    assert series.names == [PATCH_0001, SHAPE_CHECK_PATCH]
+    assert series.names == [FIX, SHAPE_CHECK_PATCH]
     assert "\nDownstream: " in empty[f"rebase: patches/{SHAPE_CHECK_PATCH}"].decode()
     carry = json.loads(empty["pq: reports/pq-carry/carry-report.json"])
     assert carry["lines"] and all(c["result"] in ("written", "needs-variant") for c in carry["lines"]), carry
@@ -381,7 +382,7 @@ def test_the_empty_home_run_did_the_work(runs: dict[str, dict[str, bytes]]) -> N
         patched.setdefault(tag, [])
         if state == "patched":
             patched[tag].append(name)
-    fixes = Patch.load(REPO / "patches" / PATCH_0001).files
+    fixes = Patch.load(REPO / "patches" / FIX).files
     fixed = sorted(name.removeprefix(f"{UPSTREAM_SUBTREE}/") for name in fixes)
     assert patched and all(names == fixed for names in patched.values()), (patched, fixed)
     commit = empty["upstream-pr: the commit in the clone"].decode()

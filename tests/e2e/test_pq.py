@@ -23,6 +23,7 @@ import pytest
 
 from helpers import REPO, run_release, snapshot
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.train import load_train
 from release.core.errors import MalformedPatchError, PatchQueueStaleError, PatchQueueTreeError
 from release.core.git import files_at
@@ -36,8 +37,10 @@ from release.pq.export import used_names
 from release.pq.names import next_number
 from release.queue.load import account, is_head, line_entries
 
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 NEW = "0002-shape-check.patch"
+# The number `pq export` gives the next new patch of this queue (of the project copy alike): one above its highest.
+NEXT = f"{next_number(used_names(Layout(REPO))):04d}"
 TWO_SIDED = f"{UPSTREAM_SUBTREE}/flashinfer_nvlink_two_sided.py"
 VENDOR_TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
 SHAPE_CHECK = '        assert output.dim() == 2, f"finalize: output is {tuple(output.shape)}, not (tokens, hidden)"\n'
@@ -193,7 +196,7 @@ def test_an_unchanged_queue_exports_byte_for_byte(project: Path) -> None:
 
 
 def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: Path) -> None:
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     text = path.read_text()
     # What `git format-patch` without --full-index writes: abbreviated blob ids. git applies it all the same.
     short = re.sub(r"^index ([0-9a-f]{7})[0-9a-f]+\.\.([0-9a-f]{7})[0-9a-f]+ ", r"index \1..\2 ", text, flags=re.M)
@@ -207,11 +210,11 @@ def test_a_patch_made_with_other_flags_fails_the_check_until_exported(project: P
     tree = project / ".work" / "pq"
     error = failed(checked)
     assert error.reference == PatchQueueStaleError.reference, checked.stderr
-    assert error.message == f"pq export --check: 1 path(s) differ from what {tree} exports: patches/{PATCH_0001}"
+    assert error.message == f"pq export --check: 1 path(s) differ from what {tree} exports: patches/{FIX}"
     assert snapshot(project) == before
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 0, exported.stderr
-    assert f"{PATCH_0001}  changed" in exported.stdout and "vendor/" not in exported.stdout.split("wrote", 1)[1]
+    assert f"{FIX}  changed" in exported.stdout and "vendor/" not in exported.stdout.split("wrote", 1)[1]
     assert path.read_text() == text  # the full index again: what the tool writes
     assert run_release(project, "pq", "export", "--check").returncode == 0
 
@@ -326,10 +329,10 @@ def new_commit(project: Path, env: dict[str, str], template: bool = True, messag
 REFUSALS = [
     ("uncommitted", r"\.work/pq has 1 uncommitted or untracked file\(s\): " + re.escape(TWO_SIDED)),
     ("untracked", r"has 1 uncommitted or untracked file\(s\): notes\.txt"),
-    ("no answers", r"commit [0-9a-f]{12}: 0002-fused-moe-quick-fix\.patch: message not in the template's shape: "
+    ("no answers", rf"commit [0-9a-f]{{12}}: {NEXT}-fused-moe-quick-fix\.patch: message not in the template's shape: "
                    r"no Why:; no How:; no Related PR:; no Future plan:; no Origin: trailer"),
     ("empty", r"commit [0-9a-f]{12} \(nothing\) changes nothing: a patch is never empty"),
-    ("one name twice", r"commits [0-9a-f]{12} and [0-9a-f]{12} both say Patch-Name: 0002-shape-check\.patch"),
+    ("one name twice", rf"commits [0-9a-f]{{12}} and [0-9a-f]{{12}} both say Patch-Name: {NEXT}-shape-check\.patch"),
     ("merge", r"holds merge commit\(s\) [0-9a-f]{12}"),
     ("rebase half-done", r"a `git rebase` or `git am` is in progress in"),
 ]  # fmt: skip
@@ -361,7 +364,7 @@ def test_export_refuses_what_is_no_series_of_patches_and_changes_nothing(
         git(project, env, "-C", ".work/pq", "switch", "-q", "patch-queue")
         git(project, env, "-C", ".work/pq", "merge", "-q", "--no-ff", "--no-edit", "side")
     else:  # a `git am` that stopped: the mail does not apply
-        (tmp_path / "bad.patch").write_text((project / "patches" / PATCH_0001).read_text())
+        (tmp_path / "bad.patch").write_text((project / "patches" / FIX).read_text())
         git(project, env, "-C", ".work/pq", "am", str(tmp_path / "bad.patch"), check=False)
     before, tree_state = snapshot(project), commits(project)
     exported = run_release(project, "pq", "export")
@@ -406,19 +409,20 @@ def test_export_refuses_to_drop_a_patch_a_line_takes_as_it_is(project: Path, tmp
     new_commit(project, env)
     assert run_release(project, "pq", "export").returncode == 0
     line_series = project / "patches/lines/flashinfer_nvlink/series"
-    line_series.write_text(line_series.read_text() + f"take {NEW}\n")  # the line takes the common patch as it is
+    new = f"{NEXT}-shape-check.patch"
+    line_series.write_text(line_series.read_text() + f"take {new}\n")  # the line takes the common patch as it is
     git(project, env, "-C", ".work/pq", "reset", "-q", "--hard", "HEAD~1")  # drop it with plain git
     before = snapshot(project)
     exported = run_release(project, "pq", "export")
     assert exported.returncode == 2
     error = failed(exported)
     assert error.reference == PatchQueueTreeError.reference, exported.stderr
-    assert error.message.startswith(f"patches/lines/flashinfer_nvlink/series takes {NEW} as it is"), error
+    assert error.message.startswith(f"patches/lines/flashinfer_nvlink/series takes {new} as it is"), error
     assert snapshot(project) == before
 
 
 def test_every_reader_of_the_queue_refuses_a_patch_without_the_answers(project: Path) -> None:
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     path.write_text(re.sub(r"^Risk: .*\n", "", path.read_text(), count=1, flags=re.M))
     before = snapshot(project)
     for args in (["check"], ["status"], ["pq", "import"]):
@@ -426,6 +430,6 @@ def test_every_reader_of_the_queue_refuses_a_patch_without_the_answers(project: 
         assert result.returncode == 2, args
         error = failed(result)
         assert error.reference == MalformedPatchError.reference, (args, result.stderr)
-        assert error.message.startswith(f"{PATCH_0001}: ") and "no Risk: trailer" in error.message, error
+        assert error.message.startswith(f"{FIX}: ") and "no Risk: trailer" in error.message, error
         assert "`python -m release pq new SLUG`" in error.hint
     assert snapshot(project) == before

@@ -19,6 +19,7 @@ import pytest
 
 from helpers import private_cache, run_release, snapshot, tag_facts, work_leftovers
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import patch_message
 from release.core import errors
 from release.core.errors import DriftError
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.network  # the release wheels come from the package ind
 
 TWO_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_two_sided.py"
 ONE_SIDED = "vendor/vllm_fused_moe/prepare_finalize/flashinfer_nvlink_one_sided.py"
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 FROM, TO, FIXED = tag_facts.rebase_from(), tag_facts.rebase_to(), tag_facts.fixed_upstream()
 
 
@@ -81,24 +82,21 @@ def test_rebase_onto_the_pinned_tag_changes_no_byte(project: Path, tmp_path: Pat
     assert report["result"] == "nothing-to-do"
 
 
-def test_rebase_to_another_release_from_pypi_applies_0001(project: Path, tmp_path: Path) -> None:
+def test_rebase_to_another_release_from_pypi_applies_the_fix(project: Path, tmp_path: Path) -> None:
     assert reduced_flags(project) == ["return True", "return True"]
-    patch_before = (project / "patches" / PATCH_0001).read_bytes()
+    patch_before = (project / "patches" / FIX).read_bytes()
     result = run_release(project, "rebase", TO, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
-    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "applies")]
+    assert [(p["name"], p["status"]) for p in report["patches"]] == [(FIX, "applies")]
     # upstream moved the context; the patch follows it
     assert report["patches"][0]["refreshed"] is True
-    assert (project / "patches" / PATCH_0001).read_bytes() != patch_before
+    assert (project / "patches" / FIX).read_bytes() != patch_before
     pristine = fetch(TO, Source.parse("pypi"))
     assert report["flashinfer_new"] == pristine.flashinfer
     changed = {c["file"]: (c["added_lines"], c["removed_lines"]) for c in report["upstream_changes"]}
     assert changed == line_changes(fetch(FROM, Source.parse("pypi")).files, pristine.files)
-    assert (
-        "| `0001-flashinfer-nvlink-output-is-reduced.patch` | **applies** |"
-        in (tmp_path / "r" / "rebase-report.md").read_text()
-    )
+    assert f"| `{FIX}` | **applies** |" in (tmp_path / "r" / "rebase-report.md").read_text()
     # vendor/ is now TO + the fix, and check agrees with itself
     assert reduced_flags(project) == ["return True", "return True"]
     pin = Pin.load(project / "vendor/vllm_fused_moe/UPSTREAM.toml")
@@ -111,21 +109,21 @@ def test_rebase_to_another_release_from_pypi_applies_0001(project: Path, tmp_pat
     }
 
 
-def test_rebase_to_a_fixed_release_retires_0001_as_upstream(project: Path, tmp_path: Path) -> None:
+def test_rebase_to_a_fixed_release_retires_the_fix_as_upstream(project: Path, tmp_path: Path) -> None:
     result = run_release(project, "rebase", FIXED, "--from", "pypi", "--report", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
-    assert [(p["name"], p["status"]) for p in report["patches"]] == [(PATCH_0001, "upstream")]
+    assert [(p["name"], p["status"]) for p in report["patches"]] == [(FIX, "upstream")]
     flashinfer = fetch(FIXED, Source.parse("pypi")).flashinfer
     assert report["flashinfer_new"] == flashinfer
     verified = read_verified(project / "vendor/vllm_fused_moe/VERIFIED.toml")
     if flashinfer.removeprefix("flashinfer-python==") not in verified.versions:
         assert "outside the verified range" in (tmp_path / "r" / "rebase-report.md").read_text()
-    assert not (project / "patches" / PATCH_0001).exists()
-    retired = (project / "patches" / "retired" / PATCH_0001).read_text()
+    assert not (project / "patches" / FIX).exists()
+    retired = (project / "patches" / "retired" / FIX).read_text()
     assert f"\nApplied-Upstream: {FIXED}\n" in retired
     series = Series.load(project / "patches" / "series")
-    assert series.names == [] and series.retired == [PATCH_0001]  # kept in its place for the tags before FIXED
+    assert series.names == [] and series.retired == [FIX]  # kept in its place for the tags before FIXED
     assert reduced_flags(project) == ["return True", "return True"]  # upstream's own fix now
     assert run_release(project, "check").returncode == 0
     status = run_release(project, "status").stdout
@@ -232,7 +230,7 @@ def test_conflict_stops_with_exit_3_and_changes_nothing(project: Path, vllm_git:
     assert snapshot(project) == before
     report = json.loads((tmp_path / "r" / "rebase-report.json").read_text())
     statuses = {p["name"]: p["status"] for p in report["patches"]}
-    assert statuses == {PATCH_0001: "applies", name: "conflict"}
+    assert statuses == {FIX: "applies", name: "conflict"}
     conflict = report["patches"][1]["conflicts"][0]
     assert conflict["file"] == f"{UPSTREAM_SUBTREE}/deepep_ht.py"
     assert "is_scale_swizzled=quant_config.is_scale_swizzled" in conflict["ours"]
@@ -289,10 +287,10 @@ def test_abort_drops_the_work_dir(project: Path, vllm_git: Path, tmp_path: Path)
 def _corrupt_patch(project: Path) -> None:
     """A hunk that promises three lines more than it holds: the patch's own first header (the line
     numbers are whichever tag the queue is at), its new side's count raised."""
-    path = project / "patches" / PATCH_0001
+    path = project / "patches" / FIX
     text = path.read_text()
     header = re.search(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", text, re.MULTILINE)
-    assert header is not None, "patch 0001 has no hunk header of the form @@ -a,b +c,d @@"
+    assert header is not None, f"{FIX} has no hunk header of the form @@ -a,b +c,d @@"
     old_start, old_count, new_start, new_count = header.groups()
     corrupt = f"@@ -{old_start},{old_count} +{new_start},{int(new_count) + 3} @@"
     path.write_text(text[: header.start()] + corrupt + text[header.end() :])

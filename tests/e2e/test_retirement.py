@@ -1,11 +1,11 @@
 """A retired patch stays alive for the tags before its upstream release, with two patches in play.
 
 The issue's story, as real processes on a copy of the checkout with the real release wheels (cached):
-a downstream 0002 (the shape check, made here) joins 0001; `rebase` onto the first release that has
-0001's change retires it at the head, and then every older train tag still replays it: `train check`
-passes for the whole train, `train add` of an older tag applies 0001, and `build --tag` of it ships a
-wheel whose build info carries 0001's bug. Where the data would make a tag lose the fix (its
-Applied-Upstream set to that very tag by hand), `train add`, `build` and `publish` refuse, naming the
+a downstream 0002 (the shape check, made here) joins the queue's bug fix (helpers/fix.py); `rebase` onto
+the first release that has the fix's change retires it at the head, and then every older train tag still
+replays it: `train check` passes for the whole train, `train add` of an older tag applies the fix, and
+`build --tag` of it ships a wheel whose build info carries the fix's bug. Where the data would make a tag
+lose the fix (its Applied-Upstream set to that very tag by hand), `train add`, `build` and `publish` refuse, naming the
 bug and the tag. No release is named here: the tags come from the train and the scan data.
 """
 
@@ -21,6 +21,7 @@ import pytest
 
 from helpers import run_release, snapshot, tag_facts
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import SHAPE_CHECK_PATCH, add_shape_check
 from helpers.train import load_train
 from release.core.errors import MissingFixError
@@ -32,7 +33,7 @@ from release.queue.load import is_head, older
 
 pytestmark = pytest.mark.network  # every train tag's release wheel: the cache, or the package index once
 
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
 
 
 def build_info(dist: Path) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     fixed = tag_facts.first_fixed()
     document = json.loads(layout.affected_json.read_text())
     [(bug, info)] = document["bugs"].items()
-    assert info["patches"] == [PATCH_0001]
+    assert info["patches"] == [FIX]
 
     # Two patches: 0002 is downstream; the older lines do without it (carrying it is test_pq's, as documented).
     add_shape_check(project)
@@ -66,7 +67,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     assert rebased.returncode == 0, rebased.stderr
     entries = Series.load(layout.series).entries
     assert [(e.kind, e.name) for e in entries] == [
-        (EntryKind.RETIRED, PATCH_0001),
+        (EntryKind.RETIRED, FIX),
         (EntryKind.PATCH, SHAPE_CHECK_PATCH),
     ]
     train = load_train(layout)
@@ -79,19 +80,19 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     assert head is not None and head.patches == (SHAPE_CHECK_PATCH,)  # the head carries downstream changes only
 
     checked = run_release(project, "train", "check")
-    assert checked.returncode == 0, checked.stdout + checked.stderr  # every older tag still replays 0001
+    assert checked.returncode == 0, checked.stdout + checked.stderr  # every older tag still replays the fix
 
     tag = max((t for t in on_head_line if t in before_fix), key=lambda t: before_fix.index(t))
     added = run_release(project, "train", "add", tag)
-    assert added.returncode == 0 and f"{PATCH_0001.removesuffix('.patch')} applies" in added.stdout, added.stderr
+    assert added.returncode == 0 and f"{FIX.removesuffix('.patch')} applies" in added.stdout, added.stderr
     built = run_release(project, "build", "--tag", tag, "--out", str(tmp_path / "dist"))
     assert built.returncode == 0, built.stderr
     carried = build_info(tmp_path / "dist")["patches"]
     assert isinstance(carried, list)
-    assert [(p["name"], p["bug"]) for p in carried] == [(PATCH_0001, bug), (SHAPE_CHECK_PATCH, "")]
+    assert [(p["name"], p["bug"]) for p in carried] == [(FIX, bug), (SHAPE_CHECK_PATCH, "")]
 
-    # Applied-Upstream moved back to `tag` by hand: `tag` would no longer replay 0001, though it has the bug.
-    retired = layout.retired / PATCH_0001
+    # Applied-Upstream moved back to `tag` by hand: `tag` would no longer replay the fix, though it has the bug.
+    retired = layout.retired / FIX
     retired.write_text(retired.read_text().replace(f"Applied-Upstream: {fixed}", f"Applied-Upstream: {tag}"))
     before = snapshot(project)
     affected = f"vLLM {tag} (line {head_line.name}) is affected by {bug} ({info['title']})"
@@ -106,7 +107,7 @@ def test_retire_at_the_head_then_re_record_and_build_an_older_tag_with_the_fix_s
     assert error.message.startswith(f"not building {tag}: {why}"), error
     assert snapshot(project) == before and not (tmp_path / "none").exists()
 
-    # A wheel without 0001 for `tag`, as a tool that knew nothing of the bug made one (neither the scan data
+    # A wheel without the fix for `tag`, as a tool that knew nothing of the bug made one (neither the scan data
     # nor the train's record of the tag names it); publish refuses it by the scan data.
     scanned = layout.affected_json.read_text()
     blind = json.loads(scanned)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_release
-from helpers.scan import PATCH_0001, train_versions, validate
+from helpers.scan import FIX, train_versions, validate
 from release.core.layout import Layout
 from release.scan.document import to_markdown
 
@@ -48,11 +48,11 @@ def test_scan_from_0_17_0_to_0_22_1_classifies_each_release(project: Path) -> No
 
     assert document["scanned"] == list(FACTS_0_17_TO_0_22_1)
     assert document["newest_scanned"] == "0.22.1" and document["fixed_in"] == "0.22.0"
-    assert document["patches"][PATCH_0001]["first_upstream"] == "0.22.0"
+    assert document["patches"][FIX]["first_upstream"] == "0.22.0"
     train = train_versions(project)
     for version, (status, line, state, wheel, flashinfer) in FACTS_0_17_TO_0_22_1.items():
         entry = document["releases"][version]
-        assert (entry["status"], entry["line"], entry["patches"][PATCH_0001]) == (status, line, state), version
+        assert (entry["status"], entry["line"], entry["patches"][FIX]) == (status, line, state), version
         assert entry["wheel"].startswith(wheel) and entry["flashinfer"] == flashinfer, entry
         assert entry["in_train"] == (version in train)
     markdown = (project / "docs" / "affected-releases.md").read_text()

@@ -1,11 +1,11 @@
-"""`upstream-pr` on the real patch 0001 and a vLLM tree built from the real release files of the pin.
+"""`upstream-pr` on the queue's bug fix (helpers/fix.py) and a vLLM tree built from the real release files of the pin.
 
 The vLLM "clone" is a git repository made in the test from the subtree of the real
 release wheel of the tag vendor/ was built from (UPSTREAM.toml; cached from the package
 index), committed at upstream paths and tagged with it, the way a clone of
 github.com/vllm-project/vllm has it.
 
-One run proves patch 0001's regression test (pytest against vLLM's real source of each release
+One run proves the fix's regression test (pytest against vLLM's real source of each release
 the plan names, from their release wheels: five runs, about 10 s of CPU each); the others pass
 --skip-test-run, or stop before the proof.
 """
@@ -21,6 +21,7 @@ import pytest
 
 from helpers import REPO, run_release, snapshot, tag_facts
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.core.errors import (
     AlreadyUpstreamError,
     CloneError,
@@ -29,22 +30,24 @@ from release.core.errors import (
     UnknownPatchError,
     UnprovenUpstreamTestError,
 )
-from release.core.layout import UPSTREAM_SUBTREE
+from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.gsm8k.results import RunResult, SmokeReport, write_report
 from release.gsm8k.scoring import MetricResult
 from release.model.patch import UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.source import Source
 from release.pristine.sources import fetch
+from release.queue.regression import upstream_test
 from release.upstream_pr.mail import INTERNAL_TRAILERS, upstream_mail
 
 pytestmark = pytest.mark.network  # the pinned release's wheel comes from the package index once, then the cache
 
-PATCH_0001 = "0001-flashinfer-nvlink-output-is-reduced.patch"
-BRANCH = "fused-moe/flashinfer-nvlink-output-is-reduced"
-AUTHOR = "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
+FIX = fix_patch().name  # the queue's first bug fix (helpers/fix.py), whatever its name
+NUMBER = FIX[:4]  # the fix by its number, as a maintainer types it
+BRANCH = f"fused-moe/{Patch(FIX, '').slug}"
+AUTHOR = Patch.load(fix_patch()).author
 CONTRIBUTOR = {"user.name": "A Contributor", "user.email": "contributor@example.com"}
 HEAD = tag_facts.head()
-UPSTREAM_TEST = "tests/kernels/moe/test_flashinfer_nvlink_output_is_reduced.py"
+UPSTREAM_TEST = (upstream_test(Layout(REPO), Patch.load(fix_patch())) or ("the fix names no test", ""))[0]
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -100,18 +103,18 @@ def test_patch_and_pr_md_without_a_clone(project: Path, tmp_path: Path, vllm: Pa
     before = snapshot(project)
     out = tmp_path / "out"
     result = run_release(
-        project, "upstream-pr", "0001", "--out", str(out), "--reports", str(tmp_path / "none"), "--skip-test-run"
+        project, "upstream-pr", NUMBER, "--out", str(out), "--reports", str(tmp_path / "none"), "--skip-test-run"
     )
     assert result.returncode == 0, result.stderr
     assert snapshot(project) == before
 
-    mail = out / PATCH_0001
+    mail = out / FIX
     # The file a contributor submits applies to the real pinned release as it is.
     check = subprocess.run(
         ["git", "-C", str(vllm), "apply", "--check", str(mail)], capture_output=True, text=True, check=False
     )
     assert check.returncode == 0, check.stderr
-    ours, theirs = Patch.load(project / "patches" / PATCH_0001), Patch(mail.name, mail.read_text())
+    ours, theirs = Patch.load(project / "patches" / FIX), Patch(mail.name, mail.read_text())
     # A well-formed mail that also adds the regression test; our trailers are gone, so it is no queue patch.
     theirs.validate_mail((UPSTREAM_SUBTREE_PREFIX, "tests/"))
     assert theirs.subject == ours.subject and theirs.author.startswith("Seed 129948c4 maintainers")
@@ -146,7 +149,7 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
     # The proof runs pytest five times against real releases: longer than run_release's limit on a loaded machine.
     options = ["--vllm", str(vllm), "--out", str(tmp_path / "out"), "--reports", str(tmp_path / "none")]
     result = subprocess.run(
-        [sys.executable, "-m", "release", "--root", str(project), "upstream-pr", PATCH_0001, *options],
+        [sys.executable, "-m", "release", "--root", str(project), "upstream-pr", FIX, *options],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -156,7 +159,7 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
     assert result.returncode == 0, result.stderr
     # The regression test was proven on vLLM's real source, and PR.md shows each run.
     pr = (tmp_path / "out" / "PR.md").read_text()
-    newest, fixed = newest_train_tag_carrying(PATCH_0001), tag_facts.first_fixed()
+    newest, fixed = newest_train_tag_carrying(FIX), tag_facts.first_fixed()
 
     def rows(tag: str) -> list[str]:
         return [line.split(") ", 1)[1] for line in pr.splitlines() if line.startswith(f"| `{tag}` (")]
@@ -187,7 +190,7 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
 
     # Again: the branch exists, so it is refused and nothing moves.
     state = clone_state(vllm)
-    again = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out2"))
+    again = run_release(project, "upstream-pr", NUMBER, "--vllm", str(vllm), "--out", str(tmp_path / "out2"))
     assert again.returncode == 2
     assert f"already has a branch {BRANCH}" in again.stderr
     assert clone_state(vllm) == state and not (tmp_path / "out2").exists()
@@ -196,7 +199,7 @@ def test_branch_in_a_vllm_clone(project: Path, tmp_path: Path, vllm: Path) -> No
 def test_dirty_clone_is_refused_and_untouched(project: Path, tmp_path: Path, vllm: Path) -> None:
     (vllm / "README.md").write_text("local edit\n")
     state = clone_state(vllm)
-    result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
+    result = run_release(project, "upstream-pr", NUMBER, "--vllm", str(vllm), "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert failed(result).reference == DirtyCloneError.reference, result.stderr
     assert clone_state(vllm) == state and not (tmp_path / "out").exists()
@@ -204,16 +207,16 @@ def test_dirty_clone_is_refused_and_untouched(project: Path, tmp_path: Path, vll
 
 def test_clone_without_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
     git(vllm, "tag", "-d", HEAD.tag)
-    result = run_release(project, "upstream-pr", "0001", "--vllm", str(vllm), "--out", str(tmp_path / "out"))
+    result = run_release(project, "upstream-pr", NUMBER, "--vllm", str(vllm), "--out", str(tmp_path / "out"))
     error = failed(result)
     assert result.returncode == 2 and error.reference == CloneError.reference and HEAD.tag in error.message
     assert "fetch" in error.hint  # the hint says how to get it
 
 
-@pytest.mark.parametrize("spec", ["0042", "no-such.patch", "1"])
+@pytest.mark.parametrize("spec", ["0042", "no-such.patch", str(int(NUMBER))])
 def test_unknown_or_ambiguous_patch_is_bad_input(project: Path, tmp_path: Path, spec: str) -> None:
-    if spec == "1":  # two patches numbered 0001: ambiguous
-        (project / "patches" / "0001-other.patch").write_text((project / "patches" / PATCH_0001).read_text())
+    if spec == str(int(NUMBER)):  # two patches of the fix's number: ambiguous
+        (project / "patches" / f"{NUMBER}-other.patch").write_text((project / "patches" / FIX).read_text())
     before = snapshot(project)
     result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
     assert result.returncode == 2
@@ -222,15 +225,15 @@ def test_unknown_or_ambiguous_patch_is_bad_input(project: Path, tmp_path: Path, 
 
 
 def test_retired_patch_is_refused_with_its_tag(project: Path, tmp_path: Path) -> None:
-    patch = Patch.load(project / "patches" / PATCH_0001)
-    (project / "patches" / PATCH_0001).unlink()
+    patch = Patch.load(project / "patches" / FIX)
+    (project / "patches" / FIX).unlink()
     (project / "patches" / "series").write_text("# empty\n")
     (project / "patches" / "retired").mkdir()
-    (project / "patches" / "retired" / PATCH_0001).write_text(
+    (project / "patches" / "retired" / FIX).write_text(
         patch.with_trailer("Applied-Upstream", tag_facts.fixed_upstream()).text
     )
     before = snapshot(project)
-    for spec in ("0001", PATCH_0001, str(project / "patches" / "retired" / PATCH_0001)):
+    for spec in (NUMBER, FIX, str(project / "patches" / "retired" / FIX)):
         result = run_release(project, "upstream-pr", spec, "--out", str(tmp_path / "out"))
         assert result.returncode == 2, spec
         error = failed(result)
@@ -240,7 +243,7 @@ def test_retired_patch_is_refused_with_its_tag(project: Path, tmp_path: Path) ->
 
 def test_patch_that_does_not_apply_to_the_tag_is_refused(project: Path, tmp_path: Path, vllm: Path) -> None:
     # Same change, but its context claims a line the pinned release does not have.
-    text = (project / "patches" / PATCH_0001).read_text()
+    text = (project / "patches" / FIX).read_text()
     broken = text.replace(" \n     def topk_indices_dtype(self)", " \n     def topk_indices_dtypes(self)", 1)
     assert broken != text
     (project / "patches" / "0002-broken.patch").write_text(broken)
@@ -299,7 +302,7 @@ def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> N
     write_report(report, reports / "gsm8k" / "20261201T100000Z-flashinfer_nvlink_two_sided")
 
     out, skip = tmp_path / "out", "--skip-test-run"
-    result = run_release(project, "upstream-pr", "0001", "--out", str(out), "--reports", str(reports), skip)
+    result = run_release(project, "upstream-pr", NUMBER, "--out", str(out), "--reports", str(reports), skip)
     assert result.returncode == 0, result.stderr
     pr = (tmp_path / "out" / "PR.md").read_text()
     assert "10 passed, 0 failed, 0 errors, 2 skipped (pytest, 2026-12-01T10:00:00)" in pr
@@ -309,16 +312,16 @@ def test_pr_md_quotes_the_reports_that_exist(project: Path, tmp_path: Path) -> N
 
 
 def test_patch_without_a_test_says_so_loudly(project: Path, tmp_path: Path) -> None:
-    path = project / "patches" / PATCH_0001
-    assert not Patch.load(path).upstream_test  # 0001's test is named in tests.toml: that entry goes
+    path = project / "patches" / FIX
+    assert not Patch.load(path).upstream_test  # the fix's test is named in tests.toml: that entry goes
     (project / "patches" / "upstream-tests" / "tests.toml").write_text("[tests]\n")
-    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"), "--reports", str(tmp_path))
+    result = run_release(project, "upstream-pr", NUMBER, "--out", str(tmp_path / "out"), "--reports", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "carries no regression test" in result.stderr
     pr = (tmp_path / "out" / "PR.md").read_text()
     assert pr.split("## Purpose")[0].count("**This PR carries no regression test.**") == 1
     assert "- [ ] The test results" in pr
-    assert Patch(PATCH_0001, (tmp_path / "out" / PATCH_0001).read_text()).diff == Patch.load(path).diff
+    assert Patch(FIX, (tmp_path / "out" / FIX).read_text()).diff == Patch.load(path).diff
 
 
 def test_a_test_that_passes_without_the_patch_is_refused(project: Path, tmp_path: Path) -> None:
@@ -326,7 +329,7 @@ def test_a_test_that_passes_without_the_patch_is_refused(project: Path, tmp_path
     # Calls the method, but asserts nothing about the answer: it passes before the fix too.
     test.write_text(test.read_text().replace("assert prepare_finalize.output_is_reduced() is True", "assert True"))
     before = snapshot(project)
-    result = run_release(project, "upstream-pr", "0001", "--out", str(tmp_path / "out"))
+    result = run_release(project, "upstream-pr", NUMBER, "--out", str(tmp_path / "out"))
     assert result.returncode == 1, result.stderr
     error = failed(result)
     assert error.reference == UnprovenUpstreamTestError.reference, result.stderr

@@ -17,6 +17,7 @@ import pytest
 
 from helpers import REPO, run_release
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.core.errors import DirtyTreeError, OutputNotWritableError
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def _ignored_file(clone: Path) -> str:
 
 
 def _patch_edit(clone: Path) -> str:
-    path = next((clone / "patches").glob("0001-*.patch"))
+    path = fix_patch(clone)
     path.write_text(path.read_text().replace("Risk:", "Risk: (edited)", 1))
     return path.name
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from helpers import REPO
+from helpers.fix import fix_patch
 from release.model.patch import Patch
 from release.queue.gates import fingerprint
 
-PATCH = Patch.load(REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch")
+PATCH = Patch.load(fix_patch())
 
 
 def edited(old: str, new: str, count: int = 1) -> Patch:
@@ -22,7 +22,7 @@ def edited(old: str, new: str, count: int = 1) -> Patch:
 
 
 def refreshed() -> Patch:
-    """0001 as a rebase leaves it when upstream moved its context: other blobs, line numbers and context."""
+    """The patch as a rebase leaves it when upstream moved its context: other blobs, line numbers and context."""
     text = re.sub(r"(?m)^index [0-9a-f]+\.\.[0-9a-f]+", "index " + "1" * 40 + ".." + "2" * 40, PATCH.text)
     text = re.sub(r"(?m)^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", lambda m: f"@@ -{int(m[1]) + 9},{m[2]} +"
                   f"{int(m[3]) + 9},{m[4]} @@", text)  # fmt: skip
@@ -42,4 +42,4 @@ def test_a_changed_line_or_message_changes_it() -> None:
     removed = next(line for line in PATCH.hunks[0].lines if line.startswith("-"))
     assert fingerprint(edited(f"\n{added}\n", f"\n{added} # edited\n")) != fingerprint(PATCH)
     assert fingerprint(edited(f"\n{removed}\n", f"\n{removed}  \n")) != fingerprint(PATCH)
-    assert fingerprint(edited("How: both methods", "How: both of the methods")) != fingerprint(PATCH)
+    assert fingerprint(edited("\nHow: ", "\nHow: indeed, ")) != fingerprint(PATCH)

@@ -9,32 +9,33 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, tag_facts
+from helpers import CHECKOUT, REPO, tag_facts
+from helpers.fix import fix_patch
 from helpers.train import load_train
 from release.core.errors import ConfigError, MalformedPatchError, MalformedSeriesError, UnknownTagError
-from release.core.layout import Layout
+from release.core.layout import UPSTREAM_SUBTREE, Layout
 from release.model.patch import Patch
 from release.model.pin import Pin
-from release.model.series import Entry, EntryKind, Series
+from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
 from release.model.train import Train
 
-PATCH = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
+PATCH = fix_patch()
 
 
-def test_patch_0001_carries_its_provenance() -> None:
-    patch = Patch.load(PATCH)
-    assert patch.subject == "fused_moe: FlashInfer NVLink combine output is already reduced"
-    assert patch.trailers["Origin"] == "upstream, https://github.com/vllm-project/vllm/pull/41382"
-    assert "0.6.8.post1" in patch.trailers["Depends-On"]
-    assert "Risk" in patch.trailers
-    assert "Applied-Upstream" not in patch.trailers
-    assert [f.rsplit("/", 1)[1] for f in patch.files] == [
-        "flashinfer_nvlink_one_sided.py",
-        "flashinfer_nvlink_two_sided.py",
-    ]
-    for hunk in patch.hunks:
-        assert hunk.removed == ["        return False"]
-        assert hunk.added[-1] == "        return True"
+@pytest.mark.rules
+def test_every_patch_of_the_queue_carries_its_provenance() -> None:
+    """Each patch of the checkout's queue, whatever it holds: a mail the tool loads (the template's answers, its
+    trailers, hunks inside the subtree), retired exactly when upstream has it (`Applied-Upstream:`)."""
+    layout = Layout(CHECKOUT)
+    series = Series.load(layout.series)
+    for name, retired in [(n, False) for n in series.names] + [(n, True) for n in series.retired]:
+        patch = Patch.load((layout.patches / RETIRED_DIR if retired else layout.patches) / name)
+        assert patch.trailers.get("Origin"), f"{name} says nothing of its origin"
+        assert patch.purpose.bug or patch.purpose.title, f"{name} fixes no bug and says no downstream reason"
+        assert (patch.applied_upstream is not None) == retired, f"{name}: Applied-Upstream: and retired/ disagree"
+        assert patch.files and all(f.startswith(UPSTREAM_SUBTREE + "/") for f in patch.files)
+        for hunk in patch.hunks:
+            assert hunk.removed or hunk.added, f"{name}: a hunk that changes nothing"
 
 
 def test_with_trailer_adds_then_replaces_without_touching_the_diff() -> None:
@@ -69,14 +70,21 @@ def test_a_patch_reads_what_the_stages_ask_of_its_trailers_once() -> None:
 
 def test_corrupt_hunk_is_rejected_with_the_file_named(tmp_path: Path) -> None:
     broken = tmp_path / "0002-broken.patch"
-    broken.write_text(PATCH.read_text().replace("+        return True\n", "", 1))
-    with pytest.raises(MalformedPatchError, match=r"flashinfer_nvlink_one_sided\.py is corrupt"):
+    # The first added line of the patch's first hunk gone: that hunk's counts no longer add up.
+    lines = PATCH.read_text().split("\n")
+    first_hunk = next(i for i, line in enumerate(lines) if line.startswith("@@ "))
+    added = next(i for i in range(first_hunk, len(lines)) if lines[i].startswith("+"))
+    broken.write_text("\n".join(lines[:added] + lines[added + 1 :]))
+    first_file = Patch.load(PATCH).files[0].rsplit("/", 1)[1]
+    with pytest.raises(MalformedPatchError, match=rf"{re.escape(first_file)} is corrupt"):
         Patch.load(broken)
 
 
 def test_patch_outside_the_subtree_is_rejected(tmp_path: Path) -> None:
     outside = tmp_path / "0002-outside.patch"
-    outside.write_text(PATCH.read_text().replace("fused_moe/prepare_finalize/", "fused_moe/runner/"))
+    outside.write_text(
+        PATCH.read_text().replace(f"{UPSTREAM_SUBTREE}/", "vllm/model_executor/layers/fused_moe/runner/")
+    )
     with pytest.raises(MalformedPatchError, match="outside"):
         Patch.load(outside)
 
@@ -195,10 +203,14 @@ def test_a_patch_mails_headers_are_read_as_git_am_reads_them() -> None:
     """Folded lines joined, RFC 2047 words decoded: `git format-patch` encodes a non-ASCII subject or
     author so. The regexes this replaced returned `=?UTF-8?q?...?=` as the subject, which then matched
     no commit's subject in `pq export` (git log gives it decoded)."""
-    real = REPO / "patches" / "lines" / "flashinfer_nvlink" / "0001-flashinfer-nvlink-output-is-reduced.patch"
-    patch = Patch(real.name, real.read_text())
-    assert patch.subject == "fused_moe: FlashInfer NVLink combine output is already reduced (0.18.x)"
-    assert patch.author == "Seed 129948c4 maintainers <maintainers@users.noreply.a-seed-129948c4.example>"
+    plain = Patch(
+        "0003-plain.patch",
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Seed maintainers\n <maintainers@users.noreply.example>\n"
+        "Subject: fused_moe: a plain subject\n\nWhy: because.\n",
+    )
+    assert plain.subject == "fused_moe: a plain subject"
+    assert plain.author == "Seed maintainers <maintainers@users.noreply.example>"  # a folded From: joined
     mail = (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         "From: =?UTF-8?q?J=C3=B6rg=20M=C3=BCller?= <jm@example.org>\n"

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import snapshot
 from helpers.failure import Failure, failed
+from helpers.fix import fix_patch
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, BadInputError, OutputNotWritableError
 from release.core.layout import Layout
@@ -30,7 +31,7 @@ def test_upstream_pr_checks_its_out_before_the_work(
 ) -> None:
     before = snapshot(project)
     target = out if out.startswith("/") else str(project / out)
-    error = refused(capsys, project, "upstream-pr", "0001", "--out", target, "--skip-test-run")
+    error = refused(capsys, project, "upstream-pr", fix_patch(project).name, "--out", target, "--skip-test-run")
     assert error.reference == OutputNotWritableError.reference, error
     assert error.message.startswith(f"--out {Path(target).resolve()}"), error
     assert snapshot(project) == before

@@ -11,25 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, snapshot
+from helpers import snapshot
 from helpers.bad_patches import ESCAPES, spoiled
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from helpers.synthetic import SUBTREE, patch_message
 from release.cli import main
 from release.core.errors import EXIT_BAD_INPUT, MalformedPatchError
 from release.model.patch import Patch
 from release.model.pin import Pin
 
-PATCH_0001 = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
+FIX = fix_patch()
 
 
 @pytest.mark.parametrize(("old", "new", "message"), ESCAPES)
 def test_a_patch_path_that_leaves_the_subtree_is_malformed(tmp_path: Path, old: str, new: str, message: str) -> None:
-    path = tmp_path / PATCH_0001.name
-    path.write_text(spoiled(PATCH_0001.read_text(), old, new))
+    path = tmp_path / FIX.name
+    path.write_text(spoiled(FIX.read_text(), old, new))
     with pytest.raises(MalformedPatchError) as refused:
         Patch.load(path)
-    assert message in str(refused.value) and PATCH_0001.name in str(refused.value)
+    assert message in str(refused.value) and FIX.name in str(refused.value)
 
 
 # A patch that removes the line `-- not a path`: in the mail that line reads `--- not a path`.
@@ -71,7 +72,7 @@ def test_check_and_rebase_refuse_such_a_patch_as_bad_input_and_change_nothing(
     project: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, message: str
 ) -> None:
     """The commands as `release.cli.main` runs them: the queue is refused as it loads, before git or a source."""
-    patch = project / "patches" / PATCH_0001.name
+    patch = fix_patch(project)
     patch.write_text(spoiled(patch.read_text(), old, new))
     before = snapshot(project)
     head = Pin.load(project / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml").tag

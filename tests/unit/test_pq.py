@@ -12,18 +12,21 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.fix import fix_patch
 from release.core.errors import MalformedPatchError
 from release.model.patch import Patch
 from release.model.series import Series
 from release.pq.names import mark, new_name, next_number, slug_of, unmark
 from release.pq.template import template
 
-PATCH_0001 = REPO / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
-DIFF = PATCH_0001.read_text().split("\ndiff --git ", 1)[1]
+FIX = fix_patch()
+DIFF = FIX.read_text().split("\ndiff --git ", 1)[1]
+# The diff's first added line (not its `+++` header): where a test hides a name inside the diff.
+ADDED = next(line for line in DIFF.splitlines() if line.startswith("+") and not line.startswith("+++"))
 
 
 def mail(message: str, subject: str = "fused_moe: a change") -> str:
-    """A format-patch mail with this message (the real 0001's diff under it)."""
+    """A format-patch mail with this message (the checkout's bug fix's diff under it)."""
     return (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.com>\n"
         f"Date: Thu, 3 Dec 2026 00:00:00 +0000\nSubject: {subject}\n\n{message}\n\ndiff --git {DIFF}"
@@ -60,8 +63,8 @@ def test_mark_then_unmark_gives_back_every_byte(message: str) -> None:
 
 
 def test_the_real_patch_round_trips_through_its_name_line() -> None:
-    text = PATCH_0001.read_text()
-    assert unmark(mark(text, PATCH_0001.name)) == ([PATCH_0001.name], text)
+    text = FIX.read_text()
+    assert unmark(mark(text, FIX.name)) == ([FIX.name], text)
     assert unmark(text) == ([], text)
 
 
@@ -72,7 +75,7 @@ def test_a_name_line_of_its_own_paragraph_goes_with_its_blank_line() -> None:
 
 
 def test_a_patch_name_inside_the_diff_is_not_a_name() -> None:
-    text = mail(ANSWERED).replace("+        return True", "+        return True  # Patch-Name: 0009-no.patch", 1)
+    text = mail(ANSWERED).replace(ADDED, f"{ADDED}  # Patch-Name: 0009-no.patch", 1)
     assert unmark(text) == ([], text)
 
 
@@ -260,8 +263,8 @@ def test_a_bug_is_its_id_then_its_title() -> None:
 
 def test_the_check_refuses_a_patch_without_the_answers(tmp_path: Path) -> None:
     """Every reader of the queue validates: Queue.load through Patch.load."""
-    path = tmp_path / PATCH_0001.name
-    path.write_text(PATCH_0001.read_text().replace("\nHow: both methods", "\nAnd: both methods"))
+    path = tmp_path / FIX.name
+    path.write_text(re.sub(r"(?m)^How:", "And:", FIX.read_text(), count=1))
     with pytest.raises(MalformedPatchError, match="no How:"):
         Patch.load(path)
 

@@ -15,6 +15,7 @@ import pytest
 
 from helpers import snapshot
 from helpers.failure import failed
+from helpers.fix import fix_patch
 from release.cli import main
 from release.core.errors import (
     EXIT_BAD_INPUT,
@@ -28,6 +29,7 @@ from release.model.series import Series
 from release.pq.names import SLUG_LENGTH
 
 LINE = "flashinfer_a2a"
+FIX = fix_patch().name
 
 
 @pytest.mark.parametrize(
@@ -52,7 +54,8 @@ def test_pq_skip_writes_no_control_character(project: Path, capsys: pytest.Captu
     series = layout.patches / "lines" / LINE / "series"
     series.write_text("".join(line for line in series.read_text().splitlines(True) if not line[0].isdigit()))
     before = snapshot(project)
-    code = main(["--root", str(project), "pq", "skip", "0001", "--line", LINE, "--reason", "not \x1b[31mneeded"])
+    argv = ["pq", "skip", fix_patch(project).name, "--line", LINE, "--reason", "not \x1b[31mneeded"]
+    code = main(["--root", str(project), *argv])
     assert code == EXIT_BAD_INPUT
     error = failed(capsys.readouterr().err)
     assert error.reference == BadInputError.reference
@@ -72,7 +75,7 @@ def test_pq_new_refuses_a_slug_longer_than_a_name_may_be(project: Path, capsys: 
 
 @pytest.mark.parametrize(
     "argv",
-    [["pq", "carry", "0001", "--report", "/dev/null/x"], ["pq", "import", "--dir", "/dev/null/x"]],
+    [["pq", "carry", FIX, "--report", "/dev/null/x"], ["pq", "import", "--dir", "/dev/null/x"]],
     ids=["carry --report", "import --dir"],
 )
 def test_an_output_that_cannot_be_a_directory_is_bad_input_at_once(
@@ -96,8 +99,9 @@ def test_quiet_pq_skip_keeps_its_result_on_stdout_and_says_nothing_else(
     layout = Layout(project)
     series = layout.patches / "lines" / LINE / "series"
     series.write_text("".join(line for line in series.read_text().splitlines(True) if not line[0].isdigit()))
-    code = main(["--root", str(project), "-q", "pq", "skip", "0001", "--line", LINE, "--reason", "not needed"])
+    number = fix_patch(project).name[:4]  # a patch named by its number, as a maintainer types it
+    code = main(["--root", str(project), "-q", "pq", "skip", number, "--line", LINE, "--reason", "not needed"])
     said = capsys.readouterr()
     assert code == 0, said.err
     assert said.err == ""
-    assert said.out == f"wrote patches/lines/{LINE}/series: skip 0001 (not needed)\n"
+    assert said.out == f"wrote patches/lines/{LINE}/series: skip {number} (not needed)\n"

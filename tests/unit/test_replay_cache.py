@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.fix import fix_patch
 from release.core.hashing import sha256_hex
 from release.core.layout import Layout
 from release.model.outcome import PatchOutcome, PatchStatus
@@ -39,8 +40,7 @@ def pristine() -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def patches() -> list[Patch]:
-    layout = Layout(REPO)
-    return [Patch.load(layout.patches / "0001-flashinfer-nvlink-output-is-reduced.patch")]
+    return [Patch.load(fix_patch())]
 
 
 def counted(result: Replayed) -> tuple[Callable[[], Replayed], list[int]]:

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from helpers import REPO
-from helpers.scan import PATCH_0001, schema_errors, train_versions
+from helpers.scan import FIX, schema_errors, train_versions
 from release.core.layout import Layout
 from release.model.outcome import PatchStatus
 from release.model.patch import Patch
@@ -37,7 +37,7 @@ def test_the_shipped_document_is_valid_and_agrees_with_the_train_and_the_docs() 
     [
         lambda d: d["releases"]["0.20.0"].update(status="broken"),
         lambda d: d["releases"]["0.20.0"].pop("in_train"),
-        lambda d: d["releases"]["0.20.0"]["patches"].update({PATCH_0001: "maybe"}),
+        lambda d: d["releases"]["0.20.0"]["patches"].update({FIX: "maybe"}),
         lambda d: d.update(schema=2),
         lambda d: d.pop("fixed_in"),
     ],
@@ -57,12 +57,12 @@ BUG = "https://example.com/bugs/1"
 DOWNSTREAM = "0002-shape-check.patch"
 
 
-def _patch(name: str = PATCH_0001, purpose: str = f"Bug: {BUG} the output is reduced twice") -> Patch:
+def _patch(name: str = FIX, purpose: str = f"Bug: {BUG} the output is reduced twice") -> Patch:
     """A patch as the scan's document sees it: a name, a subject, and what it is for (its trailer)."""
     return Patch(name, f"From 0 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] a fix\n\nWhy: a test.\n\n{purpose}\n")
 
 
-def _result(version: str, state: str, patch: str = PATCH_0001, more: dict[str, str] | None = None) -> ReleaseResult:
+def _result(version: str, state: str, patch: str = FIX, more: dict[str, str] | None = None) -> ReleaseResult:
     patches = {name: PatchStatus(said) for name, said in {patch: state, **(more or {})}.items()}
     result = ReleaseResult(version, "prepare_finalize", patches, f"vllm-{version}-x.whl", "0" * 64, "", "", Transfer())
     result.bugs = bug_statuses(patches, bug_map([_patch(), _patch(DOWNSTREAM, "Downstream: a check we keep")]))
@@ -74,7 +74,7 @@ def test_fixed_in_is_the_first_fixed_release_after_the_last_affected_one() -> No
     results += [_result("0.4.0", "upstream"), _result("0.4.0.post1", "upstream")]
     document, _ = build_document(ScanResult(results, {}, [_patch()], 0.0), ScanOptions(Layout(REPO)), None, set())
     assert document["fixed_in"] == "0.4.0"
-    assert document["patches"][PATCH_0001]["first_upstream"] == "0.2.0"
+    assert document["patches"][FIX]["first_upstream"] == "0.2.0"
     assert [document["releases"][v]["status"] for v in document["scanned"]] == [
         "not-affected",
         "fixed",
@@ -115,7 +115,7 @@ def test_status_is_per_bug_and_a_downstream_patch_never_makes_a_release_affected
     assert document["fixed_in"] == "0.2.0" and document["bugs"][BUG]["fixed_in"] == "0.2.0"
     assert document["bugs"][BUG] == {
         "title": "the output is reduced twice",
-        "patches": [PATCH_0001],
+        "patches": [FIX],
         "first_fixed": "0.2.0",
         "fixed_in": "0.2.0",
     }
@@ -150,15 +150,15 @@ def test_a_line_that_skips_a_bugs_patch_leaves_the_release_affected_never_not_af
     """A line's `skip` is a claim only the bug's test proves (publish's evidence), not a finding: the scan calls
     a release whose line skips the bug's only patch affected (issue 35: it said `not affected`)."""
     bug_of = bug_map([_patch()])
-    assert bug_statuses({PATCH_0001: "skipped"}, bug_of) == {BUG: "affected"}
-    assert bug_statuses({PATCH_0001: "absent"}, bug_of) == {BUG: "not-affected"}
+    assert bug_statuses({FIX: "skipped"}, bug_of) == {BUG: "affected"}
+    assert bug_statuses({FIX: "absent"}, bug_of) == {BUG: "not-affected"}
 
 
 def test_a_ranged_scan_keeps_a_proven_skip_of_a_release_it_does_not_read_again(tmp_path: Path) -> None:
     """A skip proven on a release (`evidence`; the scan reads the proof: tests/cli/test_scan.py) leaves it not
     affected by that bug, and a later scan of another range keeps that from the document, in both outputs."""
     proven = _result("0.1.0", "skipped")
-    proven.proven = [PATCH_0001]
+    proven.proven = [FIX]
     proven.bugs = bug_statuses(proven.patches, bug_map([_patch()]), proven.proven)
     earlier = ScanResult([proven, _result("0.2.0", "skipped")], {}, [_patch()], 0.0)
     previous, _ = build_document(earlier, ScanOptions(Layout(REPO)), None, set())
@@ -167,7 +167,7 @@ def test_a_ranged_scan_keeps_a_proven_skip_of_a_release_it_does_not_read_again(t
     document, _ = build_document(now, options, json.loads(dumps(previous)), set())
     releases = document["releases"]
     assert [releases[v]["bugs"][BUG] for v in document["scanned"]] == ["not-affected", "affected", "affected"]
-    assert releases["0.1.0"]["proven_skips"] == [PATCH_0001] and "proven_skips" not in releases["0.2.0"]
+    assert releases["0.1.0"]["proven_skips"] == [FIX] and "proven_skips" not in releases["0.2.0"]
     assert "| 0.1.0 | not affected | prepare_finalize | skipped, proven |" in to_markdown(document)
     written = tmp_path / "affected-releases.json"
     written.write_text(dumps(document))

@@ -2,7 +2,7 @@
 
 The proof is a clean pass of the bug's test on the line's pristine release, which only an interpreter with
 torch can run (`python -m release evidence`, release/evidence/skips.py); here the gates that read it, on a
-copy of the real queue whose flashinfer_a2a line skips 0001 in place of its variant.
+copy of the real queue whose flashinfer_a2a line skips its bug fix (helpers/fix.py) in place of its variant.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fix import fix_patch, fix_variant
 from helpers.train import load_train
 from release.cli import main
 from release.core.errors import UnprovenSkipError
@@ -24,18 +25,19 @@ from release.queue.snapshot import Checkout
 from release.queue.status import refuse_train_missing_fixes
 
 LINE = "flashinfer_a2a"
-COMMON = "0001-flashinfer-nvlink-output-is-reduced.patch"
+COMMON = fix_patch().name  # the queue's first bug fix, which every line carries
 
 
 def skip_the_fix(project: Path) -> Layout:
-    """The a2a line's series skips 0001 ("mistake"), the bugs its tags recorded are emptied by hand (what a
+    """The a2a line's series skips the fix ("mistake"), the bugs its tags recorded are emptied by hand (what a
     merge-conflict resolution can do) and the scan data lists none of them (a scan of a later range): no record
     says the line's releases have the bug any more, and only the evidence can."""
     layout = Layout(project)
     series = project / "patches" / "lines" / LINE / "series"
-    [variant] = [line for line in series.read_text().splitlines() if line.startswith("0001-")]
-    series.write_text(series.read_text().replace(variant, f"skip {COMMON}: mistake"))
-    (series.parent / variant).unlink()
+    variant = fix_variant(LINE, project)
+    assert variant.parent == series.parent, f"{LINE} takes {COMMON} as it is: this test needs a variant"
+    series.write_text(re.sub(rf"(?m)^{re.escape(variant.name)}\b.*$", f"skip {COMMON}: mistake", series.read_text()))
+    variant.unlink()
     on_line = {e.tag for e in load_train(layout).entries if e.line == LINE}
     text = layout.train.read_text()
     for tag in on_line:
@@ -95,8 +97,8 @@ def test_a_proof_stands_only_for_the_release_wheel_test_and_tool_it_ran_on(
 
 def test_a_head_line_split_into_a_line_that_skips_the_fix_is_refused_at_check(project: Path) -> None:
     """Issue 35, path 2: the head line split the documented way (docs/patch-queue.md: a new `[[line]]` before the
-    head's, the same modules) into a line for the head line's older tags whose series skips 0001; those tags moved
-    to it, their records re-made without the bug (a replay that skips 0001 applies nothing) and the scan data
+    head's, the same modules) into a line for the head line's older tags whose series skips the fix; those tags moved
+    to it, their records re-made without the bug (a replay that skips the fix applies nothing) and the scan data
     silent about them. Every gate passed; now check refuses naming the bug, a moved tag and the new line."""
     layout = Layout(project)
     train = load_train(layout)

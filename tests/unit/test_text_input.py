@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.failure import Failure, failed
+from helpers.fix import fix_patch
 from release.cli import main
 from release.core.errors import (
     EXIT_BAD_INPUT,
@@ -35,14 +36,15 @@ def error(capsys: pytest.CaptureFixture[str]) -> Failure:
     return failed(err)
 
 
+FIX = fix_patch().name  # a patch of the queue: only the argument that is not UTF-8 is wrong
 NOT_UTF8 = b"\xff\xfe".decode("utf-8", "surrogateescape")  # what Python makes of argv bytes that are not UTF-8
 
 
 @pytest.mark.parametrize(
     "argv",
     [
-        ["pq", "skip", "0001-flashinfer-nvlink-output-is-reduced.patch", "--line", "x", "--reason", NOT_UTF8],
-        ["upstream-pr", "0001", "--title-prefix", NOT_UTF8],
+        ["pq", "skip", FIX, "--line", "x", "--reason", NOT_UTF8],
+        ["upstream-pr", FIX[:4], "--title-prefix", NOT_UTF8],  # the patch by its number
         ["check", NOT_UTF8],
     ],
     ids=["pq-skip-reason", "upstream-pr-title-prefix", "positional"],

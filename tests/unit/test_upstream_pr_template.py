@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tag_facts
+from helpers import CHECKOUT, tag_facts
+from helpers.fix import fix_patch
 from release.core.errors import MissingUpstreamTestError
 from release.core.layout import Layout
 from release.model.patch import Patch
+from release.model.series import Series
 from release.queue.regression import upstream_test
 from release.queue.snapshot import Checkout
 from release.upstream_pr.mail import upstream_mail, with_test
@@ -24,8 +26,8 @@ from release.upstream_pr.prove import EXPECT_FAIL, EXPECT_PASS, Outcome, Run
 from release.upstream_pr.pull_request import PullRequest, RegressionTest, render, template_data
 
 DATA = template_data()
-PATCH = Layout.default().patches / "0001-flashinfer-nvlink-output-is-reduced.patch"
-TEST = "tests/kernels/moe/test_flashinfer_nvlink_output_is_reduced.py"
+PATCH = fix_patch()
+TEST = "tests/kernels/moe/test_a_regression.py"  # any path PR.md may name: what the renderer quotes
 
 
 def pull_request(regression: RegressionTest | None) -> PullRequest:
@@ -121,12 +123,19 @@ def test_the_test_is_added_as_git_writes_a_new_file() -> None:
     assert next(h.added for h in mail.hunks) == ["hello"]
 
 
-def test_patch_0001_names_its_test_and_the_file_is_ours() -> None:
-    patch = Patch.load(PATCH)
-    path, text = upstream_test(Layout.default(), patch) or ("", "")
-    assert path == TEST
-    assert text.startswith("# SPDX-License-Identifier: Apache-2.0\n")
-    assert "pytestmark = pytest.mark.cpu_test" in text  # a CPU test, marked as vLLM marks them
+@pytest.mark.rules
+def test_every_upstream_test_of_the_queue_is_ours_and_a_cpu_test() -> None:
+    """Each patch of the checkout's queue that names a regression test (its trailer, or tests.toml) names a file
+    of patches/upstream-tests/ that carries our licence header and vLLM's CPU-test mark."""
+    layout = Layout(CHECKOUT)
+    for name in Series.load(layout.series).names:
+        found = upstream_test(layout, Patch.load(layout.patches / name))
+        if found is None:
+            continue
+        path, text = found
+        assert path.startswith("tests/") and path.endswith(".py"), (name, path)
+        assert text.startswith("# SPDX-License-Identifier: Apache-2.0\n"), (name, path)
+        assert "pytestmark = pytest.mark.cpu_test" in text, (name, path)  # a CPU test, marked as vLLM marks them
 
 
 def test_a_patchs_own_trailer_names_its_test_before_the_index(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.fix import fix_patch
 from release.core.errors import MissingUpstreamTestError
 from release.core.layout import Layout
 from release.model.patch import Patch
@@ -21,7 +22,7 @@ SECRET = "TOKEN = 'a secret outside the checkout'\n"
 
 
 def _patch(project: Path, test: str) -> Patch:
-    path = next((project / "patches").glob("0001-*.patch"))
+    path = fix_patch(project)
     return Patch(path.name, path.read_text()).with_trailer("Upstream-Test", test)
 
 
@@ -51,7 +52,7 @@ def test_an_upstream_test_reached_through_a_link_is_refused(project: Path, tmp_p
 
 def test_the_named_test_in_its_folder_is_read(project: Path) -> None:
     layout = Layout(project)
-    found = upstream_test(layout, Patch(next((project / "patches").glob("0001-*.patch")).name, ""))
+    found = upstream_test(layout, Patch(fix_patch(project).name, ""))
     assert found is not None
     path, text = found
     assert text == (upstream_tests_dir(layout) / path).read_text()
@@ -65,4 +66,4 @@ def test_a_fifo_tests_toml_is_refused_at_once(project: Path) -> None:
     index.unlink()
     os.mkfifo(index)
     with pytest.raises(MissingUpstreamTestError, match="is a FIFO, not a regular file"):
-        upstream_test(layout, Patch(next((project / "patches").glob("0001-*.patch")).name, ""))
+        upstream_test(layout, Patch(fix_patch(project).name, ""))

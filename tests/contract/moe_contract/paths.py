@@ -7,12 +7,14 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.model.lines import read_lines
+from release.model.patch import Patch
 from release.model.pin import Pin
+from release.model.series import EntryKind, Series
 
 CONTRACT_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = CONTRACT_DIR.parents[1]
 VENDORED_PREPARE_FINALIZE = REPO_ROOT / "vendor" / "vllm_fused_moe" / "prepare_finalize"
-PATCH_0001 = REPO_ROOT / "patches" / "0001-flashinfer-nvlink-output-is-reduced.patch"
 VERIFIED_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "VERIFIED.toml"
 UPSTREAM_TOML = REPO_ROOT / "vendor" / "vllm_fused_moe" / "UPSTREAM.toml"
 # Train tags grouped by identical code under test (moe_contract/code_under_test.py).
@@ -48,7 +50,7 @@ class FixedClass:
 
 @dataclass(frozen=True)
 class ReleaseLine:
-    """Where one release line (patches/lines.toml) keeps the classes patch 0001 (or its variant) fixes.
+    """Where one release line (patches/lines.toml) keeps the classes the queue's fix (or its variant) fixes.
 
     `upstream_file` maps a class's module key to the file the installed release has.
     `unchanged` are classes in the same modules that the fix must leave alone (an all-gather
@@ -61,7 +63,6 @@ class ReleaseLine:
     name: str
     package: str
     suffix: str  # appended to the module key in the release's file name
-    patch: Path
     vendored: Path | None
     classes: tuple[FixedClass, ...]
     unchanged: tuple[tuple[str, str], ...] = ()
@@ -75,6 +76,12 @@ class ReleaseLine:
         """The module keys of the fixed classes, in order, each once."""
         return tuple(dict.fromkeys(cls.module for cls in self.classes))
 
+    @property
+    def patch(self) -> Path:
+        """The patch of the line's series that changes its classes' files (`line.patch`: the head's, or the line's
+        variant): found by what it changes, never by its file name, so a renamed or renumbered patch is found."""
+        return _line_patch(self.name, frozenset(str(self.upstream_file(module)) for module in self.modules))
+
     def upstream_module(self, module: str) -> str:
         return f"{self.package}.{module}{self.suffix}"
 
@@ -83,7 +90,7 @@ class ReleaseLine:
 
 
 FUSED_MOE_PACKAGE = "vllm.model_executor.layers.fused_moe"
-LINE_PATCHES = REPO_ROOT / "patches" / "lines"
+PATCHES = REPO_ROOT / "patches"
 NVLINK_CLASSES = (
     FixedClass(
         "flashinfer_nvlink_two_sided",
@@ -102,7 +109,7 @@ NVLINK_CLASSES = (
         overlap=True,
     ),
 )
-HEAD_LINE = ReleaseLine("prepare_finalize", UPSTREAM_PACKAGE, "", PATCH_0001, VENDORED_PREPARE_FINALIZE, NVLINK_CLASSES)
+HEAD_LINE = ReleaseLine("prepare_finalize", UPSTREAM_PACKAGE, "", VENDORED_PREPARE_FINALIZE, NVLINK_CLASSES)
 LINES = (
     HEAD_LINE,
     # v0.18.x: the same classes, byte for byte, directly under fused_moe/.
@@ -110,7 +117,6 @@ LINES = (
         "flashinfer_nvlink",
         FUSED_MOE_PACKAGE,
         "_prepare_finalize",
-        LINE_PATCHES / "flashinfer_nvlink" / "0001-flashinfer-nvlink-output-is-reduced.patch",
         None,
         NVLINK_CLASSES,
     ),
@@ -119,7 +125,6 @@ LINES = (
         "flashinfer_a2a",
         FUSED_MOE_PACKAGE,
         "_prepare_finalize",
-        LINE_PATCHES / "flashinfer_a2a" / "0001-flashinfer-a2a-output-is-reduced.patch",
         None,
         (
             FixedClass(
@@ -140,7 +145,6 @@ LINES = (
         "flashinfer_cutlass",
         FUSED_MOE_PACKAGE,
         "_prepare_finalize",
-        LINE_PATCHES / "flashinfer_cutlass" / "0001-flashinfer-all2allv-output-is-reduced.patch",
         None,
         (
             FixedClass(
@@ -155,6 +159,22 @@ LINES = (
         unchanged=(("flashinfer_cutlass", "FlashInferAllGatherMoEPrepareAndFinalize"),),
     ),
 )
+
+
+@functools.cache
+def _line_patch(line: str, files: frozenset[str]) -> Path:
+    """The first patch `line`'s series applies (patches/series for the head line) that changes one of `files`."""
+    found = read_lines(PATCHES / "lines.toml").get(line)
+    series_path = found.series_path(REPO_ROOT)
+    head = series_path == PATCHES / "series"
+    for entry in Series.load(series_path, None if head else PATCHES).entries:
+        if entry.kind not in (EntryKind.PATCH, EntryKind.TAKE):
+            continue  # skipped, or retired at the head: not what the line's releases are patched with
+        folder = found.patch_dir(REPO_ROOT) if entry.kind == EntryKind.PATCH and not head else PATCHES
+        path = folder / entry.name
+        if files & set(Patch(entry.name, path.read_text(encoding="utf-8")).files):
+            return path
+    raise LookupError(f"{series_path} applies no patch to {sorted(files)}")
 
 
 def installed_vllm_root() -> Path | None:
