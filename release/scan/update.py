@@ -10,6 +10,7 @@ from release.core import log
 from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
 from release.core.layout import writable_dir_problem
+from release.core.lock import repo_lock
 from release.model.outcome import ReleaseStatus
 from release.queue.snapshot import Checkout
 from release.scan.document import build_document, dumps, load_document, to_markdown
@@ -24,6 +25,15 @@ def update(options: ScanOptions) -> int:
             problem = writable_dir_problem(output.parent)
             if problem:
                 raise OutputNotWritableError(f"cannot write {output}: {problem}; nothing was scanned")
+    # A scan writes docs/affected-releases.md and the runtime's JSON from what it read of the queue: it holds the
+    # lock from that read to its write, so a rebase or pq command cannot change the queue between them (a dry
+    # run writes nothing and only reads, as `check` does).
+    with repo_lock(layout, "scan", shared=options.dry_run):
+        return _update(options)
+
+
+def _update(options: ScanOptions) -> int:
+    layout = options.layout
     previous = load_document(layout.affected_json)
     # The command's one read of the queue, the lines and the train, handed to every stage below.
     checkout = Checkout.load(layout)

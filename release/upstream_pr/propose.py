@@ -14,6 +14,7 @@ from release.core import log
 from release.core.errors import EXIT_OK, OutputNotWritableError
 from release.core.journal import write_atomic
 from release.core.layout import Layout, writable_dir_problem
+from release.core.lock import repo_lock
 from release.queue.regression import upstream_test
 from release.queue.snapshot import Checkout
 from release.upstream_pr import evidence as pr_evidence
@@ -55,6 +56,13 @@ def refuse_output(layout: Layout, out: Path) -> None:
 
 
 def propose(layout: Layout, options: PrOptions) -> int:
+    # A reader of the checkout (it writes only under --out and in the vLLM clone): a shared lock, as `check`
+    # takes, so it finishes a swap a killed command left instead of reading it half done.
+    with repo_lock(layout, "upstream-pr", shared=True):
+        return _propose(layout, options)
+
+
+def _propose(layout: Layout, options: PrOptions) -> int:
     checkout = Checkout.load(layout)  # the command's one read of the pin, the queue, the train (and the scan data)
     path = resolve(layout, options.patch)
     patch = checkout.patch(path)

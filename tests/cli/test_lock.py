@@ -114,10 +114,16 @@ def test_publish_holds_the_index_lock(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("train", "remove", "{other}"), ("train", "add", "{other}"), ("build", "--all", "--out", "{dist}")],
-    ids=["train-remove", "train-add", "build-all"],
+    [
+        ("train", "remove", "{other}"),
+        ("train", "add", "{other}"),
+        ("build", "--all", "--out", "{dist}"),
+        # scan writes docs/ and the runtime's JSON from what it read: refused before it lists or reads a release
+        ("scan", "--since", "{other}", "--until", "{other}"),
+    ],
+    ids=["train-remove", "train-add", "build-all", "scan"],
 )
-def test_train_writers_and_build_all_hold_the_repository_lock(
+def test_train_writers_build_all_and_scan_hold_the_repository_lock(
     project: Path, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     train = (project / "patches" / "train.toml").read_text()
