@@ -1,6 +1,6 @@
 """One lock per repository (and one per index directory): two writers never interleave.
 
-Every command that writes the checkout (rebase, train add/remove, build) holds
+Every command that writes the checkout (rebase, pq, train add/remove, build, scan) holds
 `repo_lock(layout, command)` for its whole run; `publish` holds `index_lock(index)`. The
 lock is an OS file lock (filelock: fcntl on POSIX), so it is released when its holder
 exits, even by SIGKILL: there is never a stale lock to delete by hand. A second command
