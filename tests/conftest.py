@@ -165,8 +165,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     write = terminalreporter.write_line
     terminalreporter.write_sep("-", "disk")
     for run in sorted(runs, key=lambda run: str(run.basetemp)):
-        # pytest removes a passing run's temp dir after the last test (tmp_path_retention_policy).
-        kept = "kept: a test failed" if run.basetemp.exists() else "removed: no test failed"
+        # pytest removes a passing run's temp dir after the last test (tmp_path_retention_policy), but never one
+        # named by --basetemp: that one is kept whatever the outcome, so its being there says nothing of failures.
+        if config.option.basetemp:
+            kept = "kept: --basetemp names it"
+        else:
+            kept = "kept: a test failed" if run.basetemp.exists() else "removed: no test failed"
         write(f"this run's temp  {run.peak_bytes / 1e9:6.2f} GB at most (at the end of {run.peak_at or '-'}),")
         write(f"                 {run.end_bytes / 1e9:6.2f} GB at the end in {run.basetemp} ({kept})")
     # A worker's temp dir is popen-gwN inside the run's (pytest-xdist); the root holds every run's.
