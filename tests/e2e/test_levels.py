@@ -3,11 +3,9 @@
 One copy of the checkout (its train cut to the head and the newest tag of an older release line that carries
 a bug, real release wheels, cached) and one index that already holds the train's wheels (not a fresh one), walked in
 order, as a maintainer would: add two patches (three in all, two on 0001's file), each older line
-skipping them (written as `pq skip` writes it; the command itself runs in tests/cli/test_line_account.py,
-test_pq_loop.py and, under a hostile HOME, tests/e2e/test_hostile_home.py); edit one; `pq import --line` then
-`pq export --dir` with no change; `pq drop`; the README's rebase onto the next release (it refreshes the
-patches the older head's wheel ships); the hint's `--patch-level`; a rebase that retires 0001 at the head
-while the older tags keep it. After each:
+`pq skip`ping them; edit one; `pq import --line` then `pq export --dir` with no change; `pq drop`; the
+README's rebase onto the next release (it refreshes the patches the older head's wheel ships); the hint's
+`--patch-level`; a rebase that retires 0001 at the head while the older tags keep it. After each:
 `train add --all` where the docs say so, then `build` (`--all`, or the tags the step changes), whose wheels
 are named by the level patches/train.toml records, which went up exactly for the tags whose wheels changed.
 `publish` exits 0 and each requirements file pins that level where the step changes what the index must
@@ -34,9 +32,11 @@ from helpers.synthetic import SHAPE_CHECK_PATCH, add_patch, add_shape_check
 from helpers.train import load_train
 from release.core.layout import Layout
 from release.core.versions import version_of_tag
+from release.model.lines import read_lines
 from release.model.pin import Pin
 from release.model.train import Train
 from release.pristine.wheel import cache_dir
+from release.queue.load import is_head
 
 pytestmark = pytest.mark.network  # the release wheels come from the package index once, then the cache
 
@@ -108,6 +108,8 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
 ) -> None:
     project, index, env = walk
     layout = Layout(project)
+    head_line = next(line for line in read_lines(layout.lines).lines if is_head(layout, line))
+    others = [line.name for line in read_lines(layout.lines).lines if line.name != head_line.name]
     head, other = Pin.load(layout.upstream_toml).tag, load_train(layout).entries[0].tag
 
     # The previous train, published (a rebuild of the same files writes nothing: the last step).
@@ -115,9 +117,12 @@ def test_every_flow_publishes_a_new_level_exactly_for_the_wheels_it_changes(
     assert b"shipped = " in layout.train.read_bytes()
 
     # Add: 0002 (the shape check) and 0003 (a second patch on 0001's file), each older line skipping them.
-    add_shape_check(project, lines_skip=True)
+    add_shape_check(project)
     one_sided = "flashinfer_nvlink_one_sided.py"
-    add_patch(project, STACKED, one_sided, "return torch.int32\n", "return torch.int32  # stacked\n", "stacked", True)
+    add_patch(project, STACKED, one_sided, "return torch.int32\n", "return torch.int32  # stacked\n", "stacked", False)
+    for name in (SHAPE_CHECK_PATCH, STACKED):
+        for line in others:
+            run_ok(project, env, "pq", "skip", name, "--line", line, "--reason", "not on this line's classes")
     run_ok(project, env, "train", "add", "--all")
     _, added = build(project, env, "add")
     # The head carries two more patches; the other tag carries the same, but its line's series gained `skip`s.
