@@ -20,7 +20,7 @@ from helpers import run_release, snapshot, unsafe_sources, work_leftovers
 from helpers.failure import failed
 from helpers.index_server import LoopbackIndex
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_git, next_tree
-from helpers.unsafe_sources import VERSION
+from helpers.unsafe_sources import OTHER_VERSION, VERSION
 from release.core import errors
 from release.core.errors import BadInputError, UnknownTagError
 from release.core.git import WorkRepo
@@ -56,7 +56,7 @@ BAD = [
     (wheel_source, "absolute", errors.UnsafeSourceError, "has an empty or `.` component"),
     (wheel_source, "symlink", errors.UnsafeSourceError, "is a symbolic link"),
     (wheel_source, "no-metadata", errors.VersionProofError, "has no .dist-info/METADATA"),
-    (wheel_source, "other-version", errors.VersionProofError, f"is vLLM 0.20.0, not {NEXT_TAG}"),
+    (wheel_source, "other-version", errors.VersionProofError, f"is vLLM {OTHER_VERSION}, not {NEXT_TAG}"),
     (wheel_source, "corrupt", errors.WheelIntegrityError, "cannot read"),
     (wheel_source, "declares-huge", errors.WheelIntegrityError, "declares 2048 MiB"),
     (wheel_source, "inflates-past-declared", errors.WheelIntegrityError, "cannot read"),
@@ -66,7 +66,7 @@ BAD = [
     (dir_source, "subtree-link", errors.UnsafeSourceError, "is a symbolic link"),
     (dir_source, "version-link", errors.UnsafeSourceError, "is a symbolic link"),
     (dir_source, "no-version", errors.VersionProofError, f"cannot prove it is vLLM {NEXT_TAG}"),
-    (dir_source, "other-version", errors.VersionProofError, f"says vLLM 0.20.0, not {NEXT_TAG}"),
+    (dir_source, "other-version", errors.VersionProofError, f"says vLLM {OTHER_VERSION}, not {NEXT_TAG}"),
     (git_source, "symlink", errors.UnsafeSourceError, "is a symbolic link (mode 120000)"),
     (git_source, "submodule", errors.UnsafeSourceError, "is a submodule (mode 160000)"),
 ]
@@ -157,7 +157,7 @@ PYPI_BAD = [
     ("dotdot", errors.UnsafeSourceError, "`..` component"),
     ("symlink", errors.UnsafeSourceError, "is a symbolic link"),
     ("no-metadata", errors.VersionProofError, "has no .dist-info/METADATA"),
-    ("other-version", errors.VersionProofError, f"is vLLM 0.20.0, not {NEXT_TAG}"),
+    ("other-version", errors.VersionProofError, f"is vLLM {OTHER_VERSION}, not {NEXT_TAG}"),
     ("declares-huge", errors.WheelIntegrityError, "declares 2048 MiB"),
 ]
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from helpers.synthetic import NEXT_TAG, SUBTREE, make_dir, make_wheel, version_file
 
 VERSION = NEXT_TAG.removeprefix("v")
+# A release the source claims that is not the one asked for, whatever tag vendor/ is rebased onto.
+OTHER_VERSION = VERSION.rsplit(".", 1)[0] + ".98"
 # Far enough up from .work/rebase-TAG/repo/vllm/model_executor/layers/fused_moe/prepare_finalize/
 # to land in the checkout itself, and further still.
 CLIMB = "../" * 8
@@ -23,7 +25,7 @@ WHEEL_REFUSALS = {
     "absolute": "has an empty or `.` component",
     "symlink": "is a symbolic link",
     "no-metadata": "has no .dist-info/METADATA",
-    "other-version": f"is vLLM 0.20.0, not {NEXT_TAG}",
+    "other-version": f"is vLLM {OTHER_VERSION}, not {NEXT_TAG}",
     "corrupt": "cannot read",
     "control-name": "the control character U+001B in the name",
     "long-name": "a component longer than 255 bytes",
@@ -37,7 +39,7 @@ DIR_REFUSALS = {
     "subtree-link": "is a symbolic link",
     "version-link": "is a symbolic link",
     "no-version": f"cannot prove it is vLLM {NEXT_TAG}",
-    "other-version": f"says vLLM 0.20.0, not {NEXT_TAG}",
+    "other-version": f"says vLLM {OTHER_VERSION}, not {NEXT_TAG}",
 }
 
 
@@ -90,7 +92,7 @@ def wheel_source(kind: str, files: dict[str, bytes], tmp: Path) -> str:
     elif kind == "no-metadata":
         make_wheel(path, files, None)
     elif kind == "other-version":
-        make_wheel(path, files, "0.20.0")
+        make_wheel(path, files, OTHER_VERSION)
     elif kind == "corrupt":
         _corrupt(make_wheel(path, files, VERSION))
     elif kind == "control-name":
@@ -109,7 +111,7 @@ def dir_source(kind: str, files: dict[str, bytes], tmp: Path) -> str:
     tmp.mkdir(parents=True, exist_ok=True)
     secret = tmp / "secret.txt"
     secret.write_text("SECRET outside the subtree\n")
-    make_dir(root, files, None if kind == "no-version" else "0.20.0" if kind == "other-version" else VERSION)
+    make_dir(root, files, None if kind == "no-version" else OTHER_VERSION if kind == "other-version" else VERSION)
     subtree = root / SUBTREE
     if kind == "file-link":
         (subtree / "secret.py").symlink_to(secret)
