@@ -110,14 +110,9 @@ def odd_entries(subtree: Path) -> dict[str, Drift]:
     return found
 
 
-def require_pristine(layout: Layout, queue: Queue) -> dict[str, bytes]:
-    """The pinned tag's pristine subtree, recovered from vendor/; refused when vendor/ has hand edits
-    (a rebase, an import or an export of the queue would lose them)."""
-    return pristine_of(queue.pin.tag, *drift(layout, queue))
-
-
 def pristine_of(tag: str, found: list[Drift], pristine: dict[str, bytes]) -> dict[str, bytes]:
-    """The pristine tree `drift` recovered, refused (as require_pristine refuses it) where it found drift."""
+    """The pinned tag's pristine subtree that `drift` recovered from vendor/; refused where it found drift
+    (hand edits: a rebase, an import or an export of the queue would lose them)."""
     if found:
         listing = "; ".join(f"{d.path} ({d.kind})" for d in found)
         raise DirtyVendorError(f"vendor/ is not pristine {tag} + series: {listing}")

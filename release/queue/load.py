@@ -10,7 +10,7 @@ Every line's series accounts for every common patch (`require_accounted`): silen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +18,7 @@ from typing import Protocol
 from release.core.errors import MalformedSeriesError, MisorderedLineError, SilentLineError
 from release.core.layout import Layout
 from release.core.versions import parse_version
-from release.model.lines import Line, Lines, read_lines
+from release.model.lines import Line, Lines
 from release.model.patch import APPLIED_UPSTREAM, UPSTREAM_SUBTREE_PREFIX, Patch
 from release.model.pin import Pin
 from release.model.series import RETIRED_DIR, Entry, EntryKind, Series
@@ -80,11 +80,6 @@ def replays_on(patch: Patch, tag: str | None) -> bool:
     return tag is not None and older(tag, upstream)
 
 
-def line_of(layout: Layout, name: str) -> Line:
-    """A release line by name, from patches/lines.toml."""
-    return read_lines(layout.lines).get(name)
-
-
 def is_head(layout: Layout, line: Line) -> bool:
     """The head line takes patches/series itself (vendor/ holds it)."""
     return line.series_path(layout.root) == layout.series
@@ -94,16 +89,6 @@ def line_series(layout: Layout, line: Line) -> Series:
     if is_head(layout, line):
         return Series.load(layout.series)
     return Series.load(line.series_path(layout.root), common=layout.patches)
-
-
-def own_line_series(layout: Layout) -> Iterator[tuple[Line, Path, Series]]:
-    """Each release line with a series file of its own (every line but the head), its path and its series."""
-    if not layout.lines.is_file():
-        return
-    for line in read_lines(layout.lines).lines:
-        path = line.series_path(layout.root)
-        if path != layout.series and path.is_file():
-            yield line, path, Series.load(path, common=layout.patches)
 
 
 def entry_patch(layout: Layout, line: Line, entry: Entry, load: PatchLoader = Patch.load) -> Patch | None:

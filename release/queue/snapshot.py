@@ -159,7 +159,7 @@ class Checkout:
 
     def pristine(self) -> dict[str, bytes]:
         """The pinned tag's pristine subtree recovered from vendor/, refused where vendor/ has drifted
-        (release.queue.drift.require_pristine), from the one `drift` of the command."""
+        (release.queue.drift.pristine_of), from the one `drift` of the command."""
         return pristine_of(self.queue.pin.tag, *self.drift())
 
     def vendor_files(self) -> dict[str, bytes]:
@@ -192,8 +192,7 @@ class Checkout:
         return next((line for line in self.lines.lines if is_head(self.layout, line)), None)
 
     def own_line_series(self) -> list[tuple[Line, Path, Series]]:
-        """Each release line with a series file of its own, its path and its series
-        (release.queue.load.own_line_series)."""
+        """Each release line with a series file of its own (every line but the head's), its path and its series."""
         return [(line, line.series_path(self.layout.root), self.series(line)) for line in self.own_lines()]
 
     def entry_patch(self, line: Line, entry: Entry) -> Patch | None:

@@ -16,7 +16,7 @@ from helpers.sources import release_trees
 
 OWNERS = ("release/queue/", "release/model/")
 CLASSES = {"Queue", "Train", "Series", "Patch"}  # their `.load`, called or passed on as a loader
-FUNCTIONS = {"read_lines", "load_lines", "own_line_series", "line_of"}  # called or passed on
+FUNCTIONS = {"read_lines", "load_lines"}  # called or passed on
 BUILT = "Checkout"  # called: a Checkout built by hand
 
 # (module, loader): why it reads the files itself. None is left: every command reads them through its Checkout.

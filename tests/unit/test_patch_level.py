@@ -23,13 +23,14 @@ from release.core.errors import (
     UnrecordedChangeError,
 )
 from release.core.layout import Layout
+from release.model.lines import read_lines
 from release.model.patch import Patch
 from release.model.train import Train, TrainEntry, digest_carried
 from release.overlay import build_cli
 from release.overlay.build import PROJECT
 from release.overlay.index import preflight, publish
 from release.queue.gates import refuse_unrecorded
-from release.queue.load import line_of, tag_patches
+from release.queue.load import tag_patches
 from release.train.add import save
 
 FIX = Patch("0001-fix.patch", "From 0 Mon Sep 17 00:00:00 2001\nSubject: a fix\n\nWhy: one.\n\nBug: #1 a bug\n")
@@ -161,8 +162,9 @@ def test_the_shipped_train_records_what_each_tag_carries() -> None:
     """Each entry's `carried_digest` is the digest of the patches its line's series gives it now, so `build` takes the
     recorded level: a change to what a tag carries is re-recorded (`train add`), raising its level."""
     layout = Layout.default()
+    lines = read_lines(layout.lines)
     for entry in load_train(layout).entries:
-        carried = [p for p in tag_patches(layout, line_of(layout, entry.line), entry.tag) if p.name in entry.patches]
+        carried = [p for p in tag_patches(layout, lines.get(entry.line), entry.tag) if p.name in entry.patches]
         refuse_unrecorded("build", entry, carried)  # raises for a tag the train does not record as it is
 
 
